@@ -172,7 +172,8 @@ class GgufParser {
 
   template <class T>
   std::vector<T> read_numbers(uint64_t count) {
-    std::vector<T> values(static_cast<size_t>(count));  // count already checked against the bytes left
+    std::vector<T> values(
+        static_cast<size_t>(count));  // count already checked against the bytes left
     if (count) std::memcpy(values.data(), data_ + pos_, size_t(count) * sizeof(T));
     pos_ += count * sizeof(T);
     return values;

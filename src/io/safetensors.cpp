@@ -158,8 +158,10 @@ void SafetensorsFile::read_header() {
   }
 
   // No two tensors may share bytes: sorted by start, each must begin at or after the last end.
+  // Empty tensors hold no bytes, so they cannot overlap anything.
   std::vector<const SafetensorsTensorInfo*> by_offset;
-  for (const auto& tensor : tensors_) by_offset.push_back(&tensor);
+  for (const auto& tensor : tensors_)
+    if (tensor.nbytes > 0) by_offset.push_back(&tensor);
   std::sort(by_offset.begin(), by_offset.end(), [](const auto* a, const auto* b) {
     return a->offset != b->offset ? a->offset < b->offset : a->nbytes < b->nbytes;
   });

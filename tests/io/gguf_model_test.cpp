@@ -195,5 +195,26 @@ TEST_F(GgufSmolLM2, QuantisedTensors) {
   }
 }
 
+// Cuts every 997 bytes through the 1.78 MB header (tokenizer arrays included) and a few through
+// the data: each prefix must be refused with an error naming the file, never a crash.
+TEST_F(GgufSmolLM2, TruncatedFileAlwaysThrows) {
+  auto whole = MappedFile::open(path_);
+  const uint64_t data_offset = GgufFile::parse(whole).data_offset();
+  std::vector<size_t> cuts;
+  for (size_t cut = 0; cut < data_offset + 997; cut += 997) cuts.push_back(cut);
+  for (size_t cut : {data_offset + 30081023, whole->size() / 2, whole->size() - 1})
+    cuts.push_back(cut);
+  for (size_t cut : cuts) {
+    auto prefix = MappedFile::from_bytes("smol.gguf",
+                                         std::vector<uint8_t>(whole->data(), whole->data() + cut));
+    try {
+      GgufFile::parse(prefix);
+      ADD_FAILURE() << "a prefix of " << cut << " bytes parsed";
+    } catch (const Error& e) {
+      ASSERT_EQ(std::string(e.what()).rfind("smol.gguf: ", 0), 0u) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace iron::io
