@@ -1,0 +1,189 @@
+// Test helpers for the checkpoint readers: where the models are, temporary files, and tiny writers
+// of GGUF and safetensors files (so the readers are tested against bytes built independently).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "iron/error.hpp"
+
+namespace iron::io::testing {
+
+/// A file under the shared models folder: $IRON_SHARED_DIR/models/NAME when that variable is set,
+/// else ../shared/models/NAME next to the source tree.
+inline std::string shared_model_path(const std::string& name) {
+  if (const char* shared = std::getenv("IRON_SHARED_DIR"); shared && *shared)
+    return std::string(shared) + "/models/" + name;
+  return std::string(IRON_SOURCE_DIR) + "/../shared/models/" + name;
+}
+
+inline std::string stories_path() { return shared_model_path("stories260K.gguf"); }
+
+/// A large model kept (git-ignored) under models/ in the source tree; may be absent.
+inline std::string local_model_path(const std::string& name) {
+  return std::string(IRON_SOURCE_DIR) + "/models/" + name;
+}
+
+inline std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Writes `bytes` to a fresh file in the test temporary folder and returns its path.
+inline std::string write_temp_file(const std::string& name, const std::vector<uint8_t>& bytes) {
+  std::string path = ::testing::TempDir() + "iron_io_" + std::to_string(::getpid()) + "_" + name;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  return path;
+}
+
+/// Runs `fn`, which must throw iron::Error whose message contains `phrase`.
+template <class Fn>
+void expect_error(Fn&& fn, const std::string& phrase, ErrorKind kind = ErrorKind::value) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown; expected one mentioning '" << phrase << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos)
+        << "message '" << e.what() << "' lacks '" << phrase << "'";
+    EXPECT_EQ(int(e.kind()), int(kind)) << e.what();
+  }
+}
+
+/// Little-endian byte sink.
+struct Bytes {
+  std::vector<uint8_t> data;
+
+  template <class T>
+  Bytes& put(T value) {
+    uint8_t raw[sizeof(T)];
+    std::memcpy(raw, &value, sizeof(T));
+    data.insert(data.end(), raw, raw + sizeof(T));
+    return *this;
+  }
+  Bytes& put_string(const std::string& text) {
+    put<uint64_t>(text.size());
+    data.insert(data.end(), text.begin(), text.end());
+    return *this;
+  }
+  Bytes& append(const std::vector<uint8_t>& more) {
+    data.insert(data.end(), more.begin(), more.end());
+    return *this;
+  }
+};
+
+/// Builds GGUF files: metadata values are written through Bytes in their wire encoding, tensors
+/// are laid out at aligned offsets (or a forced offset, for malformed files).
+class GgufWriter {
+ public:
+  explicit GgufWriter(uint32_t version = 3, uint32_t alignment = 32)
+      : version_(version), alignment_(alignment) {}
+
+  /// A key and a raw value: `type` then `value_bytes` (already encoded).
+  GgufWriter& raw_kv(const std::string& key, uint32_t type, const std::vector<uint8_t>& value) {
+    metadata_.put_string(key).put<uint32_t>(type).append(value);
+    ++kv_count_;
+    return *this;
+  }
+  template <class T>
+  GgufWriter& kv(const std::string& key, uint32_t type, T value) {
+    return raw_kv(key, type, Bytes().put<T>(value).data);
+  }
+  GgufWriter& kv_string(const std::string& key, const std::string& value) {
+    return raw_kv(key, 8, Bytes().put_string(value).data);
+  }
+  template <class T>
+  static std::vector<uint8_t> array(uint32_t element_type, const std::vector<T>& items) {
+    Bytes out;
+    out.put<uint32_t>(element_type).put<uint64_t>(items.size());
+    for (const T& item : items) out.put<T>(item);
+    return out.data;
+  }
+  static std::vector<uint8_t> string_array(const std::vector<std::string>& items) {
+    Bytes out;
+    out.put<uint32_t>(8).put<uint64_t>(items.size());
+    for (const auto& item : items) out.put_string(item);
+    return out.data;
+  }
+  /// An array of already-encoded arrays (the bytes of `array()` or `string_array()`).
+  static std::vector<uint8_t> nested_array(const std::vector<std::vector<uint8_t>>& arrays) {
+    Bytes out;
+    out.put<uint32_t>(9).put<uint64_t>(arrays.size());
+    for (const auto& inner : arrays) out.append(inner);
+    return out.data;
+  }
+
+  /// A tensor with dims in ggml order; `forced_offset` overrides the computed offset.
+  GgufWriter& tensor(const std::string& name, const std::vector<uint64_t>& dims, uint32_t type,
+                     const std::vector<uint8_t>& bytes,
+                     std::optional<uint64_t> forced_offset = std::nullopt) {
+    tensors_.push_back({name, dims, type, bytes, forced_offset});
+    return *this;
+  }
+
+  std::vector<uint8_t> build() const {
+    Bytes out;
+    out.data = {'G', 'G', 'U', 'F'};
+    out.put<uint32_t>(version_).put<uint64_t>(tensors_.size()).put<uint64_t>(kv_count_);
+    out.append(metadata_.data);
+    Bytes data;
+    for (const auto& t : tensors_) {
+      while (data.data.size() % alignment_) data.data.push_back(0);
+      out.put_string(t.name).put<uint32_t>(uint32_t(t.dims.size()));
+      for (uint64_t d : t.dims) out.put<uint64_t>(d);
+      out.put<uint32_t>(t.type);
+      out.put<uint64_t>(t.forced_offset.value_or(data.data.size()));
+      data.append(t.bytes);
+    }
+    while (out.data.size() % alignment_) out.data.push_back(0);
+    out.append(data.data);
+    return out.data;
+  }
+
+ private:
+  struct PendingTensor {
+    std::string name;
+    std::vector<uint64_t> dims;
+    uint32_t type;
+    std::vector<uint8_t> bytes;
+    std::optional<uint64_t> forced_offset;
+  };
+  uint32_t version_;
+  uint32_t alignment_;
+  uint64_t kv_count_ = 0;
+  Bytes metadata_;
+  std::vector<PendingTensor> tensors_;
+};
+
+/// Builds a safetensors file from a header written as JSON text and the raw data section.
+inline std::vector<uint8_t> safetensors_bytes(const std::string& header_json,
+                                              const std::vector<uint8_t>& data,
+                                              bool pad_header = true) {
+  std::string header = header_json;
+  if (pad_header)
+    while ((8 + header.size()) % 8) header.push_back(' ');
+  Bytes out;
+  out.put<uint64_t>(header.size());
+  out.data.insert(out.data.end(), header.begin(), header.end());
+  out.append(data);
+  return out.data;
+}
+
+template <class T>
+std::vector<uint8_t> as_bytes(const std::vector<T>& values) {
+  std::vector<uint8_t> out(values.size() * sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+}  // namespace iron::io::testing
