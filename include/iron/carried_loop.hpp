@@ -1,0 +1,86 @@
+// A graph's carried values looped on the device: `first` runs once from the host, then `body`
+// (a version that takes no tensor) runs step after step, each run's Emit writing the next run's
+// per-call values, with up to `depth` runs ahead of the host; the host only waits.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <span>
+#include <thread>
+
+#include "iron/graph.hpp"
+
+namespace iron {
+
+class CarriedLoop {
+ public:
+  CarriedLoop(CompiledGraph& first, CompiledGraph& body, int depth = 2);
+  ~CarriedLoop();
+  CarriedLoop(const CarriedLoop&) = delete;
+  CarriedLoop& operator=(const CarriedLoop&) = delete;
+
+  /// Runs `first` on `tensors` and `values`, and waits for it.
+  void start(std::span<const Tensor> tensors, std::span<const ValueArg> values = {});
+  void start(std::initializer_list<Tensor> tensors, std::initializer_list<ValueArg> values = {}) {
+    start(std::span<const Tensor>(tensors.begin(), tensors.size()),
+          std::span<const ValueArg>(values.begin(), values.size()));
+  }
+
+  /// Steps of `body`, each index yielded once that run is complete. Ending the iteration early
+  /// (leaving the loop, destroying the range) waits out the runs in flight.
+  class Steps {
+   public:
+    class iterator {
+     public:
+      int64_t operator*() const { return k_; }
+      iterator& operator++();
+      bool operator!=(const iterator& other) const { return k_ != other.k_; }
+
+     private:
+      friend class Steps;
+      iterator(Steps* s, int64_t k) : steps_(s), k_(k) {}
+      Steps* steps_;
+      int64_t k_;
+    };
+    Steps(CarriedLoop& loop, int64_t count);
+    ~Steps();
+    Steps(const Steps&) = delete;
+    Steps& operator=(const Steps&) = delete;
+    iterator begin();
+    iterator end() { return iterator(this, count_); }
+
+   private:
+    void wait_complete(int64_t k);
+    void device();
+    CarriedLoop& loop_;
+    int64_t count_;
+    std::atomic<int64_t> consumed_{0};
+    std::atomic<int64_t> completed_{0};
+    std::atomic<bool> stop_{false};
+    std::exception_ptr failure_;
+    std::thread runner_;
+  };
+
+  /// `count` steps of body (after start()).
+  Steps steps(int64_t count) { return Steps(*this, count); }
+  /// start(), then `count` steps.
+  Steps run(int64_t count, std::span<const Tensor> tensors, std::span<const ValueArg> values = {}) {
+    start(tensors, values);
+    return Steps(*this, count);
+  }
+  Steps run(int64_t count, std::initializer_list<Tensor> tensors, std::initializer_list<ValueArg> values = {}) {
+    start(tensors, values);
+    return Steps(*this, count);
+  }
+
+  int depth() const { return depth_; }
+
+ private:
+  CompiledGraph& first_;
+  CompiledGraph& body_;
+  int depth_;
+  bool started_ = false;
+};
+
+}  // namespace iron

@@ -1,0 +1,62 @@
+// Functions for a graph's body(), under torch.nn.functional's names. Each records the operator
+// steps that compute it and returns their handle. Weights are (out, in), as torch.nn.Linear
+// stores them. A handle's own + - * / are steps too, and matmul() of one row.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "iron/handle.hpp"
+#include "iron/module.hpp"
+#include "iron/operator.hpp"
+#include "iron/precision.hpp"
+
+namespace iron::functional {
+
+/// x @ weight.T, plus `bias` on every row if given. One row runs on GEMV (always rounded once
+/// from f32 sums); several rows on ProjectionGEMM at `precision`, or GEMM at HIGHEST.
+Handle linear(const Handle& x, const Handle& weight, const Handle& bias = {},
+              Precision precision = Precision::highest, const Fields& gemv = {});
+
+/// x over the RMS of its last axis, times `weight` if given; `eps` none is x's dtype's epsilon.
+Handle rms_norm(const Handle& x, int64_t normalized_shape, const Handle& weight = {},
+                std::optional<double> eps = {});
+
+/// x minus its mean over the last axis, over its standard deviation, times `weight` plus `bias`.
+Handle layer_norm(const Handle& x, int64_t normalized_shape, const Handle& weight = {},
+                  const Handle& bias = {}, double eps = 1e-5);
+
+/// x * sigmoid(x).
+Handle silu(const Handle& x);
+/// GELU, exact ("none") or by its tanh approximation ("tanh").
+Handle gelu(const Handle& x, const std::string& approximate = "none");
+
+/// x (rows, head_dim) or (rows, heads, head_dim) turned by RoPE, a row of angles (rows,
+/// head_dim/2) per row. `mode` "adjacent" pairs (2i, 2i+1) or "halves" (i, i + head_dim/2).
+Handle rope(const Handle& x, const Handle& angles, const std::string& mode = "adjacent");
+/// As rope(), with a table of cosines then sines (rows, head_dim), computed once.
+Handle rope_cos_sin(const Handle& x, const Handle& table, const std::string& mode = "adjacent");
+
+/// Softmax over the last axis, of `scale` * x; entries past the axis's per-call bound are zero.
+Handle softmax(const Handle& x, double scale = 1.0);
+/// The index of the largest entry of a row of logits, as a one-element i32.
+Handle argmax(const Handle& logits);
+/// A dense copy of any view (strided, gathered), optionally cast to `dtype`.
+Handle copy(const Handle& x, std::optional<DType> dtype = {});
+
+/// What a short causal conv carries between calls: `read`, the K - 1 rows before a call's
+/// first; `write`, where the K - 1 ending it go; and the states a call stages them in,
+/// `window` (2, chunk, channels) and `tail` (K - 1, channels).
+struct ConvState {
+  Handle read;
+  Handle write;
+  State window;
+  State tail;
+};
+
+/// x (rows, channels) through a depth-wise causal filter of K taps (K, channels): output row t is
+/// sum_k taps[k] * x[t - K + 1 + k]. When x's rows are bounded per call it is a prompt chunk of
+/// at most `chunk` rows; otherwise x is one row, a decode step.
+Handle causal_conv1d(const Handle& x, const Handle& taps, const ConvState& state);
+
+}  // namespace iron::functional

@@ -1,0 +1,228 @@
+// Graphs: a class whose body() is recorded on handles once per input signature and compiled to
+// one image per signature; the image is called with tensors and per-call values.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "iron/handle.hpp"
+#include "iron/module.hpp"
+#include "iron/precision.hpp"
+#include "iron/profile.hpp"
+#include "iron/tensor.hpp"
+#include "iron/value.hpp"
+
+namespace iron {
+
+struct Recording;
+class Arena;
+class CompiledGraph;
+namespace detail {
+class Image;
+}
+
+/// A named graph input; undefined (false) when an optional input is absent this signature.
+class Input {
+ public:
+  Input() = default;
+  operator const Handle&() const { return *slot_; }  // NOLINT: used wherever a handle is
+  const Handle& handle() const { return *slot_; }
+  explicit operator bool() const { return slot_ && slot_->defined(); }
+  const Handle* operator->() const { return slot_.get(); }
+  Handle operator[](const Index& i) const { return (*slot_)[i]; }
+  Handle operator[](std::initializer_list<Index> i) const { return (*slot_)[i]; }
+  Handle operator[](const Handle& ids) const { return (*slot_)[ids]; }
+  const Shape& shape() const { return slot_->shape(); }
+
+ private:
+  friend class Graph;
+  std::shared_ptr<Handle> slot_;
+};
+
+/// The next value of a carried value: an expression of per-call values or a one-element handle.
+using CarryValue = std::variant<Affine, Handle>;
+struct Carry {
+  std::vector<std::pair<std::string, CarryValue>> items;
+};
+/// Returned with a body's outputs: the next value of each carried value,
+/// `iron::carry({{"token", next}, {"position", position + 1}})`.
+Carry carry(std::vector<std::pair<std::string, CarryValue>> next_values);
+
+/// What body() returns: its output handles, and the carried values' next values.
+struct Outputs {
+  std::vector<Handle> tensors;
+  Carry carried;
+  Outputs(std::initializer_list<Handle> t) : tensors(t) {}  // NOLINT
+  Outputs(std::vector<Handle> t, Carry c = {}) : tensors(std::move(t)), carried(std::move(c)) {}
+};
+
+/// An input's shape and dtype for compile().
+struct InputSpec {
+  Shape shape;
+  DType dtype = f32;
+  InputSpec(Shape s, DType d = f32) : shape(std::move(s)), dtype(d) {}  // NOLINT
+  InputSpec(std::initializer_list<int64_t> s, DType d = f32) : shape(s), dtype(d) {}  // NOLINT
+};
+using Shapes = std::vector<std::pair<std::string, InputSpec>>;
+
+/// A per-call value given to a call: `{"position", 5}`.
+struct ValueArg {
+  std::string_view name;
+  int64_t value;
+};
+
+struct CompileOptions {
+  /// Run each step on its own and compare it with its reference, failing at the first step
+  /// outside its tolerance.
+  bool check = false;
+  /// Threads the CPU device uses (0: the machine's cores).
+  int threads = 0;
+};
+
+class Graph : public Module {
+ public:
+  explicit Graph(std::string name = "");
+  ~Graph() override;
+
+  virtual Outputs body() = 0;
+  const std::string& name() const { return name_; }
+
+  /// Binds every param held, at any depth, to its tensor at `path` + its dotted path in `tensors`,
+  /// cast as torch's copy_; a param held at several paths binds once. One error names every
+  /// missing, extra, wrong-shape and wrong-kind path.
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::string& path = "");
+  template <class Tree>
+  void load_state_dict(const Tree& tree, const std::string& path = "") {
+    load_state_dict(tree.items(), path);
+  }
+
+  /// The tunables this graph's steps take: a profile, or a file / directory of <device>.json.
+  void set_profile(Profile profile);
+  void set_profile(const std::string& path);
+  const Profile& profile() const { return profile_; }
+
+  /// Records body() on handles of these shapes.
+  std::unique_ptr<Recording> record(const Shapes& shapes);
+  /// The version for these input shapes, compiled on first use and cached; calling with a new
+  /// shape compiles a new version (and logs that it did).
+  CompiledGraph& compile(const Shapes& shapes, CompileOptions options = {});
+  /// The version a call with these tensors uses (compiling it if needed).
+  CompiledGraph& version_for(std::span<const Tensor> tensors);
+  size_t versions() const { return versions_.size(); }
+
+  /// Runs body() on the host, each step through its operator's reference(); no compile needed.
+  /// Outputs are f32, each rounded once to its dtype.
+  std::vector<Tensor> reference(std::span<const Tensor> tensors, std::span<const ValueArg> values = {});
+  std::vector<Tensor> reference(std::initializer_list<Tensor> tensors,
+                                std::initializer_list<ValueArg> values = {}) {
+    return reference(std::span<const Tensor>(tensors.begin(), tensors.size()),
+                     std::span<const ValueArg>(values.begin(), values.size()));
+  }
+
+  /// Records `fn` (one of this graph's methods) into the graph being recorded, under this graph's
+  /// profile.
+  template <class Fn>
+  auto inline_(Fn&& fn) -> decltype(fn()) {
+    auto restore = enter_inline();
+    return fn();
+  }
+
+  /// Frees the memory every version and the arena hold; a later call loads them again.
+  void release();
+  /// The arena every version shares (scratch, states, weight uploads).
+  Arena& arena();
+  const std::vector<std::string>& input_names() const { return input_names_; }
+  const std::vector<PerCall>& value_decls() const { return values_; }
+
+ protected:
+  Input input(const std::string& name, bool optional = false);
+  /// A per-call value the host writes each call; one with a default may be left out.
+  Scratchpad scratchpad(const std::string& name, std::optional<int64_t> default_value = {});
+  /// A per-call value the body computes for the next call (returned with iron::carry).
+  Carried carried(const std::string& name);
+
+ private:
+  friend class CompiledGraph;
+  struct InlineGuard {
+    void* recorder;
+    const Profile* previous;
+    ~InlineGuard();
+  };
+  InlineGuard enter_inline();
+  std::string signature(const Shapes& shapes) const;
+
+  std::string name_;
+  std::vector<std::string> input_names_;
+  std::vector<bool> input_optional_;
+  std::vector<std::shared_ptr<Handle>> input_slots_;
+  std::vector<PerCall> values_;
+  std::vector<std::optional<int64_t>> value_defaults_;
+  Profile profile_;
+  bool bound_ = false;
+  std::unique_ptr<Arena> arena_;
+  std::map<std::string, std::unique_ptr<CompiledGraph>> versions_;
+  std::map<std::string, std::shared_ptr<Recording>> references_;
+  std::shared_ptr<void> reference_states_;  // host copies of states for reference()
+};
+
+/// One version of a graph: an image for one input signature, callable many times.
+class CompiledGraph {
+ public:
+  struct Result {
+    std::vector<Tensor> outputs;  // views of the arena, valid until the next call
+    std::vector<std::pair<std::string, int64_t>> carried;
+    int64_t carried_value(std::string_view name) const;
+  };
+
+  CompiledGraph(Graph& graph, std::shared_ptr<Recording> recording, CompileOptions options);
+  ~CompiledGraph();
+  CompiledGraph(const CompiledGraph&) = delete;
+  CompiledGraph& operator=(const CompiledGraph&) = delete;
+
+  /// Stages the inputs, writes the words, runs the image; no allocation on this path.
+  const Result& operator()(std::span<const Tensor> tensors, std::span<const ValueArg> values = {});
+  const Result& operator()(std::initializer_list<Tensor> tensors,
+                           std::initializer_list<ValueArg> values = {}) {
+    return (*this)(std::span<const Tensor>(tensors.begin(), tensors.size()),
+                   std::span<const ValueArg>(values.begin(), values.size()));
+  }
+
+  /// `x`'s buffer as the device left it: a host view (a state, an output, a scratch buffer).
+  Tensor read(const Held& x);
+  Tensor read(const Handle& x);
+  /// Sends back to the device what the host wrote into read(x)'s view (a no-op on the CPU,
+  /// where the view is the device memory).
+  void push(const Held& x);
+  /// Loads the image and uploads its weights now rather than on the first call.
+  CompiledGraph& load();
+  /// Uploads every weight this version reads that no version has uploaded yet.
+  void upload();
+  /// Frees this version's image and the buffers it holds outside the arena.
+  void release();
+
+  const Recording& recording() const { return *recording_; }
+  Graph& graph() { return *graph_; }
+  /// The per-call values this version reads, by name.
+  std::vector<std::string> reads() const;
+  /// A description of the plan: steps, buffers, arena bytes, words.
+  std::string report() const;
+
+  // For CarriedLoop and the devices.
+  detail::Image& image();
+  bool has_carry() const;
+
+ private:
+  friend class CarriedLoop;
+  Graph* graph_;
+  std::shared_ptr<Recording> recording_;
+  CompileOptions options_;
+  std::unique_ptr<detail::Image> image_;
+  Result result_;
+};
+
+}  // namespace iron

@@ -1,0 +1,85 @@
+// What an operator's CPU kernel is given: operands with every address resolved, and the indices
+// of the per-call words it reads. A kernel does no allocation, lookup or shape arithmetic beyond
+// reading its words.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "iron/dtype.hpp"
+#include "iron/precision.hpp"
+#include "iron/tensor.hpp"
+
+namespace iron::cpu {
+
+/// A constant, or the index of a word written each call.
+struct WordRef {
+  int index = -1;
+  int64_t constant = 0;
+  int64_t get(const int64_t* words) const { return index < 0 ? constant : words[index]; }
+  bool per_call() const { return index >= 0; }
+};
+
+/// A buffer view as a kernel reads or writes it.
+struct Operand {
+  char* base = nullptr;  // the buffer's first byte
+  DType dtype = f32;
+  Shape shape;
+  Shape strides;              // in elements, per axis
+  WordRef offset;             // in elements, from base
+  std::vector<WordRef> valid; // leading entries of each axis valid this call
+  // Gathered rows (Copy from a gather view): per-call ids, or fixed ones.
+  std::shared_ptr<Operand> ids;
+  std::vector<int64_t> fixed_rows;
+  int64_t table_rows = 0;  // rows of the table a gather reads (ids outside it read nothing)
+
+  int rank() const { return int(shape.size()); }
+  int64_t extent(int axis, const int64_t* words) const { return valid[size_t(axis)].get(words); }
+  /// The address of element `element` past the view's offset (block kinds: a block boundary).
+  char* address(const int64_t* words, int64_t element = 0) const {
+    const DTypeInfo& i = info(dtype);
+    return base + (offset.get(words) + element) / i.block * i.bytes;
+  }
+  template <class T>
+  T* data(const int64_t* words) const {
+    return reinterpret_cast<T*>(address(words));
+  }
+  /// Elements of one row (the product of every axis but the first).
+  int64_t row_elements() const {
+    int64_t n = 1;
+    for (size_t a = 1; a < shape.size(); ++a) n *= shape[a];
+    return n;
+  }
+  /// Valid rows this call: the leading axis's bound.
+  int64_t rows(const int64_t* words) const { return shape.empty() ? 1 : extent(0, words); }
+};
+
+/// What the processor offers, probed once.
+struct Features {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512bf16 = false;
+  bool amx_bf16 = false;
+  static const Features& host();
+  std::string str() const;
+};
+
+struct KernelArgs {
+  std::vector<Operand> in;
+  std::vector<Operand> out;
+  std::vector<WordRef> scalars;
+  Precision precision = Precision::highest;
+  const Features* features = nullptr;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  /// Runs thread `thread`'s share of the work; every thread of the pool calls it.
+  virtual void run(const int64_t* words, int thread, int threads) const = 0;
+  /// Whether splitting across threads pays; a serial kernel runs on thread 0 alone.
+  virtual bool parallel() const { return true; }
+};
+
+}  // namespace iron::cpu

@@ -1,0 +1,134 @@
+// The CPU image: a flat list of kernels run by the persistent pool. Consecutive serial kernels
+// form one phase run by thread 0; threads meet at a barrier only between phases.
+#include <cpuid.h>
+
+#include <sstream>
+
+#include "devices/cpu/thread_pool.hpp"
+#include "graph/image.hpp"
+
+namespace iron::cpu {
+
+const Features& Features::host() {
+  static const Features features = [] {
+    Features f;
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (__get_cpuid_count(1, 0, &a, &b, &c, &d)) {
+      f.fma = c & (1u << 12);
+      f.f16c = c & (1u << 29);
+    }
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+      f.avx2 = b & (1u << 5);
+      f.avx512f = b & (1u << 16);
+      f.avx512bw = b & (1u << 30);
+      f.avx512vl = b & (1u << 31);
+      f.amx_bf16 = d & (1u << 22);
+    }
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = a & (1u << 5);
+    // The OS must also save the wide registers (XCR0): AVX state and, for AVX-512, opmask/ZMM.
+    unsigned xcr0_lo = 0, xcr0_hi = 0;
+    if (__get_cpuid_count(1, 0, &a, &b, &c, &d) && (c & (1u << 27)))
+      __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    bool avx_state = (xcr0_lo & 0x6) == 0x6, avx512_state = (xcr0_lo & 0xe6) == 0xe6;
+    f.avx2 = f.avx2 && avx_state;
+    f.fma = f.fma && avx_state;
+    f.avx512f = f.avx512f && avx512_state;
+    f.avx512bw = f.avx512bw && avx512_state;
+    f.avx512vl = f.avx512vl && avx512_state;
+    f.avx512bf16 = f.avx512bf16 && f.avx512f;
+#endif
+    return f;
+  }();
+  return features;
+}
+
+std::string Features::str() const {
+  std::ostringstream o;
+  o << (avx2 ? "avx2 " : "") << (fma ? "fma " : "") << (avx512f ? "avx512f " : "")
+    << (avx512bw ? "avx512bw " : "") << (avx512bf16 ? "avx512bf16 " : "") << (amx_bf16 ? "amx-bf16 " : "");
+  std::string s = o.str();
+  return s.empty() ? "portable" : s.substr(0, s.size() - 1);
+}
+
+namespace {
+
+class CpuProgram final : public detail::Program {
+ public:
+  CpuProgram(std::vector<std::unique_ptr<Kernel>> kernels, int threads)
+      : kernels_(std::move(kernels)), threads_(threads), pool_(ThreadPool::shared(threads)) {
+    for (size_t i = 0; i < kernels_.size();) {
+      Phase p{i, i + 1, kernels_[i]->parallel()};
+      if (!p.parallel)
+        while (p.end < kernels_.size() && !kernels_[p.end]->parallel()) ++p.end;
+      phases_.push_back(p);
+      i = p.end;
+    }
+    if (threads_ > pool_.size()) threads_ = pool_.size();
+  }
+
+  void run(const int64_t* words) override {
+    words_ = words;
+    single_ = -1;
+    bool any_parallel = false;
+    for (const Phase& p : phases_) any_parallel |= p.parallel;
+    // Reset before the pool publishes the job, so no thread can reach the barrier first.
+    barrier_.reset(any_parallel ? threads_ : 1);
+    pool_.run(any_parallel ? threads_ : 1, &CpuProgram::job, this);
+  }
+
+  void run_one(size_t i, const int64_t* words) override {
+    words_ = words;
+    single_ = int64_t(i);
+    pool_.run(kernels_[i]->parallel() ? threads_ : 1, &CpuProgram::job, this);
+  }
+
+  size_t commands() const override { return kernels_.size(); }
+
+ private:
+  struct Phase {
+    size_t begin, end;
+    bool parallel;
+  };
+
+  static void job(void* context, int thread, int threads) {
+    auto* self = static_cast<CpuProgram*>(context);
+    if (self->single_ >= 0) {
+      self->kernels_[size_t(self->single_)]->run(self->words_, thread, threads);
+      return;
+    }
+    bool sense = false;
+    for (size_t k = 0; k < self->phases_.size(); ++k) {
+      const Phase& p = self->phases_[k];
+      if (p.parallel) {
+        self->kernels_[p.begin]->run(self->words_, thread, threads);
+      } else if (thread == 0) {
+        for (size_t i = p.begin; i < p.end; ++i) self->kernels_[i]->run(self->words_, 0, 1);
+      }
+      if (threads > 1 && k + 1 < self->phases_.size()) self->barrier_.wait(sense);
+    }
+  }
+
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+  std::vector<Phase> phases_;
+  int threads_;
+  ThreadPool& pool_;
+  Barrier barrier_;
+  const int64_t* words_ = nullptr;
+  int64_t single_ = -1;
+};
+
+}  // namespace
+}  // namespace iron::cpu
+
+namespace iron::detail {
+
+std::unique_ptr<Program> lower_cpu(const Recording& recording, std::vector<cpu::KernelArgs> args,
+                                   int threads) {
+  std::vector<std::unique_ptr<cpu::Kernel>> kernels;
+  for (size_t i = 0; i < recording.steps.size(); ++i)
+    kernels.push_back(recording.steps[i].op->cpu_kernel(args[i]));
+  return std::make_unique<cpu::CpuProgram>(std::move(kernels), threads);
+}
+
+}  // namespace iron::detail

@@ -1,0 +1,85 @@
+#include "devices/cpu/thread_pool.hpp"
+
+#include <algorithm>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define IRON_PAUSE() _mm_pause()
+#else
+#define IRON_PAUSE() ((void)0)
+#endif
+
+namespace iron::cpu {
+
+namespace {
+// How long a worker spins for the next job before sleeping: long enough to span the host's
+// work between two decode steps, short enough not to burn a core when idle.
+constexpr int kSpinsBeforeSleep = 200000;
+}  // namespace
+
+void Barrier::wait(bool& sense) {
+  sense = !sense;
+  if (waiting_.fetch_add(1, std::memory_order_acq_rel) == threads_ - 1) {
+    waiting_.store(0, std::memory_order_relaxed);
+    release_.store(sense, std::memory_order_release);
+  } else {
+    while (release_.load(std::memory_order_acquire) != sense) IRON_PAUSE();
+  }
+}
+
+ThreadPool& ThreadPool::shared(int threads) {
+  // Made once, as large as the machine or the first request; images hold a reference to it, so
+  // it is never replaced: a later, larger request runs on the threads it has.
+  static ThreadPool pool(std::max<int>(threads, int(std::thread::hardware_concurrency())));
+  return pool;
+}
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::run(int threads, Job job, void* context) {
+  if (threads > size()) threads = size();
+  if (threads <= 1) {
+    job(context, 0, 1);
+    return;
+  }
+  job_ = job;
+  context_ = context;
+  threads_ = threads;
+  pending_.store(threads - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  job(context, 0, threads);
+  while (pending_.load(std::memory_order_acquire) != 0) IRON_PAUSE();
+}
+
+void ThreadPool::work(int index) {
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t now = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; now == seen && spin < kSpinsBeforeSleep; ++spin) {
+      IRON_PAUSE();
+      now = generation_.load(std::memory_order_acquire);
+    }
+    if (now == seen) {
+      generation_.wait(seen, std::memory_order_acquire);
+      continue;
+    }
+    seen = now;
+    if (stop_.load()) return;
+    if (index < threads_) {
+      job_(context_, index, threads_);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+}
+
+}  // namespace iron::cpu

@@ -1,0 +1,65 @@
+// A persistent pool of worker threads. A job wakes them once; the workers spin briefly after a job
+// before sleeping, so back-to-back calls (a decode loop) never pay a wake-up.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace iron::cpu {
+
+/// All threads of a job meet here between two commands. Sense-reversing, spinning.
+class Barrier {
+ public:
+  explicit Barrier(int threads = 1) : threads_(threads) {}
+  void reset(int threads) {
+    threads_ = threads;
+    waiting_.store(0, std::memory_order_relaxed);
+    release_.store(false, std::memory_order_relaxed);
+  }
+  void wait(bool& sense);
+
+ private:
+  int threads_;
+  alignas(64) std::atomic<int> waiting_{0};
+  alignas(64) std::atomic<bool> release_{false};
+};
+
+class ThreadPool {
+ public:
+  using Job = void (*)(void* context, int thread, int threads);
+
+  /// The process-wide pool (the caller counts as one of its threads).
+  static ThreadPool& shared(int threads);
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return int(workers_.size()) + 1; }
+  /// Runs job(context, t, threads) on threads t = 0 (the caller) .. threads-1 and waits for all.
+  void run(int threads, Job job, void* context);
+
+ private:
+  void work(int index);
+
+  std::vector<std::thread> workers_;
+  alignas(64) std::atomic<uint32_t> generation_{0};
+  alignas(64) std::atomic<int> pending_{0};
+  Job job_ = nullptr;
+  void* context_ = nullptr;
+  int threads_ = 1;
+  std::atomic<bool> stop_{false};
+};
+
+/// The part [begin, end) of n items that thread `t` of `threads` takes, in multiples of `align`.
+inline std::pair<int64_t, int64_t> split(int64_t n, int t, int threads, int64_t align = 1) {
+  int64_t units = (n + align - 1) / align;
+  int64_t per = units / threads, extra = units % threads;
+  int64_t begin = (t * per + std::min<int64_t>(t, extra)) * align;
+  int64_t end = begin + (per + (t < extra ? 1 : 0)) * align;
+  return {std::min(begin, n), std::min(end, n)};
+}
+
+}  // namespace iron::cpu

@@ -1,0 +1,100 @@
+#include "iron/carried_loop.hpp"
+
+#include "graph/image.hpp"
+#include "graph/recording.hpp"
+#include "iron/error.hpp"
+
+namespace iron {
+
+CarriedLoop::CarriedLoop(CompiledGraph& first, CompiledGraph& body, int depth)
+    : first_(first), body_(body), depth_(depth) {
+  for (CompiledGraph* version : {&first, &body})
+    if (!version->has_carry())
+      value_error(version->recording().graph +
+                  ": a version loops only with carried values; this one returns no iron::carry (so has no Emit)");
+  if (&first.graph() != &body.graph()) value_error("first and body are versions of one graph");
+  for (const Handle& h : body.recording().inputs)
+    if (h.defined()) {
+      std::string names;
+      for (size_t i = 0; i < body.recording().inputs.size(); ++i)
+        if (body.recording().inputs[i].defined()) names += (names.empty() ? "" : ", ") + body.recording().input_names[i];
+      value_error(body.recording().graph + ": the looped version takes no tensor, got [" + names + "]");
+    }
+  if (depth < 1) value_error("depth is at least 1, got " + std::to_string(depth));
+}
+
+CarriedLoop::~CarriedLoop() = default;
+
+void CarriedLoop::start(std::span<const Tensor> tensors, std::span<const ValueArg> values) {
+  const CompiledGraph::Result& r = first_(tensors, values);
+  // first's Emit writes body's words: its carried values, and the values it was given, which a
+  // body step reads unchanged unless carried.
+  std::vector<ValueArg> seeds;
+  for (const ValueArg& v : values) seeds.push_back(v);
+  for (const auto& [name, value] : r.carried) seeds.push_back({name, value});
+  detail::Image& image = body_.image();
+  std::vector<ValueArg> readable;
+  for (const ValueArg& v : seeds) {
+    bool known = false;
+    for (const PerCall& p : body_.recording().values) known |= p.name == v.name;
+    if (known) readable.push_back(v);
+  }
+  image.seed(readable);
+  started_ = true;
+}
+
+CarriedLoop::Steps::Steps(CarriedLoop& loop, int64_t count) : loop_(loop), count_(count) {
+  if (!loop.started_) value_error("CarriedLoop: start() runs first before any step");
+  if (count < 0) value_error("CarriedLoop: a negative step count " + std::to_string(count));
+  runner_ = std::thread([this] { device(); });
+}
+
+CarriedLoop::Steps::~Steps() {
+  stop_.store(true);
+  consumed_.store(count_);
+  consumed_.notify_all();
+  if (runner_.joinable()) runner_.join();
+}
+
+// The device side: run k starts once the host is at most depth - 1 steps behind.
+void CarriedLoop::Steps::device() {
+  try {
+    detail::Image& image = loop_.body_.image();
+    for (int64_t k = 0; k < count_; ++k) {
+      for (int64_t seen = consumed_.load(); k >= seen + loop_.depth_; seen = consumed_.load()) {
+        consumed_.wait(seen);
+      }
+      if (stop_.load()) break;
+      image.write_values({});
+      image.run();
+      image.fill_result(loop_.body_.result_);
+      completed_.store(k + 1);
+      completed_.notify_all();
+    }
+  } catch (...) {
+    failure_ = std::current_exception();
+    completed_.store(count_ + 1);
+    completed_.notify_all();
+  }
+}
+
+void CarriedLoop::Steps::wait_complete(int64_t k) {
+  for (int64_t done = completed_.load(); done <= k; done = completed_.load()) completed_.wait(done);
+  if (failure_) std::rethrow_exception(failure_);
+}
+
+CarriedLoop::Steps::iterator CarriedLoop::Steps::begin() {
+  if (count_ == 0) return end();
+  wait_complete(0);
+  return iterator(this, 0);
+}
+
+CarriedLoop::Steps::iterator& CarriedLoop::Steps::iterator::operator++() {
+  ++k_;
+  steps_->consumed_.store(k_);
+  steps_->consumed_.notify_all();
+  if (k_ < steps_->count_) steps_->wait_complete(k_);
+  return *this;
+}
+
+}  // namespace iron

@@ -1,0 +1,188 @@
+#include "iron/functional.hpp"
+
+#include <limits>
+
+#include "graph/recording.hpp"
+#include "iron/error.hpp"
+
+namespace iron {
+
+namespace {
+
+// Records `op` over dense inputs and returns its one output, of x's rows and bounds.
+Handle step(const std::string& op, Fields params, std::vector<Handle> in, const Shape& shape, DType dtype,
+            const std::vector<std::optional<Affine>>& bounds, Precision precision = Precision::highest,
+            std::vector<Affine> scalars = {}) {
+  Recorder& r = Recorder::require(op);
+  for (Handle& h : in)
+    if (h.defined()) h = dense(h);
+  Step s;
+  s.op = r.make(op, std::move(params));
+  s.in = std::move(in);
+  std::vector<std::optional<Affine>> valid(shape.size());
+  for (size_t a = 0; a < std::min(valid.size(), bounds.size()); ++a) valid[a] = bounds[a];
+  Handle out = r.scratch(op, shape, dtype).with_bounds(valid);
+  s.out = {out};
+  s.precision = precision;
+  s.scalars = std::move(scalars);
+  r.add_step(std::move(s));
+  return out;
+}
+
+Handle elementwise(const char* op, const Handle& a, const Handle& b) {
+  if (!a.defined() || !b.defined()) type_error(std::string(op) + " of an undefined handle");
+  bool broadcast = b.shape() != a.shape();
+  if (broadcast && !(b.numel() == a.shape().back() && !a.shape().empty()))
+    value_error(std::string(op) + ": " + b.str() + " is neither " + a.str() +
+                "'s shape nor one row of its last axis");
+  Fields params{{"elements", a.numel()}, {"broadcast_row", broadcast}};
+  // A bound either operand has holds for the result (x + f(x[:n]) has n valid rows).
+  auto bounds = a.bounds();
+  if (!broadcast)
+    for (size_t axis = 0; axis < bounds.size(); ++axis)
+      if (!bounds[axis]) bounds[axis] = b.bounds()[axis];
+  return step(op, params, {a, b}, a.shape(), a.dtype(), bounds);
+}
+
+DType activation_dtype(const Handle& x) { return info(x.dtype()).floating && !info(x.dtype()).quantised ? x.dtype() : f32; }
+
+}  // namespace
+
+Handle operator+(const Handle& a, const Handle& b) { return elementwise("Add", a, b); }
+Handle operator-(const Handle& a, const Handle& b) { return elementwise("Sub", a, b); }
+Handle operator*(const Handle& a, const Handle& b) { return elementwise("Mul", a, b); }
+Handle operator/(const Handle& a, const Handle& b) { return elementwise("Div", a, b); }
+
+Handle matmul(const Handle& row, const Handle& matrix) {
+  bool one_row = row.rank() == 1 || (row.rank() == 2 && row.dim(0) == 1);
+  if (!one_row || matrix.rank() != 2 || row.shape().back() != matrix.dim(0))
+    value_error("matmul: " + row.str() + " @ " + matrix.str() + " is not one row (k,) @ (k, n)");
+  Shape out = row.rank() == 1 ? Shape{matrix.dim(1)} : Shape{1, matrix.dim(1)};
+  Fields p{{"M", int64_t(1)}, {"K", matrix.dim(0)}, {"N", matrix.dim(1)}, {"b_col_maj", false}};
+  return step("GEMM", p, {row, matrix}, out, activation_dtype(row), row.bounds());
+}
+
+namespace functional {
+
+Handle linear(const Handle& x, const Handle& weight, const Handle& bias, Precision precision, const Fields& gemv) {
+  if (x.rank() != 1 && x.rank() != 2) value_error("linear(): x " + to_string(x.shape()) + " is not (in,) or (rows, in)");
+  if (weight.rank() != 2 || weight.dim(1) != x.shape().back())
+    value_error("linear(): weight " + weight.str() + " is not (out, " + std::to_string(x.shape().back()) + ")");
+  const int64_t k = weight.dim(1), n = weight.dim(0);
+  bool one_row = x.rank() == 1 || x.dim(0) == 1;
+  Shape out = x.rank() == 1 ? Shape{n} : Shape{x.dim(0), n};
+  Handle y;
+  if (one_row) {
+    Fields p{{"K", k}, {"N", n}};
+    for (const auto& [name, v] : gemv.items()) p.set(name, v);
+    y = step("GEMV", p, {x, weight}, out, activation_dtype(x), x.bounds());
+  } else if (!gemv.empty()) {
+    value_error("linear(): " + std::to_string(x.dim(0)) + " rows take no GEMV " + gemv.str());
+  } else {
+    Fields p{{"M", x.dim(0)}, {"K", k}, {"N", n}, {"b_col_maj", true}, {"precision", std::string(name(precision))}};
+    y = step(precision == Precision::highest ? "GEMM" : "ProjectionGEMM", p, {x, weight}, out, activation_dtype(x),
+             x.bounds(), precision);
+  }
+  if (!bias.defined()) return y;
+  if (bias.numel() != n) value_error("linear(): bias " + bias.str() + " is not (" + std::to_string(n) + ",)");
+  return y + bias;
+}
+
+namespace {
+void check_last_axis(const char* what, const Handle& x, int64_t normalized_shape) {
+  if (x.rank() == 0 || x.shape().back() != normalized_shape)
+    value_error(std::string(what) + ": normalized_shape " + std::to_string(normalized_shape) +
+                " is not the last axis of " + x.str());
+}
+}  // namespace
+
+Handle rms_norm(const Handle& x, int64_t normalized_shape, const Handle& weight, std::optional<double> eps) {
+  check_last_axis("rms_norm", x, normalized_shape);
+  double e = eps ? *eps
+                 : (x.dtype() == bf16 ? 1.0 / 128 : x.dtype() == f16 ? 1.0 / 1024 : double(std::numeric_limits<float>::epsilon()));
+  Fields p{{"N", normalized_shape}, {"epsilon", e}, {"weighted", weight.defined()}};
+  std::vector<Handle> in{x};
+  if (weight.defined()) in.push_back(weight);
+  return step("RMSNorm", p, in, x.shape(), activation_dtype(x), x.bounds());
+}
+
+Handle layer_norm(const Handle& x, int64_t normalized_shape, const Handle& weight, const Handle& bias, double eps) {
+  check_last_axis("layer_norm", x, normalized_shape);
+  Fields p{{"N", normalized_shape}, {"epsilon", eps}, {"weighted", weight.defined()}};
+  std::vector<Handle> in{x};
+  if (weight.defined()) in.push_back(weight);
+  Handle y = step("LayerNorm", p, in, x.shape(), activation_dtype(x), x.bounds());
+  return bias.defined() ? y + bias : y;
+}
+
+Handle silu(const Handle& x) { return step("SiLU", {{"elements", x.numel()}}, {x}, x.shape(), activation_dtype(x), x.bounds()); }
+
+Handle gelu(const Handle& x, const std::string& approximate) {
+  return step("GELU", {{"elements", x.numel()}, {"approximate", approximate}}, {x}, x.shape(), activation_dtype(x), x.bounds());
+}
+
+namespace {
+Handle rope_step(const Handle& x, const Handle& table, const std::string& mode, const std::string& kind) {
+  if (x.rank() < 1 || x.rank() > 3) value_error("rope(): x " + x.str() + " is not (rows, [heads,] head_dim)");
+  int64_t d = x.shape().back(), heads = x.rank() == 3 ? x.dim(1) : 1;
+  int64_t rows = x.rank() == 1 ? 1 : x.dim(0);
+  int64_t width = kind == "cos_sin" ? d : d / 2;
+  if (table.numel() != rows * width)
+    value_error("rope(): the table " + table.str() + " is not a row of " + std::to_string(width) + " per row of " + x.str());
+  Fields p{{"head_dim", d}, {"heads", heads}, {"mode", mode}, {"table", kind}};
+  return step("RoPE", p, {x, table}, x.shape(), activation_dtype(x), x.bounds());
+}
+}  // namespace
+
+Handle rope(const Handle& x, const Handle& angles, const std::string& mode) { return rope_step(x, angles, mode, "angles"); }
+Handle rope_cos_sin(const Handle& x, const Handle& table, const std::string& mode) {
+  return rope_step(x, table, mode, "cos_sin");
+}
+
+Handle softmax(const Handle& x, double scale) {
+  if (x.rank() == 0) value_error("softmax() of a scalar");
+  return step("Softmax", {{"N", x.shape().back()}, {"scale", scale}}, {x}, x.shape(), activation_dtype(x), x.bounds());
+}
+
+Handle argmax(const Handle& logits) {
+  if (!(logits.rank() == 1 || (logits.rank() == 2 && logits.dim(0) == 1)))
+    value_error("argmax(): logits " + logits.str() + " are not one row");
+  return step("Sample", {{"N", logits.shape().back()}, {"mode", std::string("greedy")}}, {logits}, {1}, i32, {});
+}
+
+Handle copy(const Handle& x, std::optional<DType> dtype) {
+  Recorder& r = Recorder::require("copy()");
+  Handle out = r.scratch("copy", x.shape(), dtype.value_or(x.dtype())).with_bounds(x.bounds());
+  out.assign(x);
+  return out;
+}
+
+Handle causal_conv1d(const Handle& x, const Handle& taps, const ConvState& state) {
+  Handle window = state.window, tail = state.tail;
+  if (taps.rank() != 2 || window.rank() != 3 || x.rank() != 2)
+    value_error("causal_conv1d(): taps (K, channels), window (2, chunk, channels) and x (rows, channels)");
+  const int64_t K = taps.dim(0), C = window.dim(1), channels = x.dim(1);
+  if (K < 2 || K - 1 > C) value_error("causal_conv1d(): K " + std::to_string(K) + " taps need 2 <= K <= chunk + 1");
+  // Block 0 of the window ends with the rows before the call; block 1 holds the call's rows.
+  Handle flat = window.reshape({2 * C, channels});
+  const int64_t first = C - (K - 1);
+  flat[range(first, C)].assign(state.read);
+  const auto& rows = x.valid(0);
+  if (!rows) {
+    flat[range(C, C + 1)].assign(x);
+    Handle y = x * taps[K - 1];
+    for (int64_t k = 0; k < K - 1; ++k) y = y + flat[range(first + k, first + k + 1)] * taps[k];
+    state.write.assign(flat[range(first + 1, C + 1)]);
+    return y;
+  }
+  window[1].assign(x.bounded(0, *rows).with_bounds({*rows, std::nullopt}));
+  Handle y = flat[range(first, first + C)] * taps[0];
+  for (int64_t k = 1; k < K; ++k) y = y + flat[range(first + k, first + k + C)] * taps[k];
+  y = y[upto(*rows)];
+  for (int64_t j = 0; j < K - 1; ++j) tail[j].assign(flat[at(*rows + (first + j))]);
+  state.write.assign(tail);
+  return y;
+}
+
+}  // namespace functional
+}  // namespace iron

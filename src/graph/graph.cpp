@@ -1,0 +1,349 @@
+#include "iron/graph.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "graph/arena.hpp"
+#include "graph/image.hpp"
+#include "graph/recording.hpp"
+#include "graph/reference.hpp"
+#include "iron/error.hpp"
+#include "iron/log.hpp"
+
+namespace iron {
+
+Carry carry(std::vector<std::pair<std::string, CarryValue>> next_values) {
+  return Carry{std::move(next_values)};
+}
+
+Graph::Graph(std::string name) : name_(name.empty() ? "graph" : std::move(name)), arena_(std::make_unique<Arena>()) {}
+Graph::~Graph() = default;
+
+Input Graph::input(const std::string& name, bool optional) {
+  for (const auto& n : input_names_)
+    if (n == name) value_error(name_ + ": input '" + name + "' is declared twice");
+  Input in;
+  in.slot_ = std::make_shared<Handle>();
+  input_names_.push_back(name);
+  input_optional_.push_back(optional);
+  input_slots_.push_back(in.slot_);
+  return in;
+}
+
+Scratchpad Graph::scratchpad(const std::string& name, std::optional<int64_t> default_value) {
+  for (const auto& v : values_)
+    if (v.name == name) value_error(name_ + ": per-call value '" + name + "' is declared twice");
+  if (default_value && (*default_value < 0 || *default_value >= kValueLimit))
+    value_error(name_ + ": default of '" + name + "' is outside 30 bits");
+  Scratchpad s;
+  s.name = name;
+  s.slot = int(values_.size());
+  s.kind = ValueKind::scratchpad;
+  values_.push_back(s);
+  value_defaults_.push_back(default_value);
+  return s;
+}
+
+Carried Graph::carried(const std::string& name) {
+  Scratchpad s = scratchpad(name);
+  values_.back().kind = ValueKind::carried;
+  Carried c;
+  c.name = s.name;
+  c.slot = s.slot;
+  c.kind = ValueKind::carried;
+  return c;
+}
+
+void Graph::set_profile(Profile profile) { profile_ = std::move(profile); }
+void Graph::set_profile(const std::string& path) { profile_ = Profile::load_for_device(path, "cpu"); }
+
+Arena& Graph::arena() { return *arena_; }
+
+// ---- load_state_dict ------------------------------------------------------------------------
+
+namespace {
+bool float_kind(DType t) { return info(t).floating; }
+
+std::string join(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+}  // namespace
+
+void Graph::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                            const std::string& path) {
+  if (!path.empty() && path.back() != '.')
+    value_error(name_ + ": load_state_dict's path '" + path + "' must end in a dot");
+  if (bound_) value_error(name_ + ": already loaded");
+  std::vector<std::pair<std::string, std::shared_ptr<Resident>>> every;
+  collect("", every, nullptr);
+  // Params still to bind, by their first path; every path each is held at.
+  std::vector<std::pair<std::string, std::shared_ptr<Resident>>> params;
+  std::vector<std::string> held_paths;
+  for (const auto& [p, r] : every) {
+    held_paths.push_back(path + p);
+    if (r->is_state || r->tensor.defined()) continue;
+    bool seen = false;
+    for (const auto& q : params) seen |= q.second == r;
+    if (!seen) params.emplace_back(path + p, r);
+  }
+  auto find = [&](const std::string& name) -> const Tensor* {
+    for (const auto& [n, t] : tensors)
+      if (n == name) return &t;
+    return nullptr;
+  };
+  std::vector<std::string> missing, extra, shapes, kinds;
+  for (const auto& [p, r] : params) {
+    const Tensor* t = find(p);
+    if (!t) {
+      missing.push_back(p);
+      continue;
+    }
+    if (t->shape() != r->shape)
+      shapes.push_back(p + " " + to_string(t->shape()) + ", not " + to_string(r->shape));
+    if (r->dtype != keep_dtype && float_kind(t->dtype()) != float_kind(r->dtype))
+      kinds.push_back(p + " " + std::string(iron::name(t->dtype())) + ", not " +
+                      std::string(iron::name(r->dtype)));
+    else if (r->dtype != keep_dtype && info(r->dtype).quantised && t->dtype() != r->dtype)
+      kinds.push_back(p + " " + std::string(iron::name(t->dtype())) + ", not " +
+                      std::string(iron::name(r->dtype)) + " (quantising on load is not supported)");
+  }
+  for (const auto& [n, t] : tensors) {
+    if (n.compare(0, path.size(), path) != 0) continue;
+    if (std::find(held_paths.begin(), held_paths.end(), n) == held_paths.end()) extra.push_back(n);
+  }
+  std::sort(missing.begin(), missing.end());
+  std::sort(extra.begin(), extra.end());
+  if (!missing.empty() || !extra.empty() || !shapes.empty() || !kinds.empty()) {
+    std::vector<std::string> parts;
+    if (!missing.empty()) parts.push_back("missing " + join(missing));
+    if (!extra.empty()) parts.push_back("extra " + join(extra));
+    if (!shapes.empty()) parts.push_back("wrong shape " + join(shapes));
+    if (!kinds.empty()) parts.push_back("wrong kind " + join(kinds));
+    std::string m = name_ + ": cannot load: ";
+    for (size_t i = 0; i < parts.size(); ++i) m += (i ? "; " : "") + parts[i];
+    value_error(m);
+  }
+  for (const auto& [p, r] : params) {
+    const Tensor& t = *find(p);
+    if (r->dtype == keep_dtype) {
+      r->dtype = t.dtype();
+      r->tensor = t;  // borrowed: a mapped checkpoint is not copied
+    } else {
+      r->tensor = t.dtype() == r->dtype ? t : t.to(r->dtype);  // torch's copy_: cast once
+    }
+  }
+  bound_ = true;
+}
+
+// ---- record and compile -------------------------------------------------------------------
+
+std::string Graph::signature(const Shapes& shapes) const {
+  std::string s;
+  for (const auto& name : input_names_) {
+    s += name + "=";
+    auto it = std::find_if(shapes.begin(), shapes.end(), [&](auto& p) { return p.first == name; });
+    if (it == shapes.end())
+      s += "absent";
+    else
+      s += to_string(it->second.shape) + std::string(iron::name(it->second.dtype));
+    s += ";";
+  }
+  return s;
+}
+
+std::unique_ptr<Recording> Graph::record(const Shapes& shapes) {
+  std::vector<std::string> missing, unknown;
+  for (size_t i = 0; i < input_names_.size(); ++i) {
+    bool given = std::any_of(shapes.begin(), shapes.end(), [&](auto& p) { return p.first == input_names_[i]; });
+    if (!given && !input_optional_[i]) missing.push_back(input_names_[i]);
+  }
+  for (const auto& [n, spec] : shapes)
+    if (std::find(input_names_.begin(), input_names_.end(), n) == input_names_.end())
+      unknown.push_back(n);
+  if (!missing.empty() || !unknown.empty())
+    type_error(name_ + ": shapes for [" + join(missing) + "] missing" +
+               (unknown.empty() ? "" : "; [" + join(unknown) + "] are not inputs"));
+
+  Recorder recorder(name_, profile_.empty() ? nullptr : &profile_);
+  Recording& rec = recorder.recording();
+  rec.input_names = input_names_;
+  rec.values = values_;
+  for (size_t i = 0; i < input_names_.size(); ++i) {
+    auto it = std::find_if(shapes.begin(), shapes.end(), [&](auto& p) { return p.first == input_names_[i]; });
+    if (it == shapes.end()) {
+      *input_slots_[i] = Handle();
+    } else {
+      *input_slots_[i] = recorder.new_buffer(input_names_[i], Role::input, it->second.shape, it->second.dtype);
+    }
+    rec.inputs.push_back(*input_slots_[i]);
+  }
+  struct ClearSlots {
+    std::vector<std::shared_ptr<Handle>>& slots;
+    ~ClearSlots() {
+      for (auto& s : slots) *s = Handle();
+    }
+  } clear{input_slots_};
+
+  Outputs result = body();
+  for (const Handle& h : result.tensors) {
+    if (!h.defined()) value_error(name_ + ": body() returned an undefined handle");
+    rec.outputs.push_back(dense(h));
+  }
+  for (const auto& [n, next] : result.carried.items) {
+    auto it = std::find_if(values_.begin(), values_.end(), [&](const PerCall& v) { return v.name == n; });
+    if (it == values_.end() || it->kind != ValueKind::carried)
+      type_error(name_ + ": carry names '" + n + "', which is not a carried value of this graph");
+    if (const Handle* h = std::get_if<Handle>(&next)) {
+      if (h->numel() != 1 || info(h->dtype()).floating)
+        value_error(name_ + ": carried '" + n + "' is a one-element integer handle, not " + h->str());
+      rec.carry.push_back({*it, dense(*h)});
+    } else {
+      rec.carry.push_back({*it, next});
+    }
+  }
+  return std::make_unique<Recording>(std::move(rec));
+}
+
+CompiledGraph& Graph::compile(const Shapes& shapes, CompileOptions options) {
+  std::string sig = signature(shapes) + (options.check ? "check" : "") + "t" + std::to_string(options.threads);
+  auto it = versions_.find(sig);
+  if (it != versions_.end()) return *it->second;
+  std::shared_ptr<Recording> recording = record(shapes);
+  auto version = std::make_unique<CompiledGraph>(*this, recording, options);
+  log(LogLevel::info, name_ + ": compiled a version for " + signature(shapes) + " " + version->report());
+  CompiledGraph& ref = *version;
+  versions_[sig] = std::move(version);
+  return ref;
+}
+
+CompiledGraph& Graph::version_for(std::span<const Tensor> tensors) {
+  if (tensors.size() > input_names_.size())
+    type_error(name_ + ": takes at most " + std::to_string(input_names_.size()) + " tensors, got " +
+               std::to_string(tensors.size()));
+  Shapes shapes;
+  for (size_t i = 0; i < tensors.size(); ++i) shapes.emplace_back(input_names_[i], InputSpec(tensors[i].shape(), tensors[i].dtype()));
+  return compile(shapes);
+}
+
+std::vector<Tensor> Graph::reference(std::span<const Tensor> tensors, std::span<const ValueArg> values) {
+  if (tensors.size() > input_names_.size())
+    type_error(name_ + ": takes at most " + std::to_string(input_names_.size()) + " tensors");
+  Shapes shapes;
+  for (size_t i = 0; i < tensors.size(); ++i) shapes.emplace_back(input_names_[i], InputSpec(tensors[i].shape(), tensors[i].dtype()));
+  std::string sig = signature(shapes);
+  auto it = references_.find(sig);
+  if (it == references_.end()) it = references_.emplace(sig, record(shapes)).first;
+  const Recording& rec = *it->second;
+  // The words: the values by slot, then checked like a call's.
+  std::vector<int64_t> words(values_.size(), 0);
+  std::vector<bool> given(values_.size(), false);
+  for (const ValueArg& v : values) {
+    auto slot = std::find_if(values_.begin(), values_.end(), [&](const PerCall& p) { return p.name == v.name; });
+    if (slot == values_.end()) type_error(name_ + ": no per-call value '" + std::string(v.name) + "'");
+    if (v.value < 0 || v.value >= kValueLimit)
+      value_error(name_ + ": per-call value " + std::string(v.name) + "=" + std::to_string(v.value) +
+                  " is outside 30 bits [0, 2^30)");
+    words[size_t(slot->slot)] = v.value;
+    given[size_t(slot->slot)] = true;
+  }
+  for (size_t s = 0; s < values_.size(); ++s)
+    if (!given[s] && value_defaults_[s]) words[s] = *value_defaults_[s], given[s] = true;
+  for (const Constraint& c : rec.constraints) {
+    if (!given[size_t(c.value.slot())])
+      type_error(name_ + ": per-call value '" + c.value.value_name() + "' is missing");
+    int64_t v = c.value.eval(words.data());
+    if (v < c.lo || v >= c.hi)
+      index_error(name_ + ": the values index or bound a view outside it: " + c.what + " is " +
+                  std::to_string(v) + ", outside [" + std::to_string(c.lo) + ", " + std::to_string(c.hi) + ")");
+  }
+  if (!reference_states_) reference_states_ = std::make_shared<detail::ReferenceStates>();
+  return detail::run_reference(rec, tensors, words.data(),
+                               *std::static_pointer_cast<detail::ReferenceStates>(reference_states_));
+}
+
+Graph::InlineGuard Graph::enter_inline() {
+  Recorder& r = Recorder::require(name_ + ": inline()");
+  const Profile* previous = r.profile();
+  if (!profile_.empty()) r.set_profile(&profile_);
+  return InlineGuard{&r, previous};
+}
+
+Graph::InlineGuard::~InlineGuard() { static_cast<Recorder*>(recorder)->set_profile(previous); }
+
+void Graph::release() {
+  for (auto& [sig, v] : versions_) v->release();
+  arena_->release();
+}
+
+// ---- a compiled version ---------------------------------------------------------------------
+
+CompiledGraph::CompiledGraph(Graph& graph, std::shared_ptr<Recording> recording, CompileOptions options)
+    : graph_(&graph), recording_(std::move(recording)), options_(options) {
+  image_ = std::make_unique<detail::Image>(graph.arena(), *recording_, graph.value_defaults_, options_);
+}
+
+CompiledGraph::~CompiledGraph() = default;
+
+const CompiledGraph::Result& CompiledGraph::operator()(std::span<const Tensor> tensors,
+                                                       std::span<const ValueArg> values) {
+  if (!image_) image_ = std::make_unique<detail::Image>(graph_->arena(), *recording_, graph_->value_defaults_, options_);
+  image_->stage_inputs(tensors);
+  image_->write_values(values);
+  image_->run();
+  image_->fill_result(result_);
+  return result_;
+}
+
+Tensor CompiledGraph::read(const Held& x) {
+  const Resident& r = *x.resident();
+  return Tensor::borrow(graph_->arena().place(x.resident()), r.shape, r.dtype);
+}
+
+Tensor CompiledGraph::read(const Handle& x) {
+  if (!x.defined()) value_error("read() of an undefined handle");
+  for (const auto& b : recording_->buffers)
+    if (b == x.buffer()) return Tensor::borrow(image_->address(*b), b->shape, b->dtype);
+  value_error(recording_->graph + ": " + x.str() + " is not a buffer of this version");
+}
+
+void CompiledGraph::push(const Held&) {}
+
+CompiledGraph& CompiledGraph::load() {
+  upload();
+  return *this;
+}
+
+void CompiledGraph::upload() {
+  for (const auto& b : recording_->buffers)
+    if (b->resident && !b->resident->is_state) graph_->arena().place(b->resident);
+}
+
+void CompiledGraph::release() { image_.reset(); }
+
+std::vector<std::string> CompiledGraph::reads() const {
+  std::vector<std::string> out;
+  for (const PerCall& v : recording_->values)
+    if (image_ && image_->table().reads(v.slot)) out.push_back(v.name);
+  return out;
+}
+
+std::string CompiledGraph::report() const {
+  std::ostringstream o;
+  o << "(" << recording_->steps.size() << " steps, " << recording_->buffers.size() << " buffers, "
+    << (image_ ? image_->scratch_bytes() : 0) << " scratch bytes, "
+    << (image_ ? image_->table().size() : 0) << " words)";
+  return o.str();
+}
+
+detail::Image& CompiledGraph::image() { return *image_; }
+bool CompiledGraph::has_carry() const { return !recording_->carry.empty(); }
+
+int64_t CompiledGraph::Result::carried_value(std::string_view name) const {
+  for (const auto& [n, v] : carried)
+    if (n == name) return v;
+  value_error("no carried value '" + std::string(name) + "' in this result");
+}
+
+}  // namespace iron

@@ -1,0 +1,107 @@
+// A compiled version's image: the plan (arena offsets, word table) lowered for a device, and
+// the per-call work: check and write the words, stage inputs, run, emit carried values.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "devices/cpu/kernel.hpp"
+#include "graph/arena.hpp"
+#include "graph/recording.hpp"
+#include "iron/graph.hpp"
+
+namespace iron::detail {
+
+/// Per-call words: the graph's values by slot, then the words derived from them.
+class WordTable {
+ public:
+  explicit WordTable(const std::vector<PerCall>& values);
+  /// The word an operand reads for `a` (a constant needs none).
+  cpu::WordRef ref(const Affine& a);
+  void evaluate(int64_t* words) const;
+  int size() const { return int(derived_.size()) + values_; }
+  int values() const { return values_; }
+  /// Whether slot `s` is read by anything (directly or through a derived word).
+  bool reads(int slot) const { return slot < int(read_.size()) && read_[size_t(slot)]; }
+  const std::vector<Affine>& derived() const { return derived_; }
+
+ private:
+  int values_;
+  std::vector<Affine> derived_;
+  std::vector<bool> read_;
+};
+
+/// What a device runs: the commands of one version.
+class Program {
+ public:
+  virtual ~Program() = default;
+  virtual void run(const int64_t* words) = 0;
+  /// Runs command `i` alone (check mode).
+  virtual void run_one(size_t i, const int64_t* words) = 0;
+  virtual size_t commands() const = 0;
+};
+
+class Image {
+ public:
+  Image(Arena& arena, const Recording& recording, const std::vector<std::optional<int64_t>>& defaults,
+        CompileOptions options);
+  ~Image();
+
+  /// Validates and writes the given values; fills defaults and values carried from the last run.
+  void write_values(std::span<const ValueArg> values);
+  /// Writes values that later calls read when not given (what an Emit or a loop's start leaves).
+  void seed(std::span<const ValueArg> values);
+  void stage_inputs(std::span<const Tensor> tensors);
+  void run();
+  /// Computes the carried values' next values into `next` (one per carry item).
+  void emit(int64_t* next) const;
+  void fill_result(CompiledGraph::Result& result);
+
+  int64_t* words() { return words_.data(); }
+  const WordTable& table() const { return table_; }
+  char* address(const BufferNode& buffer);
+  Arena& arena() { return arena_; }
+  int64_t scratch_bytes() const { return scratch_bytes_; }
+  size_t commands() const { return program_ ? program_->commands() : 0; }
+  const Recording& recording() const { return recording_; }
+  /// Slots of the carried values, in carry order.
+  const std::vector<int>& carry_slots() const { return carry_slots_; }
+  void release();
+
+ private:
+  void plan();
+  void link();  // (re)lowers against the arena's current addresses
+  cpu::Operand operand(const Handle& h);
+  void check_step(size_t i);
+
+  Arena& arena_;
+  const Recording& recording_;
+  std::vector<std::optional<int64_t>> defaults_;
+  CompileOptions options_;
+  WordTable table_;
+  std::vector<int64_t> words_;
+  std::vector<bool> have_carried_;
+  std::vector<int64_t> offsets_;  // scratch offset per buffer id (-1: not in scratch)
+  int64_t scratch_bytes_ = 0;
+  uint64_t linked_ = 0;
+  std::unique_ptr<Program> program_;
+  struct CheckedConstraint {
+    cpu::WordRef word;
+    int64_t lo, hi;
+    const Constraint* source;
+  };
+  std::vector<CheckedConstraint> constraints_;
+  std::vector<cpu::WordRef> carry_words_;  // for Affine carry items
+  std::vector<cpu::Operand> carry_handles_;  // for Handle carry items (index by item)
+  std::vector<int> carry_slots_;
+  std::vector<cpu::Operand> outputs_;
+};
+
+/// Lowers a recording's steps for the CPU (devices/cpu/program.cpp).
+std::unique_ptr<Program> lower_cpu(const Recording& recording,
+                                   std::vector<cpu::KernelArgs> args, int threads);
+
+}  // namespace iron::detail

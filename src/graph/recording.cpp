@@ -1,0 +1,96 @@
+#include "graph/recording.hpp"
+
+#include "iron/error.hpp"
+#include "iron/profile.hpp"
+
+namespace iron {
+
+namespace {
+thread_local Recorder* current_recorder = nullptr;
+}
+
+Recorder::Recorder(std::string graph, const Profile* profile)
+    : graph_(std::move(graph)), profile_(profile), previous_(current_recorder) {
+  recording_.graph = graph_;
+  current_recorder = this;
+}
+
+Recorder::~Recorder() { current_recorder = previous_; }
+
+Recorder* Recorder::current() { return current_recorder; }
+
+Recorder& Recorder::require(const std::string& what) {
+  if (!current_recorder) type_error(what + " records into a graph's body()");
+  return *current_recorder;
+}
+
+Handle Recorder::new_buffer(const std::string& name, Role role, const Shape& shape, DType dtype,
+                            std::shared_ptr<Resident> resident) {
+  auto node = std::make_shared<BufferNode>();
+  node->id = int(recording_.buffers.size());
+  node->name = name;
+  node->role = role;
+  node->shape = shape;
+  node->dtype = dtype;
+  node->resident = std::move(resident);
+  element_count(shape);  // refuses negative dimensions
+  recording_.buffers.push_back(node);
+  return Handle::whole(node);
+}
+
+Handle Recorder::scratch(const std::string& hint, const Shape& shape, DType dtype) {
+  return new_buffer(hint + "#" + std::to_string(scratch_count_++), Role::scratch, shape, dtype);
+}
+
+Handle Recorder::resident(const std::shared_ptr<Resident>& r) {
+  for (const auto& [key, handle] : residents_)
+    if (key == r.get()) return handle;
+  Handle h = new_buffer(r->path, r->is_state ? Role::state : Role::weight, r->shape, r->dtype, r);
+  residents_.emplace_back(r.get(), h);
+  return h;
+}
+
+std::shared_ptr<Operator> Recorder::make(const std::string& name, Fields params,
+                                         Fields given_tunables) {
+  for (const auto& [k, v] : given_tunables.items()) params.set(k, v);
+  if (profile_) return profile_->make(name, params);
+  const CatalogEntry& entry = catalog_entry(name);
+  Fields tunables;
+  Fields only_params;
+  for (const auto& [k, v] : params.items()) {
+    if (entry.declaration->tunable(k))
+      tunables.set(k, v);
+    else
+      only_params.set(k, v);
+  }
+  return entry.make(std::move(only_params), std::move(tunables));
+}
+
+void Recorder::add_step(Step step) {
+  for (const Handle& h : step.in)
+    if (!h.defined()) value_error(step.op->name() + ": an input handle is undefined");
+  for (const Handle& h : step.out)
+    if (h.buffer()->role == Role::weight || h.buffer()->role == Role::input)
+      value_error(step.op->name() + " cannot write " + h.str() + ": inputs and weights are read-only");
+  recording_.steps.push_back(std::move(step));
+}
+
+void Recorder::limit(const Affine& value, int64_t lo, int64_t hi, const std::string& what) {
+  if (value.is_constant()) {
+    int64_t v = value.constant();
+    if (v < lo || v >= hi) index_error(what + ": " + std::to_string(v) + " is outside [" +
+                                       std::to_string(lo) + ", " + std::to_string(hi) + ")");
+    return;
+  }
+  recording_.constraints.push_back({value, lo, hi, what});
+}
+
+Handle dense(const Handle& h) {
+  if (h.layout() == Layout::dense) return h;
+  Recorder& r = Recorder::require("copying a view");
+  Handle out = r.scratch(h.name() + ".view", h.shape(), h.dtype()).with_bounds(h.bounds());
+  out.assign(h);
+  return out;
+}
+
+}  // namespace iron

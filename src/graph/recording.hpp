@@ -1,0 +1,127 @@
+// What recording a graph's body() produces: buffers, steps, per-call values, bounds to check and
+// the carried values. Device-independent; the planner and the devices read it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "iron/handle.hpp"
+#include "iron/operator.hpp"
+#include "iron/precision.hpp"
+#include "iron/tensor.hpp"
+#include "iron/value.hpp"
+
+namespace iron {
+
+class Profile;
+
+enum class Role : uint8_t {
+  input,    // staged by the host each call
+  scratch,  // lives in the arena for part of a run
+  weight,   // resident: a param or a weight table, uploaded once per graph
+  state,    // resident: device state shared by every version (a KV cache)
+};
+
+/// A resident's storage, shared by every version of a graph: a param's bound tensor, a weight
+/// table, or a state. Identity (the pointer) is what makes two handles the same resident.
+struct Resident {
+  std::string path;
+  Shape shape;
+  DType dtype = f32;
+  bool is_state = false;
+  Tensor tensor;  // weights: the bound data; states: allocated by the arena
+};
+
+struct BufferNode {
+  int id = -1;
+  std::string name;
+  Role role = Role::scratch;
+  Shape shape;
+  DType dtype = f32;
+  std::shared_ptr<Resident> resident;  // weights and states
+};
+
+struct Step {
+  std::shared_ptr<Operator> op;
+  std::vector<Handle> in;
+  std::vector<Handle> out;
+  std::vector<Affine> scalars;
+  Precision precision = Precision::highest;
+};
+
+/// A host function between two device steps.
+struct HostStep {
+  size_t after_step;  // runs once steps [0, after_step) are done
+  std::function<void(std::vector<Tensor>&)> fn;
+  std::vector<Handle> reads, writes;
+};
+
+/// A per-call value must satisfy lo <= value < hi this call.
+struct Constraint {
+  Affine value;
+  int64_t lo, hi;
+  std::string what;
+};
+
+struct CarryItem {
+  PerCall target;
+  std::variant<Affine, Handle> next;
+};
+
+struct Recording {
+  std::string graph;
+  std::vector<std::shared_ptr<BufferNode>> buffers;
+  std::vector<std::string> input_names;
+  std::vector<Handle> inputs;  // one per declared input; undefined where an optional is absent
+  std::vector<Handle> outputs;
+  std::vector<Step> steps;
+  std::vector<HostStep> host;
+  std::vector<PerCall> values;  // every per-call value the graph declares
+  std::vector<Constraint> constraints;
+  std::vector<CarryItem> carry;
+};
+
+/// The recording in progress on this thread, if any.
+class Recorder {
+ public:
+  Recorder(std::string graph, const Profile* profile);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  static Recorder* current();
+  /// The recorder, or a type error naming `what` when no body is being recorded.
+  static Recorder& require(const std::string& what);
+
+  Recording& recording() { return recording_; }
+  const Profile* profile() const { return profile_; }
+  void set_profile(const Profile* p) { profile_ = p; }
+
+  Handle new_buffer(const std::string& name, Role role, const Shape& shape, DType dtype,
+                    std::shared_ptr<Resident> resident = nullptr);
+  Handle scratch(const std::string& hint, const Shape& shape, DType dtype);
+  /// The handle of a resident (one buffer per resident per recording).
+  Handle resident(const std::shared_ptr<Resident>& r);
+
+  /// Builds an operator of `name` with its open tunables from the profile, and records it.
+  std::shared_ptr<Operator> make(const std::string& name, Fields params, Fields given_tunables = {});
+  void add_step(Step step);
+  /// `value` must lie in [lo, hi) each call.
+  void limit(const Affine& value, int64_t lo, int64_t hi, const std::string& what);
+
+ private:
+  std::string graph_;
+  const Profile* profile_;
+  Recorder* previous_;
+  Recording recording_;
+  std::vector<std::pair<Resident*, Handle>> residents_;
+  int scratch_count_ = 0;
+};
+
+/// Gives `h` a dense layout, recording a copy if it is a strided or gathered view.
+Handle dense(const Handle& h);
+
+}  // namespace iron

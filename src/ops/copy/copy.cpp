@@ -1,0 +1,173 @@
+// Copy: any view to any view (strided or gathered source, strided destination), casting between
+// dtypes. Gather (rows by ids) and Transpose are declared on their own for the catalog and
+// profiles, and share this kernel.
+#include "ops/copy/copy.hpp"
+
+#include <cstring>
+
+#include "ops/op.hpp"
+
+namespace iron::ops {
+
+namespace {
+
+const Declaration kCopy{"Copy", nullptr, {{"elements", int64_t(0)}}, {}};
+const Declaration kGather{"Gather", nullptr, {{"rows", int64_t(0)}, {"row_elements", int64_t(0)}}, {}};
+const Declaration kTranspose{"Transpose", nullptr, {{"rows", int64_t(0)}, {"columns", int64_t(0)}}, {}};
+
+// The extent a copy covers on each axis: what the source holds valid this call.
+Shape copy_extent(const Shape& valid_src, const Shape& valid_dst) {
+  Shape e(valid_src.size());
+  for (size_t a = 0; a < e.size(); ++a) e[a] = std::min(valid_src[a], valid_dst[a]);
+  return e;
+}
+
+class CopyOp : public Operator {
+ public:
+  CopyOp(const Declaration& d, Fields p, Fields t) : Operator(d, std::move(p), std::move(t)) {}
+
+  void reference(const RefCall& call) const override {
+    const RefOperand& src = call.in[0];
+    const RefOperand& dst = call.out[0];
+    Shape extent = copy_extent(src.valid, dst.valid);
+    int rank = int(extent.size());
+    if (element_count(extent) == 0) return;
+    std::vector<int64_t> index(size_t(rank), 0);
+    for (;;) {
+      int64_t s = 0, d = 0;
+      for (int a = 0; a < rank; ++a) {
+        int64_t i = index[size_t(a)];
+        if (a == 0 && src.rows) i = (*src.rows)[size_t(i)];
+        s += i * src.strides[size_t(a)];
+        d += index[size_t(a)] * dst.strides[size_t(a)];
+      }
+      dst.data[d] = round_to(dst.dtype, src.data[s]);
+      int a = rank - 1;
+      while (a >= 0 && ++index[size_t(a)] == extent[size_t(a)]) index[size_t(a--)] = 0;
+      if (a < 0) break;
+    }
+  }
+
+  Tolerance tolerance(Precision) const override { return {0, 0}; }
+
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& args) const override;
+};
+
+class CopyKernel final : public cpu::Kernel {
+ public:
+  explicit CopyKernel(const cpu::KernelArgs& a) : src_(a.in.at(0)), dst_(a.out.at(0)) {
+    if (src_.rank() != dst_.rank()) value_error("Copy between views of different rank");
+    if (info(src_.dtype).quantised && src_.strides.back() != 1)
+      value_error("Copy of a quantised view needs its last axis contiguous");
+    if (info(dst_.dtype).quantised) value_error("Copy cannot write a quantised view");
+    if (src_.rank() > 8) value_error("Copy of a view of rank above 8");
+  }
+
+  void run(const int64_t* w, int thread, int threads) const override {
+    const int rank = src_.rank();
+    if (rank == 0) {
+      if (thread == 0) copy_run(src_.offset.get(w), dst_.offset.get(w), 1);
+      return;
+    }
+    int64_t extent[8];
+    for (int a = 0; a < rank; ++a) extent[a] = std::min(src_.extent(a, w), dst_.extent(a, w));
+    for (int a = 0; a < rank; ++a)
+      if (extent[a] == 0) return;
+    auto [begin, end] = cpu::split(extent[0], thread, threads);
+    const int64_t src_base = src_.offset.get(w), dst_base = dst_.offset.get(w);
+    const int last = rank - 1;
+    if (rank == 1) {
+      if (!gathered() && src_.strides[0] == 1 && dst_.strides[0] == 1) {
+        copy_run(src_base + begin, dst_base + begin, end - begin);
+        return;
+      }
+      for (int64_t i = begin; i < end; ++i) copy_row(w, i, src_base, dst_base + i * dst_.strides[0], 1, 1);
+      return;
+    }
+    int64_t index[8] = {0};
+    for (int64_t i0 = begin; i0 < end; ++i0) {
+      for (int a = 1; a < rank; ++a) index[a] = 0;
+      for (;;) {
+        int64_t s = src_base, d = dst_base + i0 * dst_.strides[0];
+        for (int a = 1; a < last; ++a) {
+          s += index[a] * src_.strides[size_t(a)];
+          d += index[a] * dst_.strides[size_t(a)];
+        }
+        copy_row(w, i0, s, d, extent[last], dst_.strides[size_t(last)]);
+        int a = last - 1;
+        while (a >= 1 && ++index[a] == extent[a]) index[a--] = 0;
+        if (a < 1) break;
+      }
+    }
+  }
+
+ private:
+  bool gathered() const { return src_.ids || !src_.fixed_rows.empty(); }
+
+  // Copies `n` elements of source row i0 (through the gather, if any) from `s` to `d`. An id
+  // outside the table writes zeros rather than read outside it.
+  void copy_row(const int64_t* w, int64_t i0, int64_t s, int64_t d, int64_t n, int64_t dst_stride) const {
+    int64_t row = i0;
+    if (src_.ids) {
+      row = src_.ids->data<int32_t>(w)[i0];
+      if (row < 0 || row >= src_.table_rows) {
+        float zero = 0;
+        for (int64_t k = 0; k < n; ++k) from_f32(dst_.dtype, &zero, dst_.base + storage_bytes(dst_.dtype, d + k * dst_stride), 1);
+        return;
+      }
+    } else if (!src_.fixed_rows.empty()) {
+      row = src_.fixed_rows[size_t(i0)];
+    }
+    s += row * src_.strides[0];
+    int64_t ss = src_.strides.back();
+    if (ss == 1 && dst_stride == 1) {
+      copy_run(s, d, n);
+      return;
+    }
+    for (int64_t k = 0; k < n; ++k) copy_run(s + k * ss, d + k * dst_stride, 1);
+  }
+
+  void copy_run(int64_t s, int64_t d, int64_t n) const {
+    const DTypeInfo& si = info(src_.dtype);
+    const DTypeInfo& di = info(dst_.dtype);
+    const char* sp = src_.base + s / si.block * si.bytes;
+    char* dp = dst_.base + d / di.block * di.bytes;
+    if (src_.dtype == dst_.dtype) {
+      std::memmove(dp, sp, size_t(storage_bytes(src_.dtype, n)));
+      return;
+    }
+    float buffer[256];
+    for (int64_t k = 0; k < n; k += 256) {
+      int64_t m = std::min<int64_t>(256, n - k);
+      to_f32(src_.dtype, sp + storage_bytes(src_.dtype, k), buffer, m);
+      from_f32(dst_.dtype, buffer, dp + storage_bytes(dst_.dtype, k), m);
+    }
+  }
+
+  cpu::Operand src_, dst_;
+};
+
+std::unique_ptr<cpu::Kernel> CopyOp::cpu_kernel(const cpu::KernelArgs& args) const {
+  return std::make_unique<CopyKernel>(args);
+}
+
+class Copy : public CopyOp {
+ public:
+  Copy(Fields p, Fields t) : CopyOp(kCopy, std::move(p), std::move(t)) {}
+};
+class Gather : public CopyOp {
+ public:
+  Gather(Fields p, Fields t) : CopyOp(kGather, std::move(p), std::move(t)) {}
+};
+class Transpose : public CopyOp {
+ public:
+  Transpose(Fields p, Fields t) : CopyOp(kTranspose, std::move(p), std::move(t)) {}
+};
+
+}  // namespace
+
+CatalogEntry copy_entry() { return entry<Copy>(kCopy); }
+CatalogEntry gather_entry() { return entry<Gather>(kGather); }
+CatalogEntry transpose_entry() { return entry<Transpose>(kTranspose); }
+
+}  // namespace iron::ops

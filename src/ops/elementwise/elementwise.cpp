@@ -1,0 +1,107 @@
+// Add, Sub, Mul, Div: elementwise on two operands of one shape, or the second a row broadcast to
+// every row of the first. Computed in f32, rounded once to the output's dtype.
+#include "ops/elementwise/elementwise.hpp"
+
+#include "ops/op.hpp"
+
+namespace iron::ops {
+
+namespace {
+
+const Declaration kElementwise{"Elementwise", nullptr, {{"elements", int64_t(0)}, {"broadcast_row", false}}, {}};
+const Declaration kAdd{"Add", &kElementwise, kElementwise.params, {}};
+const Declaration kSub{"Sub", &kElementwise, kElementwise.params, {}};
+const Declaration kMul{"Mul", &kElementwise, kElementwise.params, {}};
+const Declaration kDiv{"Div", &kElementwise, kElementwise.params, {}};
+
+enum class Kind { add, sub, mul, div };
+
+template <Kind K>
+inline float apply(float a, float b) {
+  if constexpr (K == Kind::add) return a + b;
+  if constexpr (K == Kind::sub) return a - b;
+  if constexpr (K == Kind::mul) return a * b;
+  return a / b;
+}
+
+// The elements a call covers: valid rows of the first operand times its row.
+int64_t covered(const Shape& shape, int64_t rows) { return shape.empty() ? 1 : rows * row_elements(shape); }
+
+template <Kind K>
+class Kernel final : public cpu::Kernel {
+ public:
+  explicit Kernel(const cpu::KernelArgs& a) : a_(a.in.at(0)), b_(a.in.at(1)), y_(a.out.at(0)) {
+    width_ = b_.shape.empty() ? 1 : element_count(b_.shape);
+    broadcast_ = element_count(b_.shape) != element_count(a_.shape);
+  }
+  void run(const int64_t* w, int thread, int threads) const override {
+    int64_t n = covered(y_.shape, y_.rows(w));
+    auto [begin, end] = cpu::split(n, thread, threads, 64);
+    if (a_.dtype == f32 && b_.dtype == f32 && y_.dtype == f32) {
+      const float* a = a_.data<float>(w);
+      const float* b = b_.data<float>(w);
+      float* y = y_.data<float>(w);
+      if (!broadcast_) {
+        for (int64_t i = begin; i < end; ++i) y[i] = apply<K>(a[i], b[i]);
+      } else {
+        for (int64_t i = begin; i < end; ++i) y[i] = apply<K>(a[i], b[i % width_]);
+      }
+      return;
+    }
+    float av[256], bv[256], yv[256];
+    for (int64_t i = begin; i < end; i += 256) {
+      int64_t m = std::min<int64_t>(256, end - i);
+      load_row(a_, w, i, av, m);
+      for (int64_t k = 0; k < m; ++k) {
+        int64_t j = broadcast_ ? (i + k) % width_ : i + k;
+        load_row(b_, w, j, bv + k, 1);
+      }
+      for (int64_t k = 0; k < m; ++k) yv[k] = apply<K>(av[k], bv[k]);
+      store_row(y_, w, i, yv, m);
+    }
+  }
+
+ private:
+  cpu::Operand a_, b_, y_;
+  int64_t width_ = 1;
+  bool broadcast_ = false;
+};
+
+template <Kind K>
+class Op : public Operator {
+ public:
+  Op(const Declaration& d, Fields p, Fields t) : Operator(d, std::move(p), std::move(t)) {}
+  void reference(const RefCall& c) const override {
+    const RefOperand &a = c.in[0], &b = c.in[1], &y = c.out[0];
+    int64_t n = covered(y.shape, valid_rows(y));
+    int64_t width = element_count(b.shape);
+    bool broadcast = width != element_count(a.shape);
+    for (int64_t i = 0; i < n; ++i)
+      y.data[i] = round_to(y.dtype, apply<K>(a.data[i], b.data[broadcast ? i % width : i]));
+  }
+  Tolerance tolerance(Precision) const override { return {1e-6, 1e-6}; }
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+    return std::make_unique<Kernel<K>>(a);
+  }
+};
+
+struct Add : Op<Kind::add> {
+  Add(Fields p, Fields t) : Op(kAdd, std::move(p), std::move(t)) {}
+};
+struct Sub : Op<Kind::sub> {
+  Sub(Fields p, Fields t) : Op(kSub, std::move(p), std::move(t)) {}
+};
+struct Mul : Op<Kind::mul> {
+  Mul(Fields p, Fields t) : Op(kMul, std::move(p), std::move(t)) {}
+};
+struct Div : Op<Kind::div> {
+  Div(Fields p, Fields t) : Op(kDiv, std::move(p), std::move(t)) {}
+};
+
+}  // namespace
+
+std::vector<CatalogEntry> elementwise_entries() {
+  return {entry<Add>(kAdd), entry<Sub>(kSub), entry<Mul>(kMul), entry<Div>(kDiv)};
+}
+
+}  // namespace iron::ops

@@ -1,0 +1,28 @@
+// GELU: exact (x * Phi(x), with erf) by default as torch's, or its tanh approximation.
+#include "ops/op.hpp"
+#include "ops/unary.hpp"
+
+namespace iron::ops {
+
+namespace {
+const Declaration kGELU{"GELU", nullptr, {{"elements", int64_t(0)}, {"approximate", std::string("none")}}, {}};
+
+struct GELU : UnaryOp {
+  GELU(Fields p, Fields t) : UnaryOp(kGELU, std::move(p), std::move(t)) {
+    const std::string& a = params_.text("approximate");
+    if (a != "none" && a != "tanh") value_error("GELU approximate is 'none' or 'tanh', not '" + a + "'");
+    tanh_ = a == "tanh";
+  }
+  float apply(float x) const override {
+    double v = x;
+    if (tanh_) return float(0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+    return float(0.5 * v * (1.0 + std::erf(v * 0.7071067811865476)));
+  }
+  Tolerance tolerance(Precision) const override { return {1e-6, 4e-6}; }
+  bool tanh_ = false;
+};
+}  // namespace
+
+CatalogEntry gelu_entry() { return entry<GELU>(kGELU); }
+
+}  // namespace iron::ops

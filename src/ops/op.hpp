@@ -1,0 +1,67 @@
+// What every operator folder shares: the kernel interface, field access and small helpers for
+// references (f32 loops) and portable kernels.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "devices/cpu/kernel.hpp"
+#include "devices/cpu/thread_pool.hpp"
+#include "iron/error.hpp"
+#include "iron/operator.hpp"
+
+namespace iron::ops {
+
+/// A catalog entry building `Op` from its fields.
+template <class Op>
+CatalogEntry entry(const Declaration& d) {
+  return {&d, [](Fields p, Fields t) -> std::shared_ptr<Operator> {
+            return std::make_shared<Op>(std::move(p), std::move(t));
+          }};
+}
+
+/// The unit roundoff of a dtype: what rounding once to it may change, relatively.
+inline double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::bf16:
+      return 1.0 / 256;
+    case DType::f16:
+      return 1.0 / 2048;
+    default:
+      return 1.2e-7;
+  }
+}
+
+/// Valid rows times the elements of one row: what a rowwise operand covers this call.
+inline int64_t valid_rows(const RefOperand& o) { return o.valid.empty() ? 1 : o.valid[0]; }
+inline int64_t row_elements(const Shape& s) {
+  int64_t n = 1;
+  for (size_t a = 1; a < s.size(); ++a) n *= s[a];
+  return n;
+}
+
+/// Rounds `n` reference values in place to `dtype`.
+inline void round_all(DType dtype, float* x, int64_t n) {
+  if (dtype == f32) return;
+  for (int64_t i = 0; i < n; ++i) x[i] = round_to(dtype, x[i]);
+}
+
+/// Converts up to `n` elements starting at element `at` of a dense operand to f32.
+inline void load_row(const cpu::Operand& o, const int64_t* words, int64_t at, float* dst, int64_t n) {
+  if (o.dtype == f32) {
+    std::copy_n(reinterpret_cast<const float*>(o.address(words)) + at, n, dst);
+    return;
+  }
+  to_f32(o.dtype, o.address(words, at), dst, n);
+}
+
+inline void store_row(const cpu::Operand& o, const int64_t* words, int64_t at, const float* src, int64_t n) {
+  if (o.dtype == f32) {
+    std::copy_n(src, n, reinterpret_cast<float*>(o.address(words)) + at);
+    return;
+  }
+  from_f32(o.dtype, src, o.address(words, at), n);
+}
+
+}  // namespace iron::ops
