@@ -182,7 +182,10 @@ void Tokenizer::Impl::encode_byte_level_word(std::string_view word,
 }
 
 void Tokenizer::Impl::encode_byte_level(std::string_view text, std::vector<int32_t>& out) const {
+  // Bounded memory: at most this many words, each at most this long (long runs are rare and
+  // would make the cache a copy of the input).
   constexpr size_t kMaxCachedWords = 1 << 16;
+  constexpr size_t kMaxCachedWordBytes = 256;
   for (const std::string_view word : pretokenize(text, pre)) {
     const std::string key(word);
     {
@@ -195,8 +198,9 @@ void Tokenizer::Impl::encode_byte_level(std::string_view text, std::vector<int32
     std::vector<int32_t> ids;
     encode_byte_level_word(word, ids);
     out.insert(out.end(), ids.begin(), ids.end());
+    if (key.size() > kMaxCachedWordBytes) continue;
     std::lock_guard<std::mutex> lock(cache_mutex);
-    if (word_cache.size() >= kMaxCachedWords) word_cache.clear();  // bounded memory
+    if (word_cache.size() >= kMaxCachedWords) word_cache.clear();
     word_cache.emplace(key, std::move(ids));
   }
 }
