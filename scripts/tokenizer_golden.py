@@ -200,6 +200,29 @@ class SentencePieceBpe:
         return out.decode("utf-8", errors="replace")
 
 
+PATTERNS = {
+    "gpt2": r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+    "llama-bpe": (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                  r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),
+    "qwen2": (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+              r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),
+}
+
+
+def pretokenizers():
+    """The words each pre-tokenizer regex cuts the texts into, by the `tokenizers` package's
+    regex engine (Split with the pattern, as the models' tokenizer.json files write it)."""
+    from tokenizers import Regex, pre_tokenizers
+
+    extra = ["a\n  b\r\n\r\n  c \n", "(abc) [x]\n\ny", "\tabc 'S 'LL", "1234567 x12y", "  \n"]
+    out = {"source": "tokenizers %s" % __import__("tokenizers").__version__}
+    for name, pattern in PATTERNS.items():
+        split = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+        out[name] = [{"text": t, "words": [w for w, _ in split.pre_tokenize_str(t)]}
+                     for t in TEXTS + extra + random_texts(n=60, seed=99)]
+    return out
+
+
 KNOWN_IDS = [int(x) for x in """403 407 261 378 432 383 286 261 376 298 315 421 395 317 426 338 401
 396 267 337 410 408 419 292 411 322 265 282 295 433 426 385 328 432 358 394 261 370 432 352 266 268
 388 426 338 391 266 267 337 335 312 432 398 312 286 267 414 270 333 415""".split()]
@@ -230,7 +253,8 @@ def main():
     args = ap.parse_args()
     out_dir = os.path.join(ROOT, "tests/golden")
     os.makedirs(out_dir, exist_ok=True)
-    for name, data in (("stories260k", stories(args.stories)),
+    for name, data in (("pretokenizers", pretokenizers()),
+                       ("stories260k", stories(args.stories)),
                        ("smollm2", smollm2(args.smollm2, args.tokenizer_json))):
         path = os.path.join(out_dir, "tokenizer_%s.json" % name)
         with open(path, "w", encoding="utf-8") as f:

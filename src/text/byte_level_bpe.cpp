@@ -71,6 +71,60 @@ void split_gpt2(const std::vector<Unit>& u, size_t begin, size_t end, std::vecto
   }
 }
 
+bool is_cr_or_lf(const Unit& u) { return u.cp == '\r' || u.cp == '\n'; }
+uint32_t lower_ascii(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+
+/// Llama 3's pattern (and Qwen2's, with max_digits 1) over units [begin, end):
+///   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+///   \s*[\r\n]+|\s+(?!\S)|\s+
+/// Case folding of the contractions covers ASCII only.
+void split_llama3(const std::vector<Unit>& u, size_t begin, size_t end, size_t max_digits,
+                  std::vector<size_t>& cuts) {
+  const auto lower_at = [&](size_t i) { return i < end ? lower_ascii(u[i].cp) : 0u; };
+  const auto run = [&](size_t from, CharClass cls) {
+    while (from < end && u[from].cls == cls) ++from;
+    return from;
+  };
+  size_t i = begin;
+  while (i < end) {
+    size_t next;
+    const uint32_t c1 = lower_at(i + 1), c2 = lower_at(i + 2);
+    const bool next_is_letter = i + 1 < end && u[i + 1].cls == CharClass::letter;
+    if (u[i].cp == '\'' && (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')) {
+      next = i + 2;
+    } else if (u[i].cp == '\'' &&
+               ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l'))) {
+      next = i + 3;
+    } else if (u[i].cls == CharClass::letter) {
+      next = run(i, CharClass::letter);
+    } else if (u[i].cls != CharClass::number && !is_cr_or_lf(u[i]) && next_is_letter) {
+      next = run(i + 1, CharClass::letter);  // one leading space or symbol joins the word
+    } else if (u[i].cls == CharClass::number) {
+      next = i + 1;
+      while (next < end && next - i < max_digits && u[next].cls == CharClass::number) ++next;
+    } else if (u[i].cls == CharClass::other ||
+               (u[i].cp == ' ' && i + 1 < end && u[i + 1].cls == CharClass::other)) {
+      next = run(u[i].cls == CharClass::other ? i : i + 1, CharClass::other);
+      while (next < end && is_cr_or_lf(u[next])) ++next;
+    } else {
+      const size_t run_end = run(i, CharClass::space);
+      size_t last_newline = run_end;
+      for (size_t k = i; k < run_end; ++k) {
+        if (is_cr_or_lf(u[k])) last_newline = k;
+      }
+      if (last_newline < run_end) {
+        next = last_newline + 1;  // \s*[\r\n]+: up to the last line break of the run
+      } else if (run_end == end || run_end - i == 1) {
+        next = run_end;
+      } else {
+        next = run_end - 1;
+      }
+    }
+    cuts.push_back(next);
+    i = next;
+  }
+}
+
 }  // namespace
 
 std::vector<std::string_view> pretokenize(std::string_view text, PreTokenizerKind kind) {
@@ -87,6 +141,10 @@ std::vector<std::string_view> pretokenize(std::string_view text, PreTokenizerKin
       if (i < units.size()) cuts.push_back(i + 1);
       start = i + 1;
     }
+  } else if (kind == PreTokenizerKind::llama3) {
+    split_llama3(units, 0, units.size(), 3, cuts);
+  } else if (kind == PreTokenizerKind::qwen2) {
+    split_llama3(units, 0, units.size(), 1, cuts);
   } else {
     split_gpt2(units, 0, units.size(), cuts);
   }

@@ -29,6 +29,13 @@ std::string type_of(const json& j) {
   return j["type"].get<std::string>();
 }
 
+// The Split patterns of Llama 3 and Qwen2 tokenizer.json files (followed by a ByteLevel
+// pre-tokenizer without its own regex).
+const char* const kLlama3Pattern =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+const char* const kQwen2Pattern =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+
 /// The pre-tokenizer name this library knows for a tokenizer.json pre_tokenizer.
 std::string pre_tokenizer_name(const json& pre) {
   const auto byte_level_with_regex = [](const json& p) {
@@ -43,9 +50,20 @@ std::string pre_tokenizer_name(const json& pre) {
         byte_level_with_regex(pre["pretokenizers"][1])) {
       return "smollm";
     }
+    const json& second = pre["pretokenizers"][1];
+    if (type_of(first) == "Split" && type_of(second) == "ByteLevel" &&
+        !second.value("use_regex", true) && first.contains("pattern") &&
+        first["pattern"].is_object() && first["pattern"].value("Regex", "") != "" &&
+        first.value("behavior", "") == "Isolated" && !first.value("invert", false)) {
+      const std::string pattern = first["pattern"].value("Regex", "");
+      if (pattern == kLlama3Pattern) return "llama-bpe";
+      if (pattern == kQwen2Pattern) return "qwen2";
+    }
   }
-  value_error("tokenizer.json: unsupported pre_tokenizer " + pre.dump().substr(0, 200) +
-              " (supported: ByteLevel, Digits(individual_digits) + ByteLevel)");
+  value_error(
+      "tokenizer.json: unsupported pre_tokenizer " + pre.dump().substr(0, 200) +
+      " (supported: ByteLevel, Digits(individual_digits) + ByteLevel, the Llama 3 and Qwen2 "
+      "Split patterns + ByteLevel)");
 }
 
 /// A token named in tokenizer_config.json: a string or {"content": ...}.

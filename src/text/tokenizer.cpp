@@ -118,9 +118,13 @@ Tokenizer Tokenizer::build(TokenizerData data) {
       t.pre = PreTokenizerKind::gpt2;
     } else if (data.pre == "smollm") {
       t.pre = PreTokenizerKind::smollm;
+    } else if (data.pre == "llama-bpe" || data.pre == "llama3") {
+      t.pre = PreTokenizerKind::llama3;
+    } else if (data.pre == "qwen2") {
+      t.pre = PreTokenizerKind::qwen2;
     } else {
       value_error("tokenizer: unsupported pre-tokenizer \"" + data.pre +
-                  "\" for a gpt2 tokenizer (supported: gpt2, smollm)");
+                  "\" for a gpt2 tokenizer (supported: gpt2, smollm, llama-bpe, qwen2)");
     }
   }
   if (!data.scores.empty() && data.scores.size() != n) {

@@ -15,7 +15,7 @@
 namespace iron::text {
 
 enum class ModelKind { sentencepiece_bpe, byte_level_bpe };
-enum class PreTokenizerKind { none, gpt2, smollm };
+enum class PreTokenizerKind { none, gpt2, smollm, llama3, qwen2 };
 
 /// A gpt2 merge: the pair (left, right) becomes `result`; lower rank merges first.
 struct MergeRule {

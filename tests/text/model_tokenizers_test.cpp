@@ -195,7 +195,8 @@ TEST(SmolLM2Tokenizer, HuggingFaceTokenizerJsonLoadsTheSameTokenizer) {
     EXPECT_EQ(t.vocab_size(), 49152);
     EXPECT_EQ(t.eos_id(), 2);
     EXPECT_EQ(t.bos_id(), 1);
-    for (const json& c : golden("smollm2")["cases"]) {
+    const json cases = golden("smollm2")["cases"];  // a named copy: it must outlive the loop
+    for (const json& c : cases) {
       EXPECT_EQ(t.encode(c["text"].get<std::string>(), false),
                 c["ids"].get<std::vector<int32_t>>());
     }

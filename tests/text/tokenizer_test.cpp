@@ -342,6 +342,27 @@ TEST(HfTokenizerJson, LoadsASmallByteLevelModel) {
   EXPECT_EQ(t.token_type(4), TokenType::control);
 }
 
+TEST(HfTokenizerJson, RecognisesLlama3AndQwen2Patterns) {
+  const std::string llama3 =
+      R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+)re";
+  std::string qwen2 = llama3;
+  qwen2.replace(qwen2.find("{1,3}"), 5, "");
+  for (const auto& [pattern, expected] :
+       {std::pair{llama3, Ids{2, 3, 8}}, std::pair{qwen2, Ids{2, 3, 4, 5, 6}}}) {
+    const std::string path = write_temp("split.json", R"({
+      "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": ")" + pattern +
+                                                          R"("}, "behavior": "Isolated",
+         "invert": false},
+        {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]},
+      "model": {"type": "BPE", "ignore_merges": true,
+                "vocab": {"a": 0, "b": 1, "ab": 2, "\u0120": 3, "1": 4, "2": 5, "3": 6, "12": 7,
+                          "123": 8},
+                "merges": ["a b", "1 2", "12 3"]}})");
+    EXPECT_EQ(from_hf_tokenizer_json(path).encode("ab 123", false), expected) << pattern;
+  }
+}
+
 TEST(HfTokenizerJson, RefusesWhatItCannotRun) {
   expect_value_error(
       [] {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "text/tokenizer_impl.hpp"
@@ -108,6 +110,28 @@ TEST(PreTokenizer, SmolLMIsolatesEveryDigit) {
   EXPECT_EQ(words("3.14", s), (Words{"3", ".", "1", "4"}));
   EXPECT_EQ(words("v2beta", s), (Words{"v", "2", "beta"}));
   EXPECT_EQ(words("\xC2\xBD \xD9\xA3", s), (Words{"\xC2\xBD", " ", "\xD9\xA3"}));
+}
+
+}  // namespace
+}  // namespace iron::text
+
+namespace iron::text {
+namespace {
+
+// The hand-written scanners against the `tokenizers` package's regex engine running the
+// patterns themselves (tests/golden/tokenizer_pretokenizers.json).
+TEST(PreTokenizer, MatchesTheRegexEngine) {
+  std::ifstream in(std::string(IRON_SOURCE_DIR) + "/tests/golden/tokenizer_pretokenizers.json");
+  const nlohmann::json golden = nlohmann::json::parse(in);
+  for (const auto& [name, kind] :
+       {std::pair{"gpt2", PreTokenizerKind::gpt2}, std::pair{"llama-bpe", PreTokenizerKind::llama3},
+        std::pair{"qwen2", PreTokenizerKind::qwen2}}) {
+    ASSERT_GT(golden[name].size(), 80u);
+    for (const auto& c : golden[name]) {
+      const std::string text = c["text"];
+      EXPECT_EQ(words(text, kind), c["words"].get<Words>()) << name << ": " << text;
+    }
+  }
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ enum class TokenType : int32_t {
 /// Everything a tokenizer is built from.
 struct TokenizerData {
   std::string model;  // "llama" (SentencePiece BPE) or "gpt2" (byte-level BPE)
-  std::string pre;    // gpt2 only: the pre-tokenizer, "gpt2" or "smollm"
+  std::string pre;    // gpt2 only: the pre-tokenizer, "gpt2", "smollm", "llama-bpe" or "qwen2"
   std::vector<std::string> tokens;
   std::vector<float> scores;         // llama: merge priority (higher merges first); may be empty
   std::vector<int32_t> token_types;  // TokenType values; empty means all normal
@@ -139,7 +139,8 @@ std::string format_chat(const std::optional<std::string>& chat_template,
                         ChatTemplateFallback fallback = ChatTemplateFallback::error);
 
 /// Reads a Hugging Face tokenizer.json holding a byte-level BPE model (vocab, merges as "a b"
-/// strings or [a, b] pairs, added_tokens); other models and normalizers are refused. A
+/// strings or [a, b] pairs, added_tokens) whose pre-tokenizer is one of the four above; other
+/// models, pre-tokenizers and normalizers are refused. A
 /// tokenizer_config.json next to it, when present, gives bos/eos tokens, add_bos_token and the
 /// chat template.
 TokenizerData read_hf_tokenizer_json(const std::string& path);
