@@ -1,0 +1,179 @@
+// Hugging Face tokenizer.json (and tokenizer_config.json) for byte-level BPE models.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "iron/error.hpp"
+#include "iron/text/tokenizer.hpp"
+
+namespace iron::text {
+namespace {
+
+using nlohmann::json;
+
+json read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) io_error("tokenizer.json: cannot open " + path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  try {
+    return json::parse(buffer.str());
+  } catch (const json::exception& e) {
+    value_error("tokenizer.json: " + path + " is not valid JSON: " + e.what());
+  }
+}
+
+std::string type_of(const json& j) {
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return "";
+  return j["type"].get<std::string>();
+}
+
+// The Split patterns of Llama 3 and Qwen2 tokenizer.json files (followed by a ByteLevel
+// pre-tokenizer without its own regex).
+const char* const kLlama3Pattern =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+const char* const kQwen2Pattern =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+
+/// The pre-tokenizer name this library knows for a tokenizer.json pre_tokenizer.
+std::string pre_tokenizer_name(const json& pre) {
+  const auto byte_level_with_regex = [](const json& p) {
+    return type_of(p) == "ByteLevel" && p.value("use_regex", true) &&
+           !p.value("add_prefix_space", false);
+  };
+  if (byte_level_with_regex(pre)) return "gpt2";
+  if (type_of(pre) == "Sequence" && pre.contains("pretokenizers") &&
+      pre["pretokenizers"].is_array() && pre["pretokenizers"].size() == 2) {
+    const json& first = pre["pretokenizers"][0];
+    if (type_of(first) == "Digits" && first.value("individual_digits", false) &&
+        byte_level_with_regex(pre["pretokenizers"][1])) {
+      return "smollm";
+    }
+    const json& second = pre["pretokenizers"][1];
+    if (type_of(first) == "Split" && type_of(second) == "ByteLevel" &&
+        !second.value("use_regex", true) && first.contains("pattern") &&
+        first["pattern"].is_object() && first["pattern"].value("Regex", "") != "" &&
+        first.value("behavior", "") == "Isolated" && !first.value("invert", false)) {
+      const std::string pattern = first["pattern"].value("Regex", "");
+      if (pattern == kLlama3Pattern) return "llama-bpe";
+      if (pattern == kQwen2Pattern) return "qwen2";
+    }
+  }
+  value_error(
+      "tokenizer.json: unsupported pre_tokenizer " + pre.dump().substr(0, 200) +
+      " (supported: ByteLevel, Digits(individual_digits) + ByteLevel, the Llama 3 and Qwen2 "
+      "Split patterns + ByteLevel)");
+}
+
+/// A token named in tokenizer_config.json: a string or {"content": ...}.
+std::optional<std::string> config_token(const json& config, const char* key) {
+  if (!config.contains(key)) return std::nullopt;
+  const json& v = config[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+    return v["content"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TokenizerData read_hf_tokenizer_json(const std::string& path) {
+  const json root = read_json(path);
+  try {
+    if (!root.is_object() || !root.contains("model")) {
+      value_error("tokenizer.json: " + path + " has no \"model\"");
+    }
+    const json& model = root["model"];
+    const std::string kind = type_of(model);
+    if (kind != "BPE") {
+      value_error("tokenizer.json: unsupported model type \"" + kind + "\" (only BPE)");
+    }
+    if (root.contains("normalizer") && !root["normalizer"].is_null()) {
+      value_error("tokenizer.json: normalizers are not supported (found " +
+                  type_of(root["normalizer"]) + ")");
+    }
+    if (model.value("byte_fallback", false)) {
+      value_error("tokenizer.json: BPE with byte_fallback (SentencePiece style) is not supported");
+    }
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+      if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty()) {
+        value_error(std::string("tokenizer.json: BPE ") + key + " is not supported");
+      }
+    }
+    TokenizerData data;
+    data.model = "gpt2";
+    data.pre = pre_tokenizer_name(root.value("pre_tokenizer", json()));
+    data.ignore_merges = model.value("ignore_merges", false);
+
+    std::vector<std::optional<std::string>> by_id;
+    std::vector<int32_t> types;
+    const auto place = [&](const std::string& text, int64_t id, TokenType type) {
+      if (id < 0 || id > INT32_MAX) value_error("tokenizer.json: token id out of range");
+      if (size_t(id) >= by_id.size()) {
+        by_id.resize(size_t(id) + 1);
+        types.resize(size_t(id) + 1, int32_t(TokenType::normal));
+      }
+      by_id[size_t(id)] = text;
+      types[size_t(id)] = int32_t(type);
+    };
+    for (const auto& [text, id] : model.at("vocab").items()) {
+      place(text, id.get<int64_t>(), TokenType::normal);
+    }
+    if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
+      for (const json& added : root["added_tokens"]) {
+        const bool special = added.value("special", false);
+        place(added.at("content").get<std::string>(), added.at("id").get<int64_t>(),
+              special ? TokenType::control : TokenType::user_defined);
+      }
+    }
+    for (size_t i = 0; i < by_id.size(); ++i) {
+      if (!by_id[i]) value_error("tokenizer.json: no token has id " + std::to_string(i));
+      data.tokens.push_back(std::move(*by_id[i]));
+    }
+    data.token_types = std::move(types);
+    for (const json& merge : model.at("merges")) {
+      if (merge.is_string()) {
+        data.merges.push_back(merge.get<std::string>());
+      } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+                 merge[1].is_string()) {
+        data.merges.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
+      } else {
+        value_error("tokenizer.json: a merge is neither \"a b\" nor [\"a\", \"b\"]");
+      }
+    }
+
+    const std::filesystem::path config_path =
+        std::filesystem::path(path).parent_path() / "tokenizer_config.json";
+    if (std::filesystem::exists(config_path)) {
+      const json config = read_json(config_path.string());
+      const auto id_of = [&](const std::optional<std::string>& text) -> std::optional<int32_t> {
+        if (!text) return std::nullopt;
+        for (size_t i = 0; i < data.tokens.size(); ++i) {
+          if (data.tokens[i] == *text) return int32_t(i);
+        }
+        return std::nullopt;
+      };
+      data.bos_id = id_of(config_token(config, "bos_token"));
+      data.eos_id = id_of(config_token(config, "eos_token"));
+      data.unk_id = id_of(config_token(config, "unk_token"));
+      data.pad_id = id_of(config_token(config, "pad_token"));
+      if (config.contains("add_bos_token") && config["add_bos_token"].is_boolean()) {
+        data.add_bos = config["add_bos_token"].get<bool>();
+      }
+      if (config.contains("chat_template") && config["chat_template"].is_string()) {
+        data.chat_template = config["chat_template"].get<std::string>();
+      }
+    }
+    return data;
+  } catch (const json::exception& e) {
+    value_error("tokenizer.json: " + path + " is malformed: " + e.what());
+  }
+}
+
+Tokenizer from_hf_tokenizer_json(const std::string& path) {
+  return Tokenizer::build(read_hf_tokenizer_json(path));
+}
+
+}  // namespace iron::text

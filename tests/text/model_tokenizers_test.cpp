@@ -1,0 +1,207 @@
+// The tokenizers of the two test models against independent references: the golden files
+// scripts/tokenizer_golden.py writes (Hugging Face `tokenizers` for SmolLM2, a plain
+// SentencePiece re-implementation checked against llama2.c's known outputs for stories260K).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "iron/error.hpp"
+#include "iron/text/tokenizer.hpp"
+#include "text/gguf_tokenizer_for_tests.hpp"
+#include "text/unicode.hpp"
+
+namespace iron::text {
+namespace {
+
+using nlohmann::json;
+
+const std::string kStories = std::string(IRON_SOURCE_DIR) + "/../shared/models/stories260K.gguf";
+const std::string kSmolLM2 =
+    std::string(IRON_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+json golden(const std::string& name) {
+  std::ifstream in(std::string(IRON_SOURCE_DIR) + "/tests/golden/tokenizer_" + name + ".json");
+  return json::parse(in);
+}
+
+const Tokenizer& stories() {
+  static const Tokenizer t = Tokenizer::build(testing::read_gguf_tokenizer_for_tests(kStories));
+  return t;
+}
+
+const Tokenizer& smollm2() {
+  static const Tokenizer t = Tokenizer::build(testing::read_gguf_tokenizer_for_tests(kSmolLM2));
+  return t;
+}
+
+#define SKIP_WITHOUT(path) \
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent"
+
+TEST(Stories260KTokenizer, ZooPromptMatchesLlama2c) {
+  SKIP_WITHOUT(kStories);
+  // llama2.c/llama.cpp: BOS, then "▁" "Z" "oo" (the space prefix has no merge with "Z").
+  EXPECT_EQ(stories().encode("Zoo", true), (std::vector<int32_t>{1, 410, 469, 347}));
+  EXPECT_EQ(stories().encode("Zoo", true),
+            golden("stories260k")["zoo_with_bos"].get<std::vector<int32_t>>());
+}
+
+TEST(Stories260KTokenizer, KnownGreedyIdsDecodeToTheReferenceText) {
+  SKIP_WITHOUT(kStories);
+  const json g = golden("stories260k");
+  const auto ids = g["known_ids"].get<std::vector<int32_t>>();
+  const std::string text = g["known_text"];
+  EXPECT_EQ(stories().decode(ids), text);  // llama.cpp's pieces keep the leading space
+  EXPECT_EQ(stories().decode(ids, {.strip_prefix_space = true}), text.substr(1));
+  // The text without its leading space encodes back to the same ids.
+  EXPECT_EQ(stories().encode(text.substr(1), false), ids);
+}
+
+TEST(Stories260KTokenizer, MatchesGoldenEncodings) {
+  SKIP_WITHOUT(kStories);
+  const json g = golden("stories260k");
+  ASSERT_GT(g["cases"].size(), 20u);
+  for (const json& c : g["cases"]) {
+    const std::string text = c["text"];
+    EXPECT_EQ(stories().encode(text, true), c["ids"].get<std::vector<int32_t>>()) << text;
+  }
+}
+
+TEST(Stories260KTokenizer, MetadataAndRoundTrip) {
+  SKIP_WITHOUT(kStories);
+  const Tokenizer& t = stories();
+  EXPECT_EQ(t.vocab_size(), 512);
+  EXPECT_EQ(t.bos_id(), 1);
+  EXPECT_EQ(t.eos_id(), 2);
+  EXPECT_TRUE(t.add_bos_by_default());
+  EXPECT_TRUE(t.is_end(2));
+  EXPECT_FALSE(t.is_end(1));
+  EXPECT_EQ(t.token_text(3 + 'A'), "A");  // <0x41>
+  EXPECT_EQ(t.token_text(403), " Once");
+  // Characters the vocabulary lacks go through byte tokens and come back whole.
+  const std::string text = "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\xA4\x96";
+  const auto ids = t.encode(text, true);
+  EXPECT_EQ(t.decode(ids, {.skip_special = true, .strip_prefix_space = true}), text);
+}
+
+TEST(SmolLM2Tokenizer, MatchesHuggingFaceTokenizers) {
+  SKIP_WITHOUT(kSmolLM2);
+  const json g = golden("smollm2");
+  ASSERT_GT(g["cases"].size(), 20u);
+  for (const json& c : g["cases"]) {
+    const std::string text = c["text"];
+    const auto expected = c["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(smollm2().encode(text, false), expected) << text;
+    EXPECT_EQ(smollm2().decode(expected), text);
+  }
+}
+
+TEST(SmolLM2Tokenizer, Metadata) {
+  SKIP_WITHOUT(kSmolLM2);
+  const Tokenizer& t = smollm2();
+  EXPECT_EQ(t.vocab_size(), 49152);
+  EXPECT_EQ(t.bos_id(), 1);
+  EXPECT_EQ(t.eos_id(), 2);
+  EXPECT_FALSE(t.add_bos_by_default());
+  EXPECT_TRUE(t.is_end(*t.find_token("<|im_end|>")));
+  EXPECT_TRUE(t.is_end(*t.find_token("<|endoftext|>")));
+  EXPECT_FALSE(t.is_end(*t.find_token("<|im_start|>")));
+  EXPECT_EQ(t.token_text(*t.find_token("\xC4\xA0the")), " the");  // "Ġthe"
+  EXPECT_EQ(t.token_type(1), TokenType::control);
+}
+
+TEST(SmolLM2Tokenizer, SpecialTokensOnlyWithParseSpecial) {
+  SKIP_WITHOUT(kSmolLM2);
+  const Tokenizer& t = smollm2();
+  EXPECT_EQ(t.encode("<|im_start|>", false), (std::vector<int32_t>{1}));
+  const auto literal = t.encode("<|im_start|>", false, /*parse_special=*/false);
+  EXPECT_GT(literal.size(), 1u);
+  EXPECT_EQ(t.decode(literal), "<|im_start|>");
+  EXPECT_EQ(t.decode({1, 2}, {.skip_special = true}), "");
+}
+
+TEST(SmolLM2Tokenizer, ChatTemplateMatchesJinja) {
+  SKIP_WITHOUT(kSmolLM2);
+  const json chat = golden("smollm2")["chat"];
+  ASSERT_TRUE(chat.is_object()) << "golden made without jinja2";
+  std::vector<ChatMessage> messages;
+  for (const json& m : chat["messages"]) messages.push_back({m["role"], m["content"]});
+  EXPECT_EQ(smollm2().apply_chat_template(messages), chat["rendered"].get<std::string>());
+  // With a system message of its own, no default one is added.
+  EXPECT_EQ(smollm2().apply_chat_template({{"system", "S"}, {"user", "U"}}, false),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n");
+}
+
+TEST(SmolLM2Tokenizer, StreamingNeverSplitsACharacter) {
+  SKIP_WITHOUT(kSmolLM2);
+  const std::string text =
+      "emoji \xF0\x9F\xA4\x96\xF0\x9F\x8E\x89 \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E!";
+  const auto ids = smollm2().encode(text, false);
+  StreamDecoder stream(smollm2());
+  std::string out;
+  for (const int32_t id : ids) {
+    const std::string piece = stream.push(id);
+    EXPECT_TRUE(detail::is_valid_utf8(piece)) << "after id " << id;
+    out += piece;
+  }
+  out += stream.flush();
+  EXPECT_EQ(out, text);
+}
+
+// Writes SmolLM2's vocabulary as a Hugging Face tokenizer.json (merges in both spellings) and
+// checks the loader gives the same tokenizer.
+TEST(SmolLM2Tokenizer, HuggingFaceTokenizerJsonLoadsTheSameTokenizer) {
+  SKIP_WITHOUT(kSmolLM2);
+  const TokenizerData d = testing::read_gguf_tokenizer_for_tests(kSmolLM2);
+  for (const bool pair_merges : {false, true}) {
+    json vocab = json::object();
+    json added = json::array();
+    for (size_t i = 0; i < d.tokens.size(); ++i) {
+      vocab[d.tokens[i]] = i;
+      if (d.token_types[i] == 3) {
+        added.push_back({{"id", i}, {"content", d.tokens[i]}, {"special", true}});
+      }
+    }
+    json merges = json::array();
+    for (const std::string& m : d.merges) {
+      const size_t space = m.find(' ', 1);
+      if (pair_merges) {
+        merges.push_back(json::array({m.substr(0, space), m.substr(space + 1)}));
+      } else {
+        merges.push_back(m);
+      }
+    }
+    const json root = {
+        {"added_tokens", added},
+        {"normalizer", nullptr},
+        {"pre_tokenizer",
+         {{"type", "Sequence"},
+          {"pretokenizers",
+           json::array(
+               {{{"type", "Digits"}, {"individual_digits", true}},
+                {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}})}}},
+        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("iron_hf_json_test_" + std::to_string(pair_merges));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "tokenizer.json") << root.dump();
+    std::ofstream(dir / "tokenizer_config.json") << json{
+        {"eos_token", "<|im_end|>"},
+        {"bos_token", "<|im_start|>"},
+        {"chat_template", *d.chat_template}}.dump();
+    const Tokenizer t = from_hf_tokenizer_json((dir / "tokenizer.json").string());
+    std::filesystem::remove_all(dir);
+    EXPECT_EQ(t.vocab_size(), 49152);
+    EXPECT_EQ(t.eos_id(), 2);
+    EXPECT_EQ(t.bos_id(), 1);
+    const json cases = golden("smollm2")["cases"];  // a named copy: it must outlive the loop
+    for (const json& c : cases) {
+      EXPECT_EQ(t.encode(c["text"].get<std::string>(), false),
+                c["ids"].get<std::vector<int32_t>>());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace iron::text
