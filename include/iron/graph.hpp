@@ -2,6 +2,7 @@
 // one image per signature; the image is called with tensors and per-call values.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -51,6 +52,11 @@ struct Carry {
 /// Returned with a body's outputs: the next value of each carried value,
 /// `iron::carry({{"token", next}, {"position", position + 1}})`.
 Carry carry(std::vector<std::pair<std::string, CarryValue>> next_values);
+
+/// Runs `fn` on the host between the steps around it, with host views of `reads` (cut to their
+/// bounds) then `writes` (parts of states). A graph with one has no device loop.
+void on_host(std::function<void(std::span<Tensor>)> fn, std::vector<Handle> reads,
+             std::vector<Handle> writes = {});
 
 /// What body() returns: its output handles, and the carried values' next values.
 struct Outputs {

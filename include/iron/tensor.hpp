@@ -28,6 +28,8 @@ class Tensor {
   static Tensor from(const std::vector<float>& values, const Shape& shape, DType dtype = f32);
   static Tensor from_ints(const std::vector<int32_t>& values, const Shape& shape);
   /// A view of `data`, which `keepalive` (if any) keeps valid; nothing is copied.
+  /// A writable view of `data`, which `keepalive` (if any) keeps valid; nothing is copied.
+  static Tensor wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> keepalive = {});
   static Tensor borrow(const void* data, const Shape& shape, DType dtype,
                        std::shared_ptr<const void> keepalive = {});
 

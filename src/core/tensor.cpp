@@ -72,6 +72,12 @@ Tensor Tensor::borrow(const void* data, const Shape& shape, DType dtype,
   return t;
 }
 
+Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, std::shared_ptr<const void> keepalive) {
+  Tensor t = borrow(data, shape, dtype, std::move(keepalive));
+  t.writable_ = true;
+  return t;
+}
+
 int64_t Tensor::dim(int axis) const {
   int r = rank();
   if (axis < -r || axis >= r)

@@ -16,6 +16,16 @@ Carry carry(std::vector<std::pair<std::string, CarryValue>> next_values) {
   return Carry{std::move(next_values)};
 }
 
+void on_host(std::function<void(std::span<Tensor>)> fn, std::vector<Handle> reads, std::vector<Handle> writes) {
+  Recorder& r = Recorder::require("on_host");
+  for (Handle& h : reads) h = dense(h);
+  for (const Handle& h : writes) {
+    if (h.layout() != Layout::dense) value_error("on_host writes contiguous views, not " + h.str());
+    if (h.buffer()->role != Role::state) value_error("on_host writes parts of states, not " + h.str());
+  }
+  r.recording().host.push_back({r.recording().steps.size(), std::move(fn), std::move(reads), std::move(writes)});
+}
+
 Graph::Graph(std::string name) : name_(name.empty() ? "graph" : std::move(name)), arena_(std::make_unique<Arena>()) {}
 Graph::~Graph() = default;
 
@@ -298,13 +308,13 @@ const CompiledGraph::Result& CompiledGraph::operator()(std::span<const Tensor> t
 
 Tensor CompiledGraph::read(const Held& x) {
   const Resident& r = *x.resident();
-  return Tensor::borrow(graph_->arena().place(x.resident()), r.shape, r.dtype);
+  return Tensor::wrap(graph_->arena().place(x.resident()), r.shape, r.dtype);
 }
 
 Tensor CompiledGraph::read(const Handle& x) {
   if (!x.defined()) value_error("read() of an undefined handle");
   for (const auto& b : recording_->buffers)
-    if (b == x.buffer()) return Tensor::borrow(image_->address(*b), b->shape, b->dtype);
+    if (b == x.buffer()) return Tensor::wrap(image_->address(*b), b->shape, b->dtype);
   value_error(recording_->graph + ": " + x.str() + " is not a buffer of this version");
 }
 

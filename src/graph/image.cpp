@@ -257,11 +257,38 @@ void Image::stage_inputs(std::span<const Tensor> tensors) {
 
 void Image::run() {
   if (linked_ != arena_.generation()) link();
-  if (!options_.check) {
+  if (!options_.check && recording_.host.empty()) {
     program_->run(words_.data());
-  } else {
-    for (size_t i = 0; i < program_->commands(); ++i) check_step(i);
+    return;
   }
+  // Each step on its own dispatch: to compare it with its reference, or to run host steps
+  // between the device's.
+  size_t host = 0;
+  for (size_t i = 0; i <= program_->commands(); ++i) {
+    for (; host < recording_.host.size() && recording_.host[host].after_step == i; ++host) run_host(recording_.host[host]);
+    if (i == program_->commands()) break;
+    if (options_.check)
+      check_step(i);
+    else
+      program_->run_one(i, words_.data());
+  }
+}
+
+void Image::run_host(const HostStep& step) {
+  std::vector<Tensor> views;
+  auto view = [&](const Handle& h, bool cut) {
+    Tensor t = Tensor::borrow(address(*h.buffer()) + storage_bytes(h.dtype(), h.offset().eval(words_.data())),
+                              h.shape(), h.dtype());
+    if (cut && h.rank() > 0 && h.valid(0)) t = t.rows(0, h.valid(0)->eval(words_.data()));
+    return t;
+  };
+  for (const Handle& h : step.reads) views.push_back(view(h, true));
+  for (const Handle& h : step.writes) {
+    Tensor t = view(h, false);
+    // A host step writes device state: hand it a writable view of that memory.
+    views.push_back(Tensor::wrap(const_cast<void*>(t.data()), t.shape(), t.dtype()));
+  }
+  step.fn(views);
 }
 
 void Image::emit(int64_t* next) const {

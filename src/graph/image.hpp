@@ -76,6 +76,7 @@ class Image {
   void link();  // (re)lowers against the arena's current addresses
   cpu::Operand operand(const Handle& h);
   void check_step(size_t i);
+  void run_host(const HostStep& step);
 
   Arena& arena_;
   const Recording& recording_;

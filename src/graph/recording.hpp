@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <memory>
 #include <string>
 #include <variant>
@@ -55,7 +56,7 @@ struct Step {
 /// A host function between two device steps.
 struct HostStep {
   size_t after_step;  // runs once steps [0, after_step) are done
-  std::function<void(std::vector<Tensor>&)> fn;
+  std::function<void(std::span<Tensor>)> fn;
   std::vector<Handle> reads, writes;
 };
 
