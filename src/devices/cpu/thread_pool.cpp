@@ -1,5 +1,7 @@
 #include "devices/cpu/thread_pool.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 
 #if defined(__x86_64__)
@@ -14,7 +16,7 @@ namespace iron::cpu {
 namespace {
 // How long a worker spins for the next job before sleeping: long enough to span the host's
 // work between two decode steps, short enough not to burn a core when idle.
-constexpr int kSpinsBeforeSleep = 200000;
+constexpr int kSpinsBeforeSleep = 20000;
 }  // namespace
 
 void Barrier::wait(bool& sense) {
@@ -23,7 +25,10 @@ void Barrier::wait(bool& sense) {
     waiting_.store(0, std::memory_order_relaxed);
     release_.store(sense, std::memory_order_release);
   } else {
-    while (release_.load(std::memory_order_acquire) != sense) IRON_PAUSE();
+    for (int spin = 1; release_.load(std::memory_order_acquire) != sense; ++spin) {
+      IRON_PAUSE();
+      if ((spin & 1023) == 0) sched_yield();
+    }
   }
 }
 
@@ -67,6 +72,9 @@ void ThreadPool::work(int index) {
     uint32_t now = generation_.load(std::memory_order_acquire);
     for (int spin = 0; now == seen && spin < kSpinsBeforeSleep; ++spin) {
       IRON_PAUSE();
+      // Yield now and then: on a machine with as many busy threads as cores, a host thread
+      // woken to take a finished step must not wait out a spinning worker's time slice.
+      if ((spin & 63) == 63) sched_yield();
       now = generation_.load(std::memory_order_acquire);
     }
     if (now == seen) {

@@ -1,0 +1,113 @@
+// CarriedLoop: a linked list held in a state, walked on the device one node a step; each step's
+// Emit carries the next node and step index into the next run.
+#include <gtest/gtest.h>
+
+#include "iron/iron.hpp"
+#include "test_util.hpp"
+
+namespace F = iron::functional;
+using namespace iron;
+using iron::testing::expect_error;
+
+namespace {
+
+constexpr int kNodes = 37;
+
+struct Walk : Graph {
+  Input start = input("start", /*optional=*/true);  // (1,) i32: the first node, on the first call only
+  Carried node = carried("node");
+  Carried step = carried("step");
+  State next = state("next", {kNodes}, i32);
+  State visited = state("visited", {64}, i32);
+  Walk() : Graph("walk") {}
+  Outputs body() override {
+    Handle current = start ? F::copy(Handle(start)[0]) : F::copy(Handle(next)[at(node)]);
+    Handle(visited)[at(step)].assign(current);
+    return Outputs({}, carry({{"node", current}, {"step", Affine(step) + 1}}));
+  }
+};
+
+std::vector<int32_t> successors() {
+  std::vector<int32_t> next(kNodes);
+  for (int i = 0; i < kNodes; ++i) next[size_t(i)] = (i * 7 + 3) % kNodes;  // a permutation
+  return next;
+}
+
+void fill_list(CompiledGraph& v, Walk& g) {
+  Tensor next = v.read(g.next);
+  auto s = successors();
+  std::memcpy(next.mutable_data(), s.data(), s.size() * 4);
+  v.push(g.next);
+}
+
+class CarriedLoopDepth : public ::testing::TestWithParam<int> {};
+
+TEST_P(CarriedLoopDepth, WalksALinkedListExactly) {
+  Walk g;
+  CompiledGraph& first = g.compile({{"start", InputSpec({1}, i32)}});
+  CompiledGraph& body = g.compile({});
+  fill_list(first, g);
+  CarriedLoop loop(first, body, GetParam());
+  const int steps = 40;
+  int64_t expected_index = 0;
+  for (int64_t k : loop.run(steps, {Tensor::from_ints({5}, {1})}, {{"step", 0}, {"node", 0}})) {
+    EXPECT_EQ(k, expected_index++);
+  }
+  EXPECT_EQ(expected_index, steps);
+  auto visited = body.read(g.visited).to_ints();
+  auto next = successors();
+  int32_t node = 5;
+  EXPECT_EQ(visited[0], node);
+  for (int k = 1; k <= steps; ++k) {
+    node = next[size_t(node)];
+    EXPECT_EQ(visited[size_t(k)], node) << "step " << k;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Depths, CarriedLoopDepth, ::testing::Values(1, 2, 3));
+
+TEST(CarriedLoop, ClosingEarlyWaitsOutTheStepsInFlight) {
+  Walk g;
+  CompiledGraph& first = g.compile({{"start", InputSpec({1}, i32)}});
+  CompiledGraph& body = g.compile({});
+  fill_list(first, g);
+  Tensor visited_state = first.read(g.visited);
+  std::fill_n(visited_state.mutable_data_as<int32_t>(), 64, -1);
+  first.push(g.visited);
+  CarriedLoop loop(first, body, 3);
+  int taken = 0;
+  {
+    auto steps = loop.run(30, {Tensor::from_ints({1}, {1})}, {{"step", 0}, {"node", 0}});
+    for (int64_t k : steps) {
+      if (k == 4) break;
+      ++taken;
+    }
+  }
+  auto visited = body.read(g.visited).to_ints();
+  // first wrote entry 0; body steps 0..4 wrote entries 1..5 and were yielded; at most
+  // depth - 1 = 2 more were in flight when the loop closed, and every one of those finished.
+  int written = 0;
+  for (int i = 1; i < 64; ++i) written += visited[size_t(i)] != -1;
+  EXPECT_EQ(taken, 4);
+  EXPECT_GE(written, 5);
+  EXPECT_LE(written, 5 + 2);
+  for (int i = 1; i <= written; ++i) EXPECT_NE(visited[size_t(i)], -1) << "a gap at " << i;
+}
+
+TEST(CarriedLoop, RefusesWhatTheSpecRefuses) {
+  Walk g;
+  CompiledGraph& first = g.compile({{"start", InputSpec({1}, i32)}});
+  CompiledGraph& body = g.compile({});
+  expect_error([&] { CarriedLoop(first, body, 0); }, ErrorKind::value, {"depth is at least 1, got 0"});
+  expect_error([&] { CarriedLoop(first, first, 1); }, ErrorKind::value, {"takes no tensor", "start"});
+  Walk other;
+  expect_error([&] { CarriedLoop(first, other.compile({}), 1); }, ErrorKind::value, {"versions of one graph"});
+  struct NoCarry : Graph {
+    Input x = input("x");
+    Outputs body() override { return {F::silu(x)}; }
+  } plain;
+  CompiledGraph& p = plain.compile({{"x", {2}}});
+  expect_error([&] { CarriedLoop(p, p, 1); }, ErrorKind::value, {"no iron::carry"});
+}
+
+}  // namespace
