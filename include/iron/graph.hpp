@@ -113,7 +113,7 @@ class Graph : public Module {
   const Profile& profile() const { return profile_; }
 
   /// Records body() on handles of these shapes.
-  std::unique_ptr<Recording> record(const Shapes& shapes);
+  std::shared_ptr<Recording> record(const Shapes& shapes);
   /// The version for these input shapes, compiled on first use and cached; calling with a new
   /// shape compiles a new version (and logs that it did).
   CompiledGraph& compile(const Shapes& shapes, CompileOptions options = {});

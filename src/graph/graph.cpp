@@ -163,7 +163,7 @@ std::string Graph::signature(const Shapes& shapes) const {
   return s;
 }
 
-std::unique_ptr<Recording> Graph::record(const Shapes& shapes) {
+std::shared_ptr<Recording> Graph::record(const Shapes& shapes) {
   std::vector<std::string> missing, unknown;
   for (size_t i = 0; i < input_names_.size(); ++i) {
     bool given = std::any_of(shapes.begin(), shapes.end(), [&](auto& p) { return p.first == input_names_[i]; });
@@ -213,13 +213,19 @@ std::unique_ptr<Recording> Graph::record(const Shapes& shapes) {
       rec.carry.push_back({*it, next});
     }
   }
-  return std::make_unique<Recording>(std::move(rec));
+  return std::make_shared<Recording>(std::move(rec));
 }
 
 CompiledGraph& Graph::compile(const Shapes& shapes, CompileOptions options) {
   std::string sig = signature(shapes) + (options.check ? "check" : "") + "t" + std::to_string(options.threads);
   auto it = versions_.find(sig);
   if (it != versions_.end()) return *it->second;
+  std::vector<std::string> unloaded;
+  for (const auto& [path, r] : held())
+    if (!r->is_state && !r->tensor.defined()) unloaded.push_back(path);
+  if (!unloaded.empty())
+    type_error(name_ + ": " + join(unloaded) + (unloaded.size() == 1 ? " was" : " were") +
+               " never loaded: call load_state_dict first");
   std::shared_ptr<Recording> recording = record(shapes);
   auto version = std::make_unique<CompiledGraph>(*this, recording, options);
   log(LogLevel::info, name_ + ": compiled a version for " + signature(shapes) + " " + version->report());
