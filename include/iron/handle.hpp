@@ -26,7 +26,7 @@ enum class Layout : uint8_t {
 /// One axis of an index: an integer, a static range, all of it, a per-call bound (`upto(n)`: the
 /// leading `n` entries are valid this call), or a per-call index (`at(pos)`).
 struct Index {
-  enum class Kind : uint8_t { integer, range, all, upto, at };
+  enum class Kind : uint8_t { integer, range, all, upto, at, window };
   Kind kind = Kind::all;
   int64_t start = 0, stop = 0, step = 1;
   Affine value;
@@ -42,6 +42,8 @@ Index range(int64_t start, int64_t stop, int64_t step = 1);
 Index upto(const Affine& n);
 /// The entry at a per-call index (keys[:, pos]).
 Index at(const Affine& position);
+/// `length` entries from a per-call start (cache[start : start + length]).
+Index window(const Affine& start, int64_t length);
 
 /// A walk of up to four dimensions over a buffer: offset, then sizes and element strides.
 struct AccessPattern {

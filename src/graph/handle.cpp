@@ -30,6 +30,14 @@ Index at(const Affine& position) {
   return i;
 }
 
+Index window(const Affine& start, int64_t length) {
+  if (length < 0) value_error("a window of negative length " + std::to_string(length));
+  Index i(Index::Kind::window);
+  i.value = start;
+  i.stop = length;
+  return i;
+}
+
 AccessPattern AccessPattern::full(const Shape& shape) {
   return AccessPattern{0, shape, contiguous_strides(shape)};
 }
@@ -148,6 +156,25 @@ Handle Handle::operator[](std::initializer_list<Index> indices) const {
         strides.push_back(stride);
         valid.push_back(index.value);
         break;
+      case Index::Kind::window: {
+        int64_t length = index.stop;
+        if (length > size) index_error("a window of " + std::to_string(length) + " entries is longer than " + where);
+        if (index.value.is_constant()) {
+          int64_t i = index.value.constant();
+          if (i < 0 || i + length > size) index_error("window at " + std::to_string(i) + " is outside " + where);
+        } else if (recorder) {
+          recorder->limit(index.value, 0, size - length + 1, "window start " + index.value.str() + " of " + where);
+        } else {
+          type_error("a per-call window records into a graph's body");
+        }
+        if (!offset.is_constant() && !index.value.is_constant())
+          value_error("two per-call indices into one view of " + str() + "; index once and copy, then index the copy");
+        offset = offset.is_constant() ? index.value * stride + offset.constant() : offset + index.value.constant() * stride;
+        shape.push_back(length);
+        strides.push_back(stride);
+        valid.push_back(std::nullopt);
+        break;
+      }
       case Index::Kind::at:
         if (index.value.is_constant()) {
           int64_t i = index.value.constant();
