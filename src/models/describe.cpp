@@ -116,7 +116,8 @@ std::string value_text(const io::GgufValue& value, const DescribeOptions& option
   if (const auto* array = std::get_if<io::GgufArray>(&value.value)) {
     return std::visit(
         [&](const auto& items) {
-          std::string out = "[" + std::to_string(items.size()) + "] ";
+          std::string out = "[" + std::to_string(items.size()) + "]";
+          if (!items.empty()) out += ' ';
           const size_t shown = std::min(items.size(), options.array_items);
           for (size_t i = 0; i < shown; ++i) {
             using Item = typename std::decay_t<decltype(items)>::value_type;
