@@ -240,6 +240,8 @@ void describe_gguf(std::ostream& out, std::shared_ptr<const io::MappedFile> file
     rows.push_back({t.name, io::ggml_type_name(t.ggml_type), t.shape(), t.nbytes, t.offset});
   write_tensors(out, rows, options);
 
+  if (!options.config_path.empty())
+    out << "note: the config.json is not read: a GGUF file carries its own configuration\n";
   // The model and its tokenizer, when the file says what they are.
   const io::GgufValue* arch = gguf.find("general.architecture");
   const auto* arch_name = arch ? std::get_if<std::string>(&arch->value) : nullptr;

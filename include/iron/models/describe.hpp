@@ -7,8 +7,8 @@
 namespace iron::models {
 
 struct DescribeOptions {
-  /// A Hugging Face config.json for a safetensors file (empty: none). A tokenizer.json next to it
-  /// is summarised too.
+  /// A Hugging Face config.json for a safetensors file (empty: none; a GGUF file ignores it, with
+  /// a note). A tokenizer.json next to it is summarised too.
   std::string config_path;
   /// How many entries of an array value to show.
   size_t array_items = 6;
