@@ -7,9 +7,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "io/io_test_util.hpp"
 #include "iron/error.hpp"
+#include "iron/io/gguf.hpp"
 #include "iron/text/tokenizer.hpp"
-#include "text/gguf_tokenizer_for_tests.hpp"
 #include "text/unicode.hpp"
 
 namespace iron::text {
@@ -17,9 +18,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kStories = std::string(IRON_SOURCE_DIR) + "/../shared/models/stories260K.gguf";
-const std::string kSmolLM2 =
-    std::string(IRON_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const std::string kStories = io::testing::stories_path();
+const std::string kSmolLM2 = io::testing::local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
 
 json golden(const std::string& name) {
   std::ifstream in(std::string(IRON_SOURCE_DIR) + "/tests/golden/tokenizer_" + name + ".json");
@@ -27,12 +27,12 @@ json golden(const std::string& name) {
 }
 
 const Tokenizer& stories() {
-  static const Tokenizer t = Tokenizer::build(testing::read_gguf_tokenizer_for_tests(kStories));
+  static const Tokenizer t = tokenizer_from_gguf(io::GgufFile::open(kStories));
   return t;
 }
 
 const Tokenizer& smollm2() {
-  static const Tokenizer t = Tokenizer::build(testing::read_gguf_tokenizer_for_tests(kSmolLM2));
+  static const Tokenizer t = tokenizer_from_gguf(io::GgufFile::open(kSmolLM2));
   return t;
 }
 
@@ -153,7 +153,7 @@ TEST(SmolLM2Tokenizer, StreamingNeverSplitsACharacter) {
 // checks the loader gives the same tokenizer.
 TEST(SmolLM2Tokenizer, HuggingFaceTokenizerJsonLoadsTheSameTokenizer) {
   SKIP_WITHOUT(kSmolLM2);
-  const TokenizerData d = testing::read_gguf_tokenizer_for_tests(kSmolLM2);
+  const TokenizerData d = tokenizer_data_from_gguf(io::GgufFile::open(kSmolLM2));
   for (const bool pair_merges : {false, true}) {
     json vocab = json::object();
     json added = json::array();

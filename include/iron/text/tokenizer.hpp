@@ -13,6 +13,10 @@
 #include <string_view>
 #include <vector>
 
+namespace iron::io {
+class GgufFile;
+}
+
 namespace iron::text {
 
 /// Token types as GGUF's tokenizer.ggml.token_type stores them.
@@ -145,5 +149,14 @@ std::string format_chat(const std::optional<std::string>& chat_template,
 /// chat template.
 TokenizerData read_hf_tokenizer_json(const std::string& path);
 Tokenizer from_hf_tokenizer_json(const std::string& path);
+
+/// Reads a GGUF file's tokenizer.* metadata: tokenizer.ggml.model and tokenizer.ggml.tokens
+/// (required), .pre, .scores, .token_type, .merges, the bos/eos/unknown/padding ids (an id
+/// stored as 0xFFFFFFFF, negative or not below the vocabulary size means "none"),
+/// .add_bos_token, .add_space_prefix and tokenizer.chat_template. A missing required key or a
+/// key holding the wrong type is a value error naming the file and the key.
+TokenizerData tokenizer_data_from_gguf(const io::GgufFile& gguf);
+/// tokenizer_data_from_gguf, then Tokenizer::build.
+Tokenizer tokenizer_from_gguf(const io::GgufFile& gguf);
 
 }  // namespace iron::text

@@ -1,0 +1,75 @@
+// The hyperparameters of a Llama-architecture model, read from a GGUF file's metadata or a Hugging
+// Face config.json, and the mapping of either checkpoint's tensor names onto the model's paths.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "iron/io/checkpoint.hpp"
+
+namespace iron::io {
+class GgufFile;
+}
+
+namespace iron::models {
+
+struct LlamaConfig {
+  int64_t layers = 0;    // transformer blocks
+  int64_t dim = 0;       // hidden size
+  int64_t heads = 0;     // query heads
+  int64_t kv_heads = 0;  // key/value heads (grouped-query attention when fewer than heads)
+  int64_t head_dim = 0;  // dim == heads * head_dim
+  int64_t ffn = 0;       // SwiGLU hidden size
+  int64_t vocab = 0;
+  int64_t context = 0;  // the trained (declared) context length
+  double rope_base = 10000;
+  double rms_eps = 1e-5;
+  /// "adjacent": RoPE rotates pairs (2i, 2i+1) — GGUF llama, whose Q/K weights the converter
+  /// permuted for llama.cpp's normal mode; "halves": pairs (i, i + rope_dims/2) — Hugging Face
+  /// safetensors (rotate_half).
+  std::string rope_mode = "adjacent";
+  int64_t rope_dims = 0;         // rotated dims per head (usually head_dim)
+  bool tied_embeddings = false;  // no separate output weight: the classifier is the embedding
+  std::string architecture = "llama";
+
+  /// One line for logs and `iron info`.
+  std::string describe() const;
+};
+
+/// Reads `general.architecture` (which must be "llama") and the `llama.*` hyperparameters:
+/// block_count, embedding_length, attention.head_count, feed_forward_length and context_length
+/// are required; attention.head_count_kv (default: head_count), attention.key_length (default:
+/// embedding_length / head_count), rope.dimension_count (default: head_dim), rope.freq_base
+/// (default 10000) and attention.layer_norm_rms_epsilon (default 1e-5) are optional. The
+/// vocabulary size is llama.vocab_size, else the length of tokenizer.ggml.tokens, else the rows
+/// of token_embd.weight. Tied when there is no output.weight tensor. Every count is checked;
+/// a value error names the file and the key.
+LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf);
+
+/// Reads a Hugging Face config.json of a Llama model (model_type "llama" when given):
+/// num_hidden_layers, hidden_size, num_attention_heads, intermediate_size, vocab_size and
+/// max_position_embeddings are required; num_key_value_heads (default: num_attention_heads),
+/// head_dim (default: hidden_size / num_attention_heads), rope_theta (default 10000),
+/// rms_norm_eps (default 1e-6, as transformers) and tie_word_embeddings (default false) are
+/// optional. RoPE scaling is refused. rope_mode is "halves".
+LlamaConfig llama_config_from_hf(const nlohmann::json& config);
+
+/// Checks the counts: positive, heads % kv_heads == 0, dim == heads * head_dim, rope_dims even
+/// and at most head_dim, within sane upper bounds; a value error prefixed by `where` otherwise.
+void validate(const LlamaConfig& config, const std::string& where = "llama config");
+
+/// Renames a checkpoint's tensors to the model's dotted paths:
+///   GGUF "token_embd.weight" / HF "model.embed_tokens.weight" -> "embed"
+///   GGUF "output_norm.weight" / HF "model.norm.weight"        -> "norm"
+///   GGUF "output.weight" / HF "lm_head.weight"                -> "output"
+/// and per layer N ("blk.N." / "model.layers.N.") -> "layers.N." followed by attn.q attn.k attn.v
+/// attn.o attn_norm ffn.gate ffn.up ffn.down ffn_norm. The tensors are shared, not copied; a name
+/// it does not know is kept as it is (so load_state_dict reports it as unexpected).
+StateDict llama_state_dict(const StateDict& checkpoint);
+
+/// The model path of one checkpoint tensor name, or the name itself when it is not a Llama name.
+std::string llama_tensor_path(const std::string& checkpoint_name);
+
+}  // namespace iron::models

@@ -1,0 +1,318 @@
+#include "iron/models/describe.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <variant>
+#include <vector>
+
+#include "iron/error.hpp"
+#include "iron/io/gguf.hpp"
+#include "iron/io/mapped_file.hpp"
+#include "iron/io/safetensors.hpp"
+#include "iron/models/llama_config.hpp"
+#include "iron/text/tokenizer.hpp"
+
+namespace iron::models {
+namespace {
+
+std::string quoted(std::string_view text, size_t max_chars) {
+  size_t cut = text.size();
+  size_t chars = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if ((uint8_t(text[i]) & 0xC0) != 0x80 && chars++ == max_chars) {
+      cut = i;
+      break;
+    }
+  }
+  std::string out = "\"";
+  for (size_t i = 0; i < cut; ++i) {
+    const auto byte = uint8_t(text[i]);
+    switch (byte) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (byte < 0x20 || byte == 0x7F) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof escaped, "\\x%02X", unsigned(byte));
+          out += escaped;
+        } else {
+          out += char(byte);
+        }
+    }
+  }
+  out += '"';
+  if (cut < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
+std::string number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+std::string human_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = double(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", value, units[unit]);
+  return text;
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::string pad(std::string text, size_t width) {
+  if (text.size() < width) text.append(width - text.size(), ' ');
+  return text;
+}
+std::string pad_left(const std::string& text, size_t width) {
+  return text.size() < width ? std::string(width - text.size(), ' ') + text : text;
+}
+
+template <class T>
+std::string scalar_text(const T& value, const DescribeOptions& options) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return quoted(value, options.string_chars);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return value ? "true" : "false";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return number(double(value));
+  } else if constexpr (std::is_same_v<T, io::GgufArray>) {
+    return "[" + std::to_string(value.size()) + " items]";
+  } else {
+    return std::to_string(value);
+  }
+}
+
+std::string value_text(const io::GgufValue& value, const DescribeOptions& options) {
+  if (const auto* array = std::get_if<io::GgufArray>(&value.value)) {
+    return std::visit(
+        [&](const auto& items) {
+          std::string out = "[" + std::to_string(items.size()) + "]";
+          if (!items.empty()) out += ' ';
+          const size_t shown = std::min(items.size(), options.array_items);
+          for (size_t i = 0; i < shown; ++i) {
+            using Item = typename std::decay_t<decltype(items)>::value_type;
+            out += (i ? ", " : "") + scalar_text(Item(items[i]), options);
+          }
+          if (shown < items.size()) out += shown ? ", ..." : "...";
+          return out;
+        },
+        array->items);
+  }
+  return std::visit([&](const auto& held) { return scalar_text(held, options); }, value.value);
+}
+
+// Tensor rows and totals, shared by both formats.
+struct TensorRow {
+  std::string name, dtype;
+  Shape shape;
+  int64_t nbytes;  // -1 when unknown
+  uint64_t offset;
+};
+
+void write_tensors(std::ostream& out, const std::vector<TensorRow>& rows,
+                   const DescribeOptions& options) {
+  out << "tensors: " << rows.size() << "\n";
+  if (options.tensors && !rows.empty()) {
+    size_t name_width = 4, dtype_width = 5, shape_width = 5;
+    for (const TensorRow& row : rows) {
+      name_width = std::max(name_width, row.name.size());
+      dtype_width = std::max(dtype_width, row.dtype.size());
+      shape_width = std::max(shape_width, shape_text(row.shape).size());
+    }
+    name_width = std::min<size_t>(name_width, 64);
+    out << "  " << pad("name", name_width) << "  " << pad("dtype", dtype_width) << "  "
+        << pad("shape", shape_width) << "  " << pad_left("bytes", 12) << "  "
+        << pad_left("offset", 12) << "\n";
+    for (const TensorRow& row : rows) {
+      out << "  " << pad(row.name, name_width) << "  " << pad(row.dtype, dtype_width) << "  "
+          << pad(shape_text(row.shape), shape_width) << "  "
+          << pad_left(row.nbytes < 0 ? "?" : std::to_string(row.nbytes), 12) << "  "
+          << pad_left(std::to_string(row.offset), 12) << "\n";
+    }
+  }
+  int64_t parameters = 0;
+  uint64_t bytes = 0;
+  bool unknown = false;
+  std::map<std::string, std::pair<size_t, uint64_t>> by_dtype;
+  for (const TensorRow& row : rows) {
+    parameters += element_count(row.shape);
+    auto& [count, dtype_bytes] = by_dtype[row.dtype];
+    ++count;
+    if (row.nbytes < 0) {
+      unknown = true;
+    } else {
+      bytes += uint64_t(row.nbytes);
+      dtype_bytes += uint64_t(row.nbytes);
+    }
+  }
+  out << "totals: " << rows.size() << " tensors, " << parameters << " parameters, " << bytes
+      << " bytes (" << human_bytes(bytes) << ")" << (unknown ? " plus tensors of unknown size" : "")
+      << "\n";
+  for (const auto& [dtype, totals] : by_dtype)
+    out << "  " << pad(dtype, 8) << " " << pad_left(std::to_string(totals.first), 6) << " tensors "
+        << pad_left(std::to_string(totals.second), 12) << " bytes (" << human_bytes(totals.second)
+        << ")\n";
+}
+
+std::string tokenizer_summary(const text::Tokenizer& t) {
+  std::ostringstream out;
+  auto token = [&](const char* what, std::optional<int32_t> id) {
+    out << ", " << what << " ";
+    if (id)
+      out << *id << " " << quoted(t.token_string(*id), 32);
+    else
+      out << "none";
+  };
+  out << "vocab " << t.vocab_size();
+  token("bos", t.bos_id());
+  token("eos", t.eos_id());
+  out << ", add bos " << (t.add_bos_by_default() ? "yes" : "no") << ", chat template "
+      << (t.chat_template() ? "present (" + std::to_string(t.chat_template()->size()) + " bytes)"
+                            : std::string("absent"));
+  return out.str();
+}
+
+std::string tokenizer_kind(const text::TokenizerData& d) {
+  if (d.model == "llama") return "llama (SentencePiece BPE)";
+  if (d.model == "gpt2")
+    return "gpt2 (byte-level BPE, pre-tokenizer " +
+           (d.pre.empty() ? std::string("default") : d.pre) + ")";
+  return d.model;
+}
+
+// Runs `fn`, turning an iron::Error into a line of the description.
+void section(std::ostream& out, const std::string& label, const std::function<std::string()>& fn) {
+  try {
+    out << label << ": " << fn() << "\n";
+  } catch (const Error& e) {
+    out << label << ": error: " << e.what() << "\n";
+  }
+}
+
+void describe_gguf(std::ostream& out, std::shared_ptr<const io::MappedFile> file,
+                   const DescribeOptions& options) {
+  const io::GgufFile gguf = io::GgufFile::parse(std::move(file));
+  out << "format: GGUF version " << gguf.version() << ", alignment " << gguf.alignment()
+      << ", tensor data at byte " << gguf.data_offset() << "\n";
+  out << "metadata: " << gguf.metadata().size() << " keys\n";
+  size_t key_width = 0, type_width = 0;
+  for (const io::GgufKeyValue& kv : gguf.metadata()) {
+    key_width = std::max(key_width, kv.key.size());
+    type_width = std::max(type_width, kv.value.type_name().size());
+  }
+  key_width = std::min<size_t>(key_width, 56);
+  for (const io::GgufKeyValue& kv : gguf.metadata())
+    out << "  " << pad(kv.key, key_width) << "  " << pad(kv.value.type_name(), type_width) << "  "
+        << value_text(kv.value, options) << "\n";
+
+  std::vector<TensorRow> rows;
+  for (const io::GgufTensorInfo& t : gguf.tensors())
+    rows.push_back({t.name, io::ggml_type_name(t.ggml_type), t.shape(), t.nbytes, t.offset});
+  write_tensors(out, rows, options);
+
+  if (!options.config_path.empty())
+    out << "note: the config.json is not read: a GGUF file carries its own configuration\n";
+  // The model and its tokenizer, when the file says what they are.
+  const io::GgufValue* arch = gguf.find("general.architecture");
+  const auto* arch_name = arch ? std::get_if<std::string>(&arch->value) : nullptr;
+  if (arch_name && *arch_name == "llama") {
+    section(out, "llama config", [&] { return llama_config_from_gguf(gguf).describe(); });
+  } else if (arch_name) {
+    out << "model: architecture " << quoted(*arch_name, 32) << " (not Llama-family)\n";
+  }
+  if (gguf.find("tokenizer.ggml.model")) {
+    section(out, "tokenizer", [&] {
+      text::TokenizerData data = text::tokenizer_data_from_gguf(gguf);
+      const std::string kind = tokenizer_kind(data);
+      const text::Tokenizer t = text::Tokenizer::build(std::move(data));
+      return kind + ", " + tokenizer_summary(t);
+    });
+  }
+}
+
+void describe_safetensors(std::ostream& out, std::shared_ptr<const io::MappedFile> file,
+                          const DescribeOptions& options) {
+  const io::SafetensorsFile st = io::SafetensorsFile::parse(std::move(file));
+  out << "format: safetensors, header " << (st.data_offset() - 8) << " bytes, tensor data at byte "
+      << st.data_offset() << "\n";
+  out << "metadata: " << st.metadata().size() << " keys\n";
+  size_t key_width = 0;
+  for (const auto& [key, value] : st.metadata()) key_width = std::max(key_width, key.size());
+  for (const auto& [key, value] : st.metadata())
+    out << "  " << pad(key, std::min<size_t>(key_width, 56)) << "  string  "
+        << quoted(value, options.string_chars) << "\n";
+
+  std::vector<TensorRow> rows;
+  for (const io::SafetensorsTensorInfo& t : st.tensors())
+    rows.push_back({t.name, t.dtype_name, t.shape, int64_t(t.nbytes), t.offset});
+  write_tensors(out, rows, options);
+
+  if (options.config_path.empty()) return;
+  section(out, "llama config",
+          [&] { return llama_config_from_hf(io::read_json_file(options.config_path)).describe(); });
+  const auto tokenizer_json =
+      std::filesystem::path(options.config_path).parent_path() / "tokenizer.json";
+  if (std::filesystem::exists(tokenizer_json)) {
+    section(out, "tokenizer", [&] {
+      text::TokenizerData data = text::read_hf_tokenizer_json(tokenizer_json.string());
+      const std::string kind = tokenizer_kind(data);
+      const text::Tokenizer t = text::Tokenizer::build(std::move(data));
+      return kind + ", " + tokenizer_summary(t);
+    });
+  }
+}
+
+}  // namespace
+
+std::string describe_checkpoint(const std::string& path, const DescribeOptions& options) {
+  if (std::filesystem::is_directory(path))
+    io_error(path + ": is a directory, not a checkpoint file");
+  auto file = io::MappedFile::open(path);
+  std::ostringstream out;
+  out << "file: " << path << " (" << file->size() << " bytes, " << human_bytes(file->size())
+      << ")\n";
+  const uint8_t* bytes = file->data();
+  if (file->size() >= 4 && std::memcmp(bytes, "GGUF", 4) == 0) {
+    describe_gguf(out, std::move(file), options);
+    return out.str();
+  }
+  size_t first = 8;
+  while (first < file->size() && first < 64 && bytes[first] == ' ') ++first;
+  if (file->size() > 8 && first < file->size() && bytes[first] == '{') {
+    describe_safetensors(out, std::move(file), options);
+    return out.str();
+  }
+  value_error(path + ": not a GGUF or safetensors file (unrecognised first bytes)");
+}
+
+}  // namespace iron::models

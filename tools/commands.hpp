@@ -1,0 +1,12 @@
+// The `iron` subcommands: each file registers one on the app; main.cpp dispatches and reports
+// errors.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace iron::tools {
+
+/// `iron info MODEL`: describes a GGUF or safetensors checkpoint.
+void add_info_command(CLI::App& app);
+
+}  // namespace iron::tools
