@@ -8,5 +8,7 @@ namespace iron::tools {
 
 /// `iron info MODEL`: describes a GGUF or safetensors checkpoint.
 void add_info_command(CLI::App& app);
+/// `iron generate -m MODEL -p PROMPT ...`: generates text with a Llama-family model.
+void add_generate_command(CLI::App& app);
 
 }  // namespace iron::tools

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       "Run 'iron COMMAND --help' for a command's options. Exit status: 0 on success, 1 on "
       "any error.");
   iron::tools::add_info_command(app);
+  iron::tools::add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

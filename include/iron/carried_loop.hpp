@@ -20,10 +20,10 @@ class CarriedLoop {
   CarriedLoop(const CarriedLoop&) = delete;
   CarriedLoop& operator=(const CarriedLoop&) = delete;
 
-  /// Runs `first` on `tensors` and `values`, and waits for it.
-  void start(std::span<const Tensor> tensors, std::span<const ValueArg> values = {});
-  void start(std::initializer_list<Tensor> tensors, std::initializer_list<ValueArg> values = {}) {
-    start(std::span<const Tensor>(tensors.begin(), tensors.size()),
+  /// Runs `first` on `tensors` and `values`, and waits for it; returns first's result.
+  const CompiledGraph::Result& start(std::span<const Tensor> tensors, std::span<const ValueArg> values = {});
+  const CompiledGraph::Result& start(std::initializer_list<Tensor> tensors, std::initializer_list<ValueArg> values = {}) {
+    return start(std::span<const Tensor>(tensors.begin(), tensors.size()),
           std::span<const ValueArg>(values.begin(), values.size()));
   }
 

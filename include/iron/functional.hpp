@@ -41,6 +41,13 @@ Handle rope_cos_sin(const Handle& x, const Handle& table, const std::string& mod
 Handle softmax(const Handle& x, double scale = 1.0);
 /// The index of the largest entry of a row of logits, as a one-element i32.
 Handle argmax(const Handle& logits);
+/// A token drawn from a row of logits (one-element i32): the top_k most likely (0: all), cut to
+/// the smallest set reaching top_p, softmax at `temperature` (0: greedy), one draw keyed by the
+/// per-call `seed` and `position`.
+Handle sample(const Handle& logits, double temperature, int64_t top_k, double top_p, const Affine& seed,
+              const Affine& position);
+/// The sum of per-call expressions as a one-element i32 (a carried value of two values).
+Handle scalar(const std::vector<Affine>& terms);
 /// A dense copy of any view (strided, gathered), optionally cast to `dtype`.
 Handle copy(const Handle& x, std::optional<DType> dtype = {});
 

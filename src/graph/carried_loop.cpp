@@ -25,7 +25,7 @@ CarriedLoop::CarriedLoop(CompiledGraph& first, CompiledGraph& body, int depth)
 
 CarriedLoop::~CarriedLoop() = default;
 
-void CarriedLoop::start(std::span<const Tensor> tensors, std::span<const ValueArg> values) {
+const CompiledGraph::Result& CarriedLoop::start(std::span<const Tensor> tensors, std::span<const ValueArg> values) {
   const CompiledGraph::Result& r = first_(tensors, values);
   // first's Emit writes body's words: its carried values, and the values it was given, which a
   // body step reads unchanged unless carried.
@@ -41,6 +41,7 @@ void CarriedLoop::start(std::span<const Tensor> tensors, std::span<const ValueAr
   }
   image.seed(readable);
   started_ = true;
+  return r;
 }
 
 CarriedLoop::Steps::Steps(CarriedLoop& loop, int64_t count) : loop_(loop), count_(count) {

@@ -147,7 +147,20 @@ Handle softmax(const Handle& x, double scale) {
 Handle argmax(const Handle& logits) {
   if (!(logits.rank() == 1 || (logits.rank() == 2 && logits.dim(0) == 1)))
     value_error("argmax(): logits " + logits.str() + " are not one row");
-  return step("Sample", {{"N", logits.shape().back()}, {"mode", std::string("greedy")}}, {logits}, {1}, i32, {});
+  return step("Sample", {{"N", logits.shape().back()}}, {logits}, {1}, i32, {});
+}
+
+Handle sample(const Handle& logits, double temperature, int64_t top_k, double top_p, const Affine& seed,
+              const Affine& position) {
+  if (!(logits.rank() == 1 || (logits.rank() == 2 && logits.dim(0) == 1)))
+    value_error("sample(): logits " + logits.str() + " are not one row");
+  Fields p{{"N", logits.shape().back()}, {"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p}};
+  return step("Sample", p, {logits}, {1}, i32, {}, Precision::highest, {seed, position});
+}
+
+Handle scalar(const std::vector<Affine>& terms) {
+  if (terms.empty()) value_error("scalar() of no terms");
+  return step("Scalar", {{"terms", int64_t(terms.size())}}, {}, {1}, i32, {}, Precision::highest, terms);
 }
 
 Handle copy(const Handle& x, std::optional<DType> dtype) {

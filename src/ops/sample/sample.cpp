@@ -1,11 +1,21 @@
-// Sample: the next token from a row of logits, as a one-element i32. Greedy here (the highest
-// logit, the lowest id on a tie); temperature, top-k, top-p and seeds come with the real models.
+// Sample: the next token from a row of logits, as a one-element i32. Greedy (the highest logit,
+// the lowest id on a tie) at temperature 0; otherwise the top_k most likely, cut to the smallest
+// set whose probability reaches top_p, softmax at `temperature`, and one draw from a counter-based
+// generator keyed by the per-call seed and position: the same seed gives the same tokens.
+#include <numeric>
+
 #include "ops/op.hpp"
 
 namespace iron::ops {
 
 namespace {
-const Declaration kSample{"Sample", nullptr, {{"N", std::nullopt}, {"mode", std::string("greedy")}}, {}};
+const Declaration kSample{"Sample",
+                          nullptr,
+                          {{"N", std::nullopt},
+                           {"temperature", 0.0},
+                           {"top_k", int64_t(0)},
+                           {"top_p", 1.0}},
+                          {}};
 
 inline int32_t argmax(const float* x, int64_t n) {
   int64_t best = 0;
@@ -14,36 +24,92 @@ inline int32_t argmax(const float* x, int64_t n) {
   return int32_t(best);
 }
 
+// splitmix64: a uniform double in [0, 1) from (seed, position).
+inline double uniform(int64_t seed, int64_t position) {
+  uint64_t z = uint64_t(seed) * 0x9E3779B97F4A7C15ull + uint64_t(position) + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return double(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+struct Settings {
+  int64_t n, top_k;
+  double temperature, top_p;
+};
+
+// The sampled id; `order` and `probability` are scratch of n entries each.
+inline int32_t sample(const Settings& s, const float* x, int64_t seed, int64_t position, int32_t* order,
+                      double* probability) {
+  if (s.temperature <= 0) return argmax(x, s.n);
+  std::iota(order, order + s.n, 0);
+  int64_t k = (s.top_k > 0 && s.top_k < s.n) ? s.top_k : s.n;
+  auto larger = [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
+  std::partial_sort(order, order + k, order + s.n, larger);
+  double top = double(x[order[0]]), sum = 0;
+  for (int64_t i = 0; i < k; ++i) sum += probability[i] = std::exp((double(x[order[i]]) - top) / s.temperature);
+  // The smallest prefix whose probability reaches top_p (at least one token).
+  int64_t keep = 0;
+  double mass = 0;
+  while (keep < k) {
+    mass += probability[keep++] / sum;
+    if (mass >= s.top_p) break;
+  }
+  double kept = 0;
+  for (int64_t i = 0; i < keep; ++i) kept += probability[i];
+  double u = uniform(seed, position) * kept;
+  for (int64_t i = 0; i < keep; ++i) {
+    u -= probability[i];
+    if (u < 0) return order[i];
+  }
+  return order[keep - 1];
+}
+
 class Kernel final : public cpu::Kernel {
  public:
-  Kernel(const cpu::KernelArgs& a, int64_t n) : x_(a.in.at(0)), y_(a.out.at(0)), n_(n) {
-    if (x_.dtype != f32) work_.assign(size_t(n), 0.0f);
+  Kernel(const cpu::KernelArgs& a, const Settings& s) : x_(a.in.at(0)), y_(a.out.at(0)), scalars_(a.scalars), s_(s) {
+    if (x_.dtype != f32) values_.assign(size_t(s.n), 0.0f);
+    if (s.temperature > 0) {
+      order_.assign(size_t(s.n), 0);
+      probability_.assign(size_t(s.n), 0.0);
+    }
   }
   bool parallel() const override { return false; }
   void run(const int64_t* w, int, int) const override {
-    const float* x = x_.dtype == f32 ? x_.data<float>(w) : work_.data();
-    if (x_.dtype != f32) load_row(x_, w, 0, work_.data(), n_);
-    *y_.data<int32_t>(w) = argmax(x, n_);
+    const float* x = x_.dtype == f32 ? x_.data<float>(w) : values_.data();
+    if (x_.dtype != f32) load_row(x_, w, 0, values_.data(), s_.n);
+    int64_t seed = scalars_.size() > 0 ? scalars_[0].get(w) : 0;
+    int64_t position = scalars_.size() > 1 ? scalars_[1].get(w) : 0;
+    *y_.data<int32_t>(w) = sample(s_, x, seed, position, order_.data(), probability_.data());
   }
 
  private:
   cpu::Operand x_, y_;
-  int64_t n_;
-  mutable std::vector<float> work_;
+  std::vector<cpu::WordRef> scalars_;
+  Settings s_;
+  mutable std::vector<float> values_;
+  mutable std::vector<int32_t> order_;
+  mutable std::vector<double> probability_;
 };
 
 struct Sample : Operator {
   Sample(Fields p, Fields t) : Operator(kSample, std::move(p), std::move(t)) {
-    n_ = params_.integer("N");
-    if (params_.text("mode") != "greedy")
-      value_error("Sample mode '" + params_.text("mode") + "' is not supported yet (greedy is)");
+    s_ = {params_.integer("N"), params_.integer("top_k"), params_.number("temperature"), params_.number("top_p")};
+    if (s_.n <= 0) value_error("Sample N is positive, got " + std::to_string(s_.n));
+    if (s_.temperature < 0) value_error("Sample temperature is at least 0, got " + std::to_string(s_.temperature));
+    if (!(s_.top_p > 0 && s_.top_p <= 1)) value_error("Sample top_p is in (0, 1], got " + std::to_string(s_.top_p));
   }
-  void reference(const RefCall& c) const override { c.out[0].data[0] = float(argmax(c.in[0].data, n_)); }
+  void reference(const RefCall& c) const override {
+    std::vector<int32_t> order(size_t(s_.n));
+    std::vector<double> probability(size_t(s_.n));
+    int64_t seed = c.scalars.size() > 0 ? c.scalars[0] : 0, position = c.scalars.size() > 1 ? c.scalars[1] : 0;
+    c.out[0].data[0] = float(sample(s_, c.in[0].data, seed, position, order.data(), probability.data()));
+  }
   Tolerance tolerance(Precision) const override { return {0, 0}; }
   std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
-    return std::make_unique<Kernel>(a, n_);
+    return std::make_unique<Kernel>(a, s_);
   }
-  int64_t n_;
+  Settings s_;
 };
 }  // namespace
 

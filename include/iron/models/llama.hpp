@@ -1,0 +1,84 @@
+// A Llama-family decoder as an IRON graph, like any user's: a prefill version over a chunk of up
+// to `chunk` prompt rows (bounded per call) and a decode version for one row, over one KV cache.
+// Both sample the next token on the device and carry it and the position into the next call, so
+// decoding runs in a CarriedLoop.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "iron/graph.hpp"
+#include "iron/models/llama_config.hpp"
+
+namespace iron::models {
+
+/// How the next token is chosen on the device. temperature 0: greedy.
+struct Sampling {
+  double temperature = 0.0;
+  int64_t top_k = 40;
+  double top_p = 0.95;
+  uint64_t seed = 0;
+};
+
+struct LlamaOptions {
+  int64_t context = 2048;  // KV-cache rows (at most the model's)
+  int64_t chunk = 64;      // prompt rows a prefill call takes
+  bool all_logits = false; // prefill returns logits for every row (scoring), not just the last
+  Sampling sampling;
+  DType cache_dtype = f32;
+};
+
+class LlamaAttention : public Module {
+ public:
+  explicit LlamaAttention(const LlamaConfig& c);
+  Param q, k, v, o;
+};
+
+class LlamaFeedForward : public Module {
+ public:
+  explicit LlamaFeedForward(const LlamaConfig& c);
+  Param gate, up, down;
+};
+
+class LlamaBlock : public Module {
+ public:
+  LlamaBlock(const LlamaConfig& c, const LlamaOptions& options);
+  Param attn_norm;
+  LlamaAttention attn;
+  Param ffn_norm;
+  LlamaFeedForward ffn;
+  State k_cache, v_cache;
+};
+
+/// The graph. Inputs: `tokens` (rows,) i32, present for prefill and absent for decode. Per-call
+/// values: `position` (carried: where this call's first row sits), `token` (carried: the token a
+/// decode call embeds), `rows` (valid prompt rows of a prefill call). Outputs: the logits of the
+/// last valid row (or of every row with all_logits) and the sampled token, also written to the
+/// state `generated` at the position it will occupy.
+class LlamaModel : public Graph {
+ public:
+  LlamaModel(const LlamaConfig& config, const LlamaOptions& options = {});
+  Outputs body() override;
+
+  const LlamaConfig& config() const { return config_; }
+  const LlamaOptions& options() const { return options_; }
+
+  Input tokens;
+  Scratchpad rows;
+  Carried position, token, seed;
+  Param embed, norm, output;
+  std::vector<std::unique_ptr<LlamaBlock>> layers;
+  Weight rope_table;  // (context + chunk, head_dim): cosines then sines per position
+  State generated;    // (context + chunk,) i32: the token sampled for each position
+
+ private:
+  Handle block(LlamaBlock& b, Handle x, const Affine& start, int64_t n);
+  LlamaConfig config_;
+  LlamaOptions options_;
+};
+
+/// The cosines then sines of RoPE angles for each position (rows, head_dim).
+Tensor rope_table(const LlamaConfig& config, int64_t rows);
+
+}  // namespace iron::models

@@ -1,0 +1,64 @@
+// Running a Llama-family checkpoint: load it (weights stay memory-mapped), compile its prefill and
+// decode versions, and generate: the prompt in chunks, then decode steps in a CarriedLoop while
+// the host streams each token as it lands.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "iron/carried_loop.hpp"
+#include "iron/io/checkpoint.hpp"
+#include "iron/models/llama.hpp"
+#include "iron/text/tokenizer.hpp"
+
+namespace iron::models {
+
+struct RunnerOptions {
+  LlamaOptions model;
+  int threads = 0;  // 0: every core
+  int depth = 2;    // decode steps in flight
+};
+
+struct GenerateStats {
+  int64_t prompt_tokens = 0;
+  double prompt_seconds = 0;
+  int64_t generated_tokens = 0;
+  double generate_seconds = 0;  // the decode steps after the first token
+  std::string stop;             // "end of sequence", "token limit", "context full"
+};
+
+class LlamaRunner {
+ public:
+  /// Opens a GGUF file (weights, tokenizer and config inside).
+  static std::unique_ptr<LlamaRunner> open(const std::string& path, const RunnerOptions& options = {});
+
+  const LlamaConfig& config() const { return model_->config(); }
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
+  double load_seconds() const { return load_seconds_; }
+
+  /// The prompt's token ids: as a chat turn (the model's template) or plain text; an empty
+  /// plain prompt is BOS alone.
+  std::vector<int32_t> prompt_ids(const std::string& prompt, bool chat) const;
+
+  /// Generates up to `max_tokens` after `prompt`, calling `on_token` with each as it lands;
+  /// stops at the end of sequence, at `max_tokens`, or when the context is full.
+  GenerateStats generate(const std::vector<int32_t>& prompt, int64_t max_tokens,
+                         const std::function<void(int32_t)>& on_token);
+
+  /// The logits (rows, vocab) after each prompt token: a prefill of every row, for scoring.
+  Tensor score(const std::vector<int32_t>& prompt);
+
+ private:
+  LlamaRunner() = default;
+  RunnerOptions options_;
+  StateDict weights_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<LlamaModel> scorer_;
+  double load_seconds_ = 0;
+};
+
+}  // namespace iron::models

@@ -1,0 +1,124 @@
+#include "iron/models/llama.hpp"
+
+#include <cmath>
+
+#include "iron/error.hpp"
+#include "iron/functional.hpp"
+
+namespace iron::models {
+
+namespace F = functional;
+
+namespace {
+// Quantised weights stay as the checkpoint holds them; kernels read them in place.
+constexpr DType kWeights = keep_dtype;
+}  // namespace
+
+LlamaAttention::LlamaAttention(const LlamaConfig& c)
+    : q(param("q", {c.heads * c.head_dim, c.dim}, kWeights)),
+      k(param("k", {c.kv_heads * c.head_dim, c.dim}, kWeights)),
+      v(param("v", {c.kv_heads * c.head_dim, c.dim}, kWeights)),
+      o(param("o", {c.dim, c.heads * c.head_dim}, kWeights)) {}
+
+LlamaFeedForward::LlamaFeedForward(const LlamaConfig& c)
+    : gate(param("gate", {c.ffn, c.dim}, kWeights)),
+      up(param("up", {c.ffn, c.dim}, kWeights)),
+      down(param("down", {c.dim, c.ffn}, kWeights)) {}
+
+LlamaBlock::LlamaBlock(const LlamaConfig& c, const LlamaOptions& options)
+    : attn_norm(param("attn_norm", {c.dim}, f32)),
+      attn(child<LlamaAttention>("attn", c)),
+      ffn_norm(param("ffn_norm", {c.dim}, f32)),
+      ffn(child<LlamaFeedForward>("ffn", c)),
+      // One row past the context per prompt row, so a chunk's window never runs off the end.
+      k_cache(state("k_cache", {options.context + options.chunk, c.kv_heads, c.head_dim}, options.cache_dtype)),
+      v_cache(state("v_cache", {options.context + options.chunk, c.kv_heads, c.head_dim}, options.cache_dtype)) {}
+
+Tensor rope_table(const LlamaConfig& config, int64_t rows) {
+  const int64_t d = config.head_dim, half = d / 2;
+  std::vector<float> table(size_t(rows * d));
+  for (int64_t p = 0; p < rows; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = double(p) * std::pow(config.rope_base, -2.0 * double(i) / double(d));
+      table[size_t(p * d + i)] = float(std::cos(angle));
+      table[size_t(p * d + half + i)] = float(std::sin(angle));
+    }
+  return Tensor::from(table, {rows, d});
+}
+
+LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaOptions& options)
+    : Graph("llama"), config_(config), options_(options) {
+  validate(config_);
+  if (config_.rope_dims != config_.head_dim)
+    value_error("llama: partial rotary embeddings (rope_dims " + std::to_string(config_.rope_dims) + " of head_dim " +
+                std::to_string(config_.head_dim) + ") are not supported yet");
+  if (options_.context < 1 || options_.chunk < 1)
+    value_error("llama: context and chunk are positive, got " + std::to_string(options_.context) + " and " +
+                std::to_string(options_.chunk));
+  tokens = input("tokens", /*optional=*/true);
+  rows = scratchpad("rows", 1);
+  position = carried("position");
+  token = carried("token");
+  seed = carried("seed");
+  embed = param("embed", {config_.vocab, config_.dim}, kWeights);
+  norm = param("norm", {config_.dim}, f32);
+  output = config_.tied_embeddings ? tie("output", embed) : param("output", {config_.vocab, config_.dim}, kWeights);
+  layers = children<LlamaBlock>("layers", int(config_.layers), config_, options_);
+  const int64_t rows_held = options_.context + options_.chunk;
+  rope_table = weight("rope_table", models::rope_table(config_, rows_held));
+  generated = state("generated", {rows_held}, i32);
+}
+
+// One block over `n` rows (bounded per call) starting at absolute position `start`.
+Handle LlamaModel::block(LlamaBlock& b, Handle x, const Affine& start, int64_t n) {
+  const LlamaConfig& c = config_;
+  const double eps = c.rms_eps;
+  Handle h = F::rms_norm(x, c.dim, b.attn_norm, eps);
+  Handle table = Handle(rope_table)[window(start, n)];
+  auto heads = [&](const Handle& y, int64_t count) { return y.reshape({n, count, c.head_dim}).bounded(0, *x.valid(0)); };
+  Handle q = F::rope_cos_sin(heads(F::linear(h, b.attn.q), c.heads), table, c.rope_mode);
+  Handle k = F::rope_cos_sin(heads(F::linear(h, b.attn.k), c.kv_heads), table, c.rope_mode);
+  Handle v = heads(F::linear(h, b.attn.v), c.kv_heads);
+  // This call's keys and values go into the cache at their positions, then every query row
+  // attends to the cache up to its own position.
+  Handle(b.k_cache)[window(start, n)].assign(k);
+  Handle(b.v_cache)[window(start, n)].assign(v);
+  Handle attended = F::attention(q, b.k_cache, b.v_cache, start);
+  x = x + F::linear(attended.reshape({n, c.heads * c.head_dim}).bounded(0, *x.valid(0)), b.attn.o);
+  h = F::rms_norm(x, c.dim, b.ffn_norm, eps);
+  Handle ffn = F::silu(F::linear(h, b.ffn.gate)) * F::linear(h, b.ffn.up);
+  return x + F::linear(ffn, b.ffn.down);
+}
+
+Outputs LlamaModel::body() {
+  const LlamaConfig& c = config_;
+  const bool prefill = bool(tokens);
+  const int64_t n = prefill ? tokens.shape()[0] : 1;
+  Affine count = prefill ? Affine(rows) : Affine(1);
+  Handle x;
+  if (prefill) {
+    if (n > options_.chunk)
+      value_error("llama: a prefill call takes at most chunk=" + std::to_string(options_.chunk) + " rows, not " +
+                  std::to_string(n));
+    x = F::copy(Handle(embed)[Handle(tokens)[upto(rows)]], f32);
+  } else {
+    x = F::copy(Handle(embed)[{at(token)}], f32).reshape({1, c.dim});
+  }
+  x = x.bounded(0, count);
+  for (auto& layer : layers) x = block(*layer, x, position, n);
+
+  // The last valid row's logits pick the next token; it goes where it will sit.
+  Handle last = prefill ? F::copy(x[at(Affine(rows) - 1)]) : x.reshape({c.dim});
+  Handle logits = F::linear(F::rms_norm(last, c.dim, norm, c.rms_eps), output);
+  const Sampling& sp = options_.sampling;
+  Handle next = F::sample(logits, sp.temperature, sp.top_k, sp.top_p, seed, position);
+  std::vector<Handle> outs{logits, next};
+  if (prefill && options_.all_logits) outs.push_back(F::linear(F::rms_norm(x, c.dim, norm, c.rms_eps), output));
+  // A decode step leaves its token where the host finds it while later steps run: at the
+  // position the token will take. A prefill call's token is its output.
+  if (!prefill) Handle(generated)[window(Affine(position) + 1, 1)].assign(next);
+  CarryValue next_position = prefill ? CarryValue(F::scalar({position, rows})) : CarryValue(Affine(position) + 1);
+  return Outputs(outs, carry({{"token", next}, {"position", next_position}, {"seed", Affine(seed) + 1}}));
+}
+
+}  // namespace iron::models

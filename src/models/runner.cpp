@@ -1,0 +1,135 @@
+#include "iron/models/runner.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "iron/error.hpp"
+#include "iron/io/gguf.hpp"
+
+namespace iron::models {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const RunnerOptions& options) {
+  auto start = Clock::now();
+  std::unique_ptr<LlamaRunner> r(new LlamaRunner());
+  r->options_ = options;
+  io::GgufFile gguf = io::GgufFile::open(path);
+  LlamaConfig config = llama_config_from_gguf(gguf);
+  r->tokenizer_ = std::make_unique<text::Tokenizer>(text::tokenizer_from_gguf(gguf));
+  r->options_.model.context = std::min(r->options_.model.context, config.context);
+  r->weights_ = llama_state_dict(open_checkpoint(path));
+  r->model_ = std::make_unique<LlamaModel>(config, r->options_.model);
+  r->model_->load_state_dict(r->weights_);
+  CompileOptions compile{.threads = options.threads};
+  const int64_t chunk = r->options_.model.chunk;
+  r->model_->compile({{"tokens", InputSpec({chunk}, i32)}}, compile).load();
+  r->model_->compile({}, compile).load();
+  r->load_seconds_ = seconds_since(start);
+  return r;
+}
+
+std::vector<int32_t> LlamaRunner::prompt_ids(const std::string& prompt, bool chat) const {
+  if (chat) {
+    std::string text = tokenizer_->apply_chat_template({{"user", prompt}}, true, text::ChatTemplateFallback::chatml);
+    return tokenizer_->encode(text, false);
+  }
+  bool bos = tokenizer_->add_bos_by_default() || prompt.empty();
+  if (bos && !tokenizer_->bos_id()) {
+    if (prompt.empty()) value_error("an empty prompt starts from BOS, and this model has none");
+    bos = false;
+  }
+  return tokenizer_->encode(prompt, bos);
+}
+
+GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t max_tokens,
+                                    const std::function<void(int32_t)>& on_token) {
+  GenerateStats stats;
+  const LlamaOptions& mo = options_.model;
+  const int64_t context = mo.context, chunk = mo.chunk;
+  if (prompt.empty()) value_error("generate: the prompt has no tokens");
+  if (int64_t(prompt.size()) >= context)
+    value_error("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
+                std::to_string(context) + " (raise -c up to the model's " + std::to_string(config().context) + ")");
+  for (int32_t id : prompt)
+    if (id < 0 || id >= config().vocab) value_error("token id " + std::to_string(id) + " is outside the vocabulary");
+  stats.prompt_tokens = int64_t(prompt.size());
+  CompileOptions compile{.threads = options_.threads};
+  CompiledGraph& prefill = model_->compile({{"tokens", InputSpec({chunk}, i32)}}, compile);
+  CompiledGraph& decode = model_->compile({}, compile);
+  const int64_t seed = int64_t(mo.sampling.seed % uint64_t(kValueLimit));
+
+  // Every chunk but the last as plain calls; the last starts the loop.
+  auto t0 = Clock::now();
+  Tensor tokens = Tensor::zeros({chunk}, i32);
+  const int64_t total = int64_t(prompt.size());
+  int64_t at = 0;
+  CarriedLoop loop(prefill, decode, options_.depth);
+  int32_t first = 0;
+  while (at < total) {
+    int64_t n = std::min(chunk, total - at);
+    std::fill_n(tokens.mutable_data_as<int32_t>(), chunk, 0);
+    std::memcpy(tokens.mutable_data(), prompt.data() + at, size_t(n) * 4);
+    std::vector<ValueArg> values{{"position", at}, {"rows", n}, {"token", 0}, {"seed", seed}};
+    if (at + n < total) {
+      prefill(std::span<const Tensor>(&tokens, 1), values);
+    } else {
+      const auto& result = loop.start(std::span<const Tensor>(&tokens, 1), values);
+      first = result.outputs[1].data_as<int32_t>()[0];
+    }
+    at += n;
+  }
+  stats.prompt_seconds = seconds_since(t0);
+  if (max_tokens <= 0) {
+    stats.stop = "token limit";
+    return stats;
+  }
+  on_token(first);
+  stats.generated_tokens = 1;
+  if (tokenizer_->is_end(first)) {
+    stats.stop = "end of sequence";
+    return stats;
+  }
+  // Decode steps: step k embeds the token at position total + k and leaves the next at + 1.
+  int64_t room = context - total - 1;
+  int64_t steps = std::min(max_tokens - 1, room);
+  stats.stop = steps < max_tokens - 1 ? "context full" : "token limit";
+  Tensor generated = decode.read(model_->generated);
+  const int32_t* ids = generated.data_as<int32_t>();
+  auto t1 = Clock::now();
+  for (int64_t k : loop.steps(steps)) {
+    int32_t id = ids[total + k + 1];
+    on_token(id);
+    ++stats.generated_tokens;
+    if (tokenizer_->is_end(id)) {
+      stats.stop = "end of sequence";
+      break;
+    }
+  }
+  stats.generate_seconds = seconds_since(t1);
+  return stats;
+}
+
+Tensor LlamaRunner::score(const std::vector<int32_t>& prompt) {
+  const int64_t n = int64_t(prompt.size());
+  if (n == 0) value_error("score: the prompt has no tokens");
+  if (!scorer_ || scorer_->options().chunk < n) {
+    LlamaOptions o = options_.model;
+    o.all_logits = true;
+    o.chunk = std::max<int64_t>(n, 8);
+    o.context = std::max(o.context, o.chunk);
+    scorer_ = std::make_unique<LlamaModel>(model_->config(), o);
+    scorer_->load_state_dict(weights_);
+  }
+  const int64_t chunk = scorer_->options().chunk;
+  CompiledGraph& v = scorer_->compile({{"tokens", InputSpec({chunk}, i32)}}, {.threads = options_.threads});
+  Tensor tokens = Tensor::zeros({chunk}, i32);
+  std::memcpy(tokens.mutable_data(), prompt.data(), size_t(n) * 4);
+  std::vector<ValueArg> values{{"position", 0}, {"rows", n}, {"token", 0}, {"seed", 0}};
+  return v(std::span<const Tensor>(&tokens, 1), values).outputs[2].clone();
+}
+
+}  // namespace iron::models

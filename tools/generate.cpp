@@ -1,0 +1,81 @@
+// `iron generate -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S] [-t THREADS]
+//  [-c CONTEXT] [--chat] [--ids]`: streams text as it is produced, then the timing lines.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "iron/models/runner.hpp"
+
+namespace iron::tools {
+
+void add_generate_command(CLI::App& app) {
+  struct Options {
+    std::string model, prompt;
+    int64_t tokens = 128, context = 2048, chunk = 64;
+    double temperature = 0.0, top_p = 0.95;
+    int64_t top_k = 40;
+    uint64_t seed = 0;
+    int threads = 0;
+    bool chat = false, ids = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Generate text with a Llama-family GGUF model: the prompt runs in chunks, then each token is "
+      "sampled on the device and streamed as it is produced. Flags follow llama.cpp's names.");
+  cmd->add_option("-m,--model", o->model, "The model: a GGUF file")->required();
+  cmd->add_option("-p,--prompt", o->prompt, "The prompt (empty: start from BOS alone)");
+  cmd->add_option("-n,--n-predict", o->tokens, "How many tokens to generate at most")->capture_default_str();
+  cmd->add_option("--temp", o->temperature, "Sampling temperature; 0 is greedy")->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "Sample from the k most likely tokens (0: all)")->capture_default_str();
+  cmd->add_option("--top-p", o->top_p, "Sample from the smallest set of tokens whose probability reaches p")
+      ->capture_default_str();
+  cmd->add_option("-s,--seed", o->seed, "Random seed for sampling (the same seed gives the same output)")
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads to use (0: every core)")->capture_default_str();
+  cmd->add_option("-c,--ctx-size", o->context, "Context length: KV-cache rows (at most the model's)")
+      ->capture_default_str();
+  cmd->add_option("-b,--batch-size", o->chunk, "Prompt tokens a prefill call takes")->capture_default_str();
+  cmd->add_flag("--chat", o->chat, "Wrap the prompt as one user turn in the model's chat template");
+  cmd->add_flag("--ids", o->ids, "Print the generated token ids instead of text");
+  cmd->callback([o] {
+    if (o->tokens < 0) throw CLI::ValidationError("-n", "must be at least 0");
+    if (o->temperature < 0) throw CLI::ValidationError("--temp", "must be at least 0");
+    if (o->top_p <= 0 || o->top_p > 1) throw CLI::ValidationError("--top-p", "must be in (0, 1]");
+    models::RunnerOptions options;
+    options.threads = o->threads;
+    options.model.context = o->context;
+    options.model.chunk = o->chunk;
+    options.model.sampling = {o->temperature, o->top_k, o->top_p, o->seed};
+    auto runner = models::LlamaRunner::open(o->model, options);
+    std::vector<int32_t> prompt = runner->prompt_ids(o->prompt, o->chat);
+    text::StreamDecoder stream(runner->tokenizer());
+    bool first = true;
+    auto stats = runner->generate(prompt, o->tokens, [&](int32_t id) {
+      if (o->ids) {
+        std::printf(first ? "%d" : " %d", id);
+      } else if (!runner->tokenizer().is_end(id)) {
+        std::string piece = stream.push(id);
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+      }
+      first = false;
+      std::fflush(stdout);
+    });
+    if (!o->ids) {
+      std::string tail = stream.flush();
+      std::fwrite(tail.data(), 1, tail.size(), stdout);
+    }
+    std::printf("\n");
+    std::fprintf(stderr, "\nprompt: %lld tokens in %.3f s (%.1f tokens/s)\n", (long long)stats.prompt_tokens,
+                 stats.prompt_seconds, stats.prompt_tokens / std::max(stats.prompt_seconds, 1e-9));
+    int64_t decoded = std::max<int64_t>(stats.generated_tokens - 1, 0);
+    std::fprintf(stderr, "generated: %lld tokens; %lld decode steps in %.3f s (%.1f tokens/s); stopped: %s\n",
+                 (long long)stats.generated_tokens, (long long)decoded, stats.generate_seconds,
+                 decoded / std::max(stats.generate_seconds, 1e-9), stats.stop.c_str());
+    std::fprintf(stderr, "load: %.3f s\n", runner->load_seconds());
+  });
+}
+
+}  // namespace iron::tools
