@@ -41,6 +41,14 @@ Handle rope_cos_sin(const Handle& x, const Handle& table, const std::string& mod
 Handle softmax(const Handle& x, double scale = 1.0);
 /// The index of the largest entry of a row of logits, as a one-element i32.
 Handle argmax(const Handle& logits);
+/// Causal grouped-query attention of q (rows, heads, head_dim) over the caches k_cache and v_cache
+/// (ctx, kv_heads, head_dim), kv_heads dividing heads; query head h reads kv head
+/// h / (heads / kv_heads). Row r of q sits at absolute position `start + r` and attends to cache
+/// positions [0, start + r] (held to ctx); `start` is checked to lie in [0, ctx) each call.
+/// Softmax of `scale` (none: 1/sqrt(head_dim)) times q.k, times v; q's per-call row bound holds
+/// for the result, of q's shape and dtype.
+Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Affine& start,
+                 std::optional<double> scale = {});
 /// A dense copy of any view (strided, gathered), optionally cast to `dtype`.
 Handle copy(const Handle& x, std::optional<DType> dtype = {});
 

@@ -1,5 +1,6 @@
 #include "iron/functional.hpp"
 
+#include <cmath>
 #include <limits>
 
 #include "graph/recording.hpp"
@@ -148,6 +149,31 @@ Handle argmax(const Handle& logits) {
   if (!(logits.rank() == 1 || (logits.rank() == 2 && logits.dim(0) == 1)))
     value_error("argmax(): logits " + logits.str() + " are not one row");
   return step("Sample", {{"N", logits.shape().back()}, {"mode", std::string("greedy")}}, {logits}, {1}, i32, {});
+}
+
+Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Affine& start,
+                 std::optional<double> scale) {
+  if (!q.defined() || !k_cache.defined() || !v_cache.defined())
+    type_error("attention() of an undefined handle");
+  if (q.rank() != 3 || k_cache.rank() != 3 || k_cache.shape() != v_cache.shape())
+    value_error("attention(): q " + q.str() + " is not (rows, heads, head_dim) or the caches " +
+                k_cache.str() + " and " + v_cache.str() +
+                " are not both (ctx, kv_heads, head_dim)");
+  const int64_t heads = q.dim(1), d = q.dim(2), ctx = k_cache.dim(0), kv_heads = k_cache.dim(1);
+  if (k_cache.dim(2) != d || heads % kv_heads != 0)
+    value_error("attention(): q " + q.str() + " and caches " + k_cache.str() +
+                " need one head_dim and kv_heads dividing heads");
+  if (scale && !(*scale > 0)) value_error("attention(): scale is positive");
+  Recorder& r = Recorder::require("attention()");
+  r.limit(start, 0, ctx,
+          "attention start " + start.str() + " in a cache of " + std::to_string(ctx));
+  Fields p{{"heads", heads},
+           {"kv_heads", kv_heads},
+           {"head_dim", d},
+           {"ctx", ctx},
+           {"scale", scale.value_or(1.0 / std::sqrt(double(d)))}};
+  return step("Attention", p, {q, k_cache, v_cache}, q.shape(), activation_dtype(q), q.bounds(),
+              Precision::highest, {start});
 }
 
 Handle copy(const Handle& x, std::optional<DType> dtype) {

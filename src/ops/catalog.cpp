@@ -13,6 +13,7 @@ CatalogEntry layer_norm_entry();
 CatalogEntry rope_entry();
 CatalogEntry softmax_entry();
 CatalogEntry sample_entry();
+CatalogEntry attention_entry();
 }  // namespace ops
 
 const std::map<std::string, CatalogEntry, std::less<>>& catalog() {
@@ -31,6 +32,7 @@ const std::map<std::string, CatalogEntry, std::less<>>& catalog() {
     add(ops::rope_entry());
     add(ops::softmax_entry());
     add(ops::sample_entry());
+    add(ops::attention_entry());
     return c;
   }();
   return entries;
