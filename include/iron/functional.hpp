@@ -48,6 +48,14 @@ Handle sample(const Handle& logits, double temperature, int64_t top_k, double to
               const Affine& position);
 /// The sum of per-call expressions as a one-element i32 (a carried value of two values).
 Handle scalar(const std::vector<Affine>& terms);
+/// Causal grouped-query attention of q (rows, heads, head_dim) over the caches k_cache and v_cache
+/// (ctx, kv_heads, head_dim), kv_heads dividing heads; query head h reads kv head
+/// h / (heads / kv_heads). Row r of q sits at absolute position `start + r` and attends to cache
+/// positions [0, start + r] (held to ctx); `start` is checked to lie in [0, ctx) each call.
+/// Softmax of `scale` (none: 1/sqrt(head_dim)) times q.k, times v; q's per-call row bound holds
+/// for the result, of q's shape and dtype.
+Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Affine& start,
+                 std::optional<double> scale = {});
 /// A dense copy of any view (strided, gathered), optionally cast to `dtype`.
 Handle copy(const Handle& x, std::optional<DType> dtype = {});
 

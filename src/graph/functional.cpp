@@ -1,5 +1,6 @@
 #include "iron/functional.hpp"
 
+#include <cmath>
 #include <limits>
 
 #include "graph/recording.hpp"
@@ -161,6 +162,31 @@ Handle sample(const Handle& logits, double temperature, int64_t top_k, double to
 Handle scalar(const std::vector<Affine>& terms) {
   if (terms.empty()) value_error("scalar() of no terms");
   return step("Scalar", {{"terms", int64_t(terms.size())}}, {}, {1}, i32, {}, Precision::highest, terms);
+}
+
+Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Affine& start,
+                 std::optional<double> scale) {
+  if (!q.defined() || !k_cache.defined() || !v_cache.defined())
+    type_error("attention() of an undefined handle");
+  if (q.rank() != 3 || k_cache.rank() != 3 || k_cache.shape() != v_cache.shape())
+    value_error("attention(): q " + q.str() + " is not (rows, heads, head_dim) or the caches " +
+                k_cache.str() + " and " + v_cache.str() +
+                " are not both (ctx, kv_heads, head_dim)");
+  const int64_t heads = q.dim(1), d = q.dim(2), ctx = k_cache.dim(0), kv_heads = k_cache.dim(1);
+  if (k_cache.dim(2) != d || heads % kv_heads != 0)
+    value_error("attention(): q " + q.str() + " and caches " + k_cache.str() +
+                " need one head_dim and kv_heads dividing heads");
+  if (scale && !(*scale > 0)) value_error("attention(): scale is positive");
+  Recorder& r = Recorder::require("attention()");
+  r.limit(start, 0, ctx,
+          "attention start " + start.str() + " in a cache of " + std::to_string(ctx));
+  Fields p{{"heads", heads},
+           {"kv_heads", kv_heads},
+           {"head_dim", d},
+           {"ctx", ctx},
+           {"scale", scale.value_or(1.0 / std::sqrt(double(d)))}};
+  return step("Attention", p, {q, k_cache, v_cache}, q.shape(), activation_dtype(q), q.bounds(),
+              Precision::highest, {start});
 }
 
 Handle copy(const Handle& x, std::optional<DType> dtype) {

@@ -1,0 +1,217 @@
+// Attention: the kernel against its reference (ragged head_dim, grouped heads, bounded rows, a
+// per-call start), the reference against hand-computed values, and a graph that writes a KV cache
+// at a per-call position then attends, compiled and checked against reference().
+#include "iron/iron.hpp"
+#include "ops/op_harness.hpp"
+
+namespace iron::test {
+namespace {
+
+namespace F = iron::functional;
+
+Case attention_case(int64_t rows, int64_t valid_rows, int64_t heads, int64_t kv_heads, int64_t d,
+                    int64_t ctx, int64_t start, DType cache, DType out) {
+  Case c;
+  c.op = "Attention";
+  c.params = {{"heads", heads}, {"kv_heads", kv_heads}, {"head_dim", d}, {"ctx", ctx}};
+  c.in = {ranged(dense({rows, heads, d}, out, {valid_rows, heads, d}), -2, 2),
+          ranged(dense({ctx, kv_heads, d}, cache), -2, 2), dense({ctx, kv_heads, d}, cache)};
+  c.out = {dense({rows, heads, d}, out, {valid_rows, heads, d})};
+  c.scalars = {start};
+  return c;
+}
+
+TEST(Attention, KernelMatchesReference) {
+  uint32_t seed = 200;
+  struct Rows {
+    int64_t rows, valid;
+  };
+  for (int64_t d : {8, 64})
+    for (Rows r : {Rows{1, 1}, Rows{5, 3}})
+      for (int64_t start : {0, 7})
+        for (DType cache : {f32, bf16, f16})
+          for (int64_t block : {32, 5}) {
+            DType out = cache == f16 ? f32 : cache;
+            Case c = attention_case(r.rows, r.valid, 9, 3, d, 32, start, cache, out);
+            c.tunables = {{"block", block}};
+            c.seed = seed++;
+            Result res = run_case(c);
+            // Rows past the bound are not written.
+            for (size_t e = size_t(r.valid * 9 * d); e < res.two_threads[0].size(); ++e)
+              ASSERT_EQ(res.two_threads[0][e], 5.0f);
+          }
+}
+
+TEST(Attention, WindowHeldToTheCache) {
+  // Positions 30, 31, 32 in a cache of 32 rows: the last row attends to all 32 keys.
+  Case end = attention_case(5, 3, 4, 2, 16, 32, 30, f32, f32);
+  run_case(end);
+  // A cache bounded to its first 20 rows this call: no key past them takes part, so rows 20..31
+  // of the caches may hold anything.
+  Case bounded = attention_case(4, 4, 4, 1, 16, 32, 17, bf16, bf16);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int k = 0; k < 3; ++k) {
+    bounded.in[size_t(k)].values.resize(size_t(element_count(bounded.in[size_t(k)].shape)));
+    for (float& x : bounded.in[size_t(k)].values) x = u(rng);
+  }
+  bounded.in[1].valid = {20, 1, 16};
+  bounded.in[2].valid = {20, 1, 16};
+  Result a = run_case(bounded);
+  for (int k = 1; k < 3; ++k)
+    for (size_t e = 20 * 16; e < 32 * 16; ++e) bounded.in[size_t(k)].values[e] = 100;
+  Result b = run_case(bounded);
+  EXPECT_EQ(a.ref[0], b.ref[0]);
+  EXPECT_EQ(a.two_threads[0], b.two_threads[0]);
+}
+
+TEST(Attention, OneQueryTwoKeys) {
+  // q = [1, 0], keys [1, 0] and [0, 1] (scores 1 and 0 at scale 1), values [1, 2] and [3, 4].
+  // At start 1: weights e/(e+1) and 1/(e+1), so y = [1, 2] + 2/(e+1) * [1, 1].
+  Case c;
+  c.op = "Attention";
+  c.params = {{"heads", int64_t(1)},
+              {"kv_heads", int64_t(1)},
+              {"head_dim", int64_t(2)},
+              {"ctx", int64_t(2)},
+              {"scale", 1.0}};
+  c.in = {given({1, 1, 2}, {1, 0}), given({2, 1, 2}, {1, 0, 0, 1}), given({2, 1, 2}, {1, 2, 3, 4})};
+  c.out = {dense({1, 1, 2})};
+  c.scalars = {1};
+  const double w = 0.2689414213699951;  // 1/(e+1)
+  expect_near(run_case(c).ref[0], {1 + 2 * w, 2 + 2 * w}, 1e-7);
+  c.scalars = {0};  // position 0 sees only the first key
+  expect_near(run_case(c).ref[0], {1, 2}, 0);
+  // The default scale 1/sqrt(2): weights of scores 1/sqrt(2) and 0.
+  c.params = {{"heads", int64_t(1)},
+              {"kv_heads", int64_t(1)},
+              {"head_dim", int64_t(2)},
+              {"ctx", int64_t(2)}};
+  c.scalars = {1};
+  const double w2 = 1 / (std::exp(1 / std::sqrt(2.0)) + 1);
+  expect_near(run_case(c).ref[0], {1 + 2 * w2, 2 + 2 * w2}, 1e-7);
+}
+
+TEST(Attention, GroupedHeadsReadTheirKvHead) {
+  // One key: each head's output is its kv head's value row. Heads 0, 1 read kv head 0; 2, 3 head 1.
+  Case c;
+  c.op = "Attention";
+  c.params = {{"heads", int64_t(4)},
+              {"kv_heads", int64_t(2)},
+              {"head_dim", int64_t(1)},
+              {"ctx", int64_t(3)}};
+  c.in = {given({1, 4, 1}, {1, -1, 2, 0}), given({3, 2, 1}, {1, 1, 9, 9, 9, 9}),
+          given({3, 2, 1}, {10, 20, 30, 40, 50, 60})};
+  c.out = {dense({1, 4, 1})};
+  c.scalars = {0};
+  expect_near(run_case(c).ref[0], {10, 10, 20, 20}, 0);
+}
+
+TEST(Attention, RefusesBadShapes) {
+  EXPECT_THROW(catalog_entry("Attention")
+                   .make({{"heads", int64_t(4)},
+                          {"kv_heads", int64_t(3)},
+                          {"head_dim", int64_t(8)},
+                          {"ctx", int64_t(4)}},
+                         {}),
+               Error);
+}
+
+// ---- a graph: write k and v rows into State caches at a per-call position, then attend -------
+
+constexpr int64_t kCtx = 16, kHeads = 4, kKvHeads = 2, kD = 8, kRows = 4;
+
+struct CachedAttention : Graph {
+  explicit CachedAttention(DType cache_dtype) : dtype(cache_dtype) {}
+  DType dtype;
+  Input q = input("q");  // (rows, heads, head_dim)
+  Input k = input("k");  // (rows, kv_heads, head_dim)
+  Input v = input("v");
+  Scratchpad position = scratchpad("position");
+  Scratchpad rows = scratchpad("rows");
+  State k_cache = state("k_cache", {kCtx, kKvHeads, kD}, dtype);
+  State v_cache = state("v_cache", {kCtx, kKvHeads, kD}, dtype);
+
+  // cache[position : position + R] = x[:rows], through a view of every window of R rows.
+  void write(const State& cache, const Input& x) {
+    const int64_t R = x.shape()[0], W = kKvHeads * kD;
+    Handle windows =
+        cache.handle().at(AccessPattern{0, {kCtx - R + 1, R, W}, {W, W, 1}}, {kCtx - R + 1, R, W});
+    windows[at(position)].assign(x.handle().reshape({R, W})[upto(rows)]);
+  }
+
+  Outputs body() override {
+    write(k_cache, k);
+    write(v_cache, v);
+    return {F::attention(q[upto(rows)], k_cache, v_cache, position)};
+  }
+};
+
+std::vector<Tensor> random_inputs(uint32_t seed, DType dtype) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto make = [&](Shape s) {
+    std::vector<float> x(size_t(element_count(s)));
+    for (float& f : x) f = u(rng);
+    return Tensor::from(x, s, dtype);
+  };
+  return {make({kRows, kHeads, kD}), make({kRows, kKvHeads, kD}), make({kRows, kKvHeads, kD})};
+}
+
+TEST(Attention, GraphWritesTheCacheThenAttends) {
+  // Inputs, caches and output all f32, or all bf16.
+  for (DType cache : {f32, bf16})
+    for (bool check : {false, true}) {
+      CachedAttention g(cache);
+      Shapes shapes{{"q", InputSpec({kRows, kHeads, kD}, cache)},
+                    {"k", InputSpec({kRows, kKvHeads, kD}, cache)},
+                    {"v", InputSpec({kRows, kKvHeads, kD}, cache)}};
+      CompiledGraph& image = g.compile(shapes, {.check = check});
+      struct Call {
+        int64_t position, rows;
+      };
+      uint32_t seed = 300;
+      std::vector<float> first_k;
+      for (Call call : {Call{0, 3}, Call{3, 1}, Call{4, 4}, Call{8, 2}, Call{10, 1}}) {
+        SCOPED_TRACE("position " + std::to_string(call.position) + ", rows " +
+                     std::to_string(call.rows) + (check ? ", checked" : ""));
+        std::vector<Tensor> in = random_inputs(seed++, cache);
+        if (first_k.empty()) first_k = in[1].to_floats();
+        std::vector<ValueArg> values{{"position", call.position}, {"rows", call.rows}};
+        std::vector<Tensor> got;
+        ASSERT_NO_THROW({
+          const auto& out = image(in, values);
+          got = {out.outputs[0].to(f32)};
+        });
+        std::vector<Tensor> want = g.reference(in, values);
+        ASSERT_EQ(got[0].shape(), (Shape{call.rows, kHeads, kD}));
+        ASSERT_EQ(want[0].shape(), got[0].shape());
+        auto a = got[0].to_floats(), b = want[0].to_floats();
+        const double rounding = cache == bf16 ? 2.0 / 256 : 0;
+        for (size_t i = 0; i < a.size(); ++i)
+          EXPECT_NEAR(a[i], b[i], 2e-5 + (1e-4 + rounding) * std::abs(b[i])) << i;
+      }
+      // The cache holds the 11 rows written (the first call's 3 rows first), the rest still zero.
+      Tensor kc = image.read(g.k_cache).to(f32);
+      auto kv = kc.to_floats();
+      for (size_t e = 0; e < size_t(3 * kKvHeads * kD); ++e) ASSERT_EQ(kv[e], first_k[e]);
+      for (int64_t e = 11 * kKvHeads * kD; e < kCtx * kKvHeads * kD; ++e)
+        ASSERT_EQ(kv[size_t(e)], 0.0f);
+    }
+}
+
+TEST(Attention, GraphRefusesAStartPastTheCache) {
+  struct Bad : Graph {
+    Input q = input("q");
+    State kc = state("kc", {4, 1, 2});
+    Scratchpad start = scratchpad("start");
+    Outputs body() override { return {F::attention(q, kc, kc, start)}; }
+  } g;
+  CompiledGraph& image = g.compile({{"q", {1, 2, 2}}});
+  Tensor q = Tensor::zeros({1, 2, 2}, f32);
+  EXPECT_NO_THROW(image({q}, {{"start", 3}}));
+  EXPECT_THROW(image({q}, {{"start", 4}}), Error);
+}
+
+}  // namespace
+}  // namespace iron::test
