@@ -1,0 +1,169 @@
+// The Llama model as IRON graphs, against sources nobody here wrote: stories260K's published
+// greedy tokens (llama2.c / llama.cpp, ../shared/models/SOURCES.md) and SmolLM2's logits from an
+// independent numpy forward pass (scripts/reference/, the gguf package's dequantisation).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/io_test_util.hpp"
+#include "iron/models/runner.hpp"
+
+using namespace iron;
+using namespace iron::models;
+using iron::io::testing::local_model_path;
+using iron::io::testing::stories_path;
+
+namespace {
+
+const std::vector<int32_t> kStoriesGreedy = {
+    403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337,
+    410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394, 261, 370, 432, 352,
+    266, 268, 388, 426, 338, 391, 266, 267, 337, 335, 312, 432, 398, 312, 286, 267, 414, 270, 333, 415};
+
+std::vector<int32_t> generate(LlamaRunner& r, const std::vector<int32_t>& prompt, int64_t n) {
+  std::vector<int32_t> out;
+  r.generate(prompt, n, [&](int32_t id) { out.push_back(id); });
+  return out;
+}
+
+TEST(Stories260K, GreedyFromBosGivesThePublishedTokens) {
+  for (int threads : {1, 2})
+    for (int depth : {1, 3}) {
+      RunnerOptions o;
+      o.threads = threads;
+      o.depth = depth;
+      o.model.context = 256;
+      auto runner = LlamaRunner::open(stories_path(), o);
+      EXPECT_EQ(generate(*runner, runner->prompt_ids("", false), 60), kStoriesGreedy)
+          << "threads " << threads << ", depth " << depth;
+    }
+}
+
+TEST(Stories260K, ZooContinuesAsPublished) {
+  RunnerOptions o;
+  o.model.context = 256;
+  auto runner = LlamaRunner::open(stories_path(), o);
+  std::vector<int32_t> prompt = runner->prompt_ids("Zoo", false);
+  EXPECT_EQ(prompt, (std::vector<int32_t>{1, 410, 469, 347}));
+  std::string text = "Zoo";
+  text::StreamDecoder stream(runner->tokenizer());
+  for (int32_t id : generate(*runner, prompt, 60)) text += stream.push(id);
+  const std::string published =
+      "Zoo was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red "
+      "ball. She wanted to play with it, but she didn't want to play with";
+  EXPECT_EQ(text.substr(0, published.size()), published);
+}
+
+TEST(Stories260K, ChunkedPrefillThenDecodeEqualsDecodingTokenByToken) {
+  // A prompt of 23 tokens (BOS and the first 22 greedy ids) through chunks of 5 rows, and the same
+  // prompt through chunks of one row: the continuations must be identical.
+  std::vector<int32_t> prompt{1};
+  prompt.insert(prompt.end(), kStoriesGreedy.begin(), kStoriesGreedy.begin() + 22);
+  RunnerOptions chunked, single;
+  chunked.model.context = single.model.context = 128;
+  chunked.model.chunk = 5;
+  single.model.chunk = 1;
+  auto a = LlamaRunner::open(stories_path(), chunked), b = LlamaRunner::open(stories_path(), single);
+  auto ta = generate(*a, prompt, 30), tb = generate(*b, prompt, 30);
+  EXPECT_EQ(ta, tb);
+  // And both continue the published greedy sequence.
+  EXPECT_EQ(std::vector<int32_t>(ta.begin(), ta.begin() + 30),
+            std::vector<int32_t>(kStoriesGreedy.begin() + 22, kStoriesGreedy.begin() + 52));
+}
+
+TEST(Stories260K, SameSeedSameSamples) {
+  RunnerOptions o;
+  o.model.context = 256;
+  o.model.sampling = {0.9, 40, 0.95, 1234};
+  auto a = LlamaRunner::open(stories_path(), o), b = LlamaRunner::open(stories_path(), o);
+  auto first = generate(*a, {1}, 50), second = generate(*b, {1}, 50);
+  EXPECT_EQ(first, second);
+  o.model.sampling.seed = 99;
+  auto c = LlamaRunner::open(stories_path(), o);
+  EXPECT_NE(generate(*c, {1}, 50), first);  // another seed, another story
+}
+
+TEST(Stories260K, AFullContextIsReported) {
+  RunnerOptions o;
+  o.model.context = 16;
+  auto runner = LlamaRunner::open(stories_path(), o);
+  std::vector<int32_t> out;
+  auto stats = runner->generate({1}, 100, [&](int32_t id) { out.push_back(id); });
+  EXPECT_EQ(stats.stop, "context full");
+  EXPECT_EQ(int64_t(out.size()), 15);
+  EXPECT_EQ(out, std::vector<int32_t>(kStoriesGreedy.begin(), kStoriesGreedy.begin() + 15));
+  std::vector<int32_t> long_prompt(16, 1);
+  try {
+    runner->generate(long_prompt, 1, [](int32_t) {});
+    ADD_FAILURE() << "a prompt longer than the context was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the context holds 16"), std::string::npos) << e.what();
+  }
+}
+
+// KL(p_ref || p_ours) over the reference's top-32 ids plus a "rest" bucket, as the golden file
+// defines it.
+double kl_top32_rest(const nlohmann::json& position, const float* logits, int64_t vocab) {
+  double top = -INFINITY;
+  for (int64_t i = 0; i < vocab; ++i) top = std::max(top, double(logits[i]));
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - top);
+  double lse = top + std::log(sum), kl = 0, q_top = 0;
+  const auto& ids = position["top_ids"];
+  const auto& logprobs = position["top_logprobs"];
+  for (size_t i = 0; i < ids.size(); ++i) {
+    double lp = logprobs[i].get<double>(), lq = double(logits[ids[i].get<int64_t>()]) - lse;
+    kl += std::exp(lp) * (lp - lq);
+    q_top += std::exp(lq);
+  }
+  double p_rest = std::exp(position["rest_logprob"].get<double>()), q_rest = std::max(1.0 - q_top, 1e-12);
+  if (p_rest > 0) kl += p_rest * (std::log(p_rest) - std::log(q_rest));
+  return kl;
+}
+
+TEST(SmolLM2, LogitsMatchAnIndependentNumpyReference) {
+  std::string path = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent: run scripts/fetch-model.sh";
+  std::ifstream file(std::string(IRON_SOURCE_DIR) + "/tests/golden/smollm2_logits.json");
+  nlohmann::json golden = nlohmann::json::parse(file);
+  RunnerOptions o;
+  o.model.context = 256;
+  auto runner = LlamaRunner::open(path, o);
+  double worst = 0, total = 0;
+  int positions = 0;
+  for (const auto& prompt : golden["prompts"]) {
+    std::vector<int32_t> ids = prompt["token_ids"].get<std::vector<int32_t>>();
+    Tensor logits = runner->score(ids);
+    const int64_t vocab = logits.dim(1);
+    for (const auto& position : prompt["positions"]) {
+      int64_t p = position["pos"].get<int64_t>();
+      const float* row = logits.data_as<float>() + p * vocab;
+      int64_t top1 = std::max_element(row, row + vocab) - row;
+      // The reference's runner-up is close at some positions: top-1 must agree wherever its
+      // margin is clear of what f32 accumulation can move (0.01 nats).
+      double margin = position["top_logprobs"][0].get<double>() - position["top_logprobs"][1].get<double>();
+      if (margin > 0.01) {
+        EXPECT_EQ(top1, position["top1"].get<int64_t>()) << prompt["name"] << " position " << p;
+      }
+      double kl = kl_top32_rest(position, row, vocab);
+      worst = std::max(worst, kl);
+      total += kl;
+      ++positions;
+      EXPECT_LT(kl, 1e-3) << prompt["name"] << " position " << p;
+    }
+    // Greedy generation continues as the reference's did.
+    auto greedy = prompt["greedy_ids"].get<std::vector<int32_t>>();
+    std::vector<int32_t> out;
+    runner->generate(ids, int64_t(greedy.size()), [&](int32_t id) { out.push_back(id); });
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_EQ(out[i], greedy[i]) << prompt["name"] << " greedy token " << i;
+    }
+  }
+  std::printf("SmolLM2 vs numpy reference: %d positions, KL mean %.3g, max %.3g nats\n", positions,
+              total / positions, worst);
+}
+
+}  // namespace
