@@ -51,6 +51,7 @@ int main() {
     double worst = 0;
     for (size_t i = 0; i < got.size(); ++i) worst = std::fmax(worst, std::fabs(double(got[i]) - ref[i]));
     std::printf("rows=%2d: output %s, max |image - reference| = %.2e\n", rows, iron::to_string(y.shape()).c_str(), worst);
+    if (worst > 1e-4) return 1;
   }
   return 0;
 }

@@ -53,6 +53,8 @@ void add_generate_command(CLI::App& app) {
     std::vector<int32_t> prompt = runner->prompt_ids(o->prompt, o->chat);
     text::StreamDecoder stream(runner->tokenizer());
     bool first = true;
+    // A plain completion shows its prompt first, as llama.cpp does; a chat shows only the answer.
+    if (!o->chat && !o->ids) std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
     auto stats = runner->generate(prompt, o->tokens, [&](int32_t id) {
       if (o->ids) {
         std::printf(first ? "%d" : " %d", id);
