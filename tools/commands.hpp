@@ -10,5 +10,7 @@ namespace iron::tools {
 void add_info_command(CLI::App& app);
 /// `iron generate -m MODEL -p PROMPT ...`: generates text with a Llama-family model.
 void add_generate_command(CLI::App& app);
+/// `iron bench -m MODEL ...`: prefill and decode speed, bandwidth bound, peak memory.
+void add_bench_command(CLI::App& app);
 
 }  // namespace iron::tools

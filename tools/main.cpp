@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
       "any error.");
   iron::tools::add_info_command(app);
   iron::tools::add_generate_command(app);
+  iron::tools::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "graph/arena.hpp"
 #include "iron/error.hpp"
 #include "iron/io/gguf.hpp"
 
@@ -46,7 +47,7 @@ std::vector<int32_t> LlamaRunner::prompt_ids(const std::string& prompt, bool cha
 }
 
 GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t max_tokens,
-                                    const std::function<void(int32_t)>& on_token) {
+                                    const std::function<void(int32_t)>& on_token, bool stop_at_end) {
   GenerateStats stats;
   const LlamaOptions& mo = options_.model;
   const int64_t context = mo.context, chunk = mo.chunk;
@@ -89,7 +90,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   }
   on_token(first);
   stats.generated_tokens = 1;
-  if (tokenizer_->is_end(first)) {
+  if (stop_at_end && tokenizer_->is_end(first)) {
     stats.stop = "end of sequence";
     return stats;
   }
@@ -104,7 +105,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
     int32_t id = ids[total + k + 1];
     on_token(id);
     ++stats.generated_tokens;
-    if (tokenizer_->is_end(id)) {
+    if (stop_at_end && tokenizer_->is_end(id)) {
       stats.stop = "end of sequence";
       break;
     }
@@ -112,6 +113,28 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   stats.generate_seconds = seconds_since(t1);
   return stats;
 }
+
+int64_t LlamaRunner::weight_bytes_per_token() const {
+  int64_t bytes = 0;
+  const LlamaConfig& c = config();
+  for (const auto& [path, r] : model_->held()) {
+    if (r->is_state || path == "rope_table") continue;
+    int64_t n = r->tensor.nbytes();
+    // The embedding is read one row a step, unless it is also the classifier.
+    if (path == "embed" && !c.tied_embeddings) n = n / c.vocab;
+    bytes += n;
+  }
+  return bytes;
+}
+
+int64_t LlamaRunner::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [path, r] : model_->held())
+    if (r->is_state) bytes += storage_bytes(r->dtype, element_count(r->shape));
+  return bytes;
+}
+
+int64_t LlamaRunner::scratch_bytes() const { return model_->arena().scratch_bytes(); }
 
 Tensor LlamaRunner::score(const std::vector<int32_t>& prompt) {
   const int64_t n = int64_t(prompt.size());

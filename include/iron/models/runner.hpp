@@ -46,7 +46,14 @@ class LlamaRunner {
   /// Generates up to `max_tokens` after `prompt`, calling `on_token` with each as it lands;
   /// stops at the end of sequence, at `max_tokens`, or when the context is full.
   GenerateStats generate(const std::vector<int32_t>& prompt, int64_t max_tokens,
-                         const std::function<void(int32_t)>& on_token);
+                         const std::function<void(int32_t)>& on_token, bool stop_at_end = true);
+
+  /// Bytes of weights one decode step reads (every layer's, the classifier, one embedding row).
+  int64_t weight_bytes_per_token() const;
+  /// Bytes of the KV caches and the other states.
+  int64_t state_bytes() const;
+  /// Bytes of the arena's scratch region.
+  int64_t scratch_bytes() const;
 
   /// The logits (rows, vocab) after each prompt token: a prefill of every row, for scoring.
   Tensor score(const std::vector<int32_t>& prompt);

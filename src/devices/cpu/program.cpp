@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "devices/cpu/thread_pool.hpp"
+#include "devices/cpu/trace.hpp"
 #include "graph/image.hpp"
 
 namespace iron::cpu {
@@ -55,8 +56,8 @@ namespace {
 
 class CpuProgram final : public detail::Program {
  public:
-  CpuProgram(std::vector<std::unique_ptr<Kernel>> kernels, int threads)
-      : kernels_(std::move(kernels)), threads_(threads), pool_(ThreadPool::shared(threads)) {
+  CpuProgram(std::vector<std::unique_ptr<Kernel>> kernels, std::vector<std::string> names, int threads)
+      : kernels_(std::move(kernels)), names_(std::move(names)), threads_(threads), pool_(ThreadPool::shared(threads)) {
     for (size_t i = 0; i < kernels_.size();) {
       Phase p{i, i + 1, kernels_[i]->parallel()};
       if (!p.parallel)
@@ -91,25 +92,37 @@ class CpuProgram final : public detail::Program {
     bool parallel;
   };
 
+  // Runs kernel i's share; with tracing on, records it as a span.
+  void run_kernel(size_t i, int thread, int threads) const {
+    if (!trace_enabled.load(std::memory_order_relaxed)) {
+      kernels_[i]->run(words_, thread, threads);
+      return;
+    }
+    int64_t begin = now_ns();
+    kernels_[i]->run(words_, thread, threads);
+    trace_span(names_[i].c_str(), thread, begin, now_ns());
+  }
+
   static void job(void* context, int thread, int threads) {
     auto* self = static_cast<CpuProgram*>(context);
     if (self->single_ >= 0) {
-      self->kernels_[size_t(self->single_)]->run(self->words_, thread, threads);
+      self->run_kernel(size_t(self->single_), thread, threads);
       return;
     }
     bool sense = false;
     for (size_t k = 0; k < self->phases_.size(); ++k) {
       const Phase& p = self->phases_[k];
       if (p.parallel) {
-        self->kernels_[p.begin]->run(self->words_, thread, threads);
+        self->run_kernel(p.begin, thread, threads);
       } else if (thread == 0) {
-        for (size_t i = p.begin; i < p.end; ++i) self->kernels_[i]->run(self->words_, 0, 1);
+        for (size_t i = p.begin; i < p.end; ++i) self->run_kernel(i, 0, 1);
       }
       if (threads > 1 && k + 1 < self->phases_.size()) self->barrier_.wait(sense);
     }
   }
 
   std::vector<std::unique_ptr<Kernel>> kernels_;
+  std::vector<std::string> names_;
   std::vector<Phase> phases_;
   int threads_;
   ThreadPool& pool_;
@@ -126,9 +139,12 @@ namespace iron::detail {
 std::unique_ptr<Program> lower_cpu(const Recording& recording, std::vector<cpu::KernelArgs> args,
                                    int threads) {
   std::vector<std::unique_ptr<cpu::Kernel>> kernels;
-  for (size_t i = 0; i < recording.steps.size(); ++i)
+  std::vector<std::string> names;
+  for (size_t i = 0; i < recording.steps.size(); ++i) {
     kernels.push_back(recording.steps[i].op->cpu_kernel(args[i]));
-  return std::make_unique<cpu::CpuProgram>(std::move(kernels), threads);
+    names.push_back(recording.steps[i].op->name());
+  }
+  return std::make_unique<cpu::CpuProgram>(std::move(kernels), std::move(names), threads);
 }
 
 }  // namespace iron::detail

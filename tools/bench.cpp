@@ -1,0 +1,113 @@
+// `iron bench -m MODEL [-p N] [-n N] [-t THREADS] [-r REPS] [-b BATCH] [--trace FILE]`: prefill and
+// decode speed as mean and spread over repetitions, in a table like llama-bench's, with the
+// weight bytes a decoded token reads, the machine's streaming-read bandwidth, the fraction of
+// that bound the decode reached, and peak memory.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "iron/cpu.hpp"
+#include "iron/models/runner.hpp"
+#include "iron/trace.hpp"
+
+namespace iron::tools {
+
+namespace {
+struct Spread {
+  double mean = 0, sd = 0;
+};
+Spread spread(const std::vector<double>& xs) {
+  Spread s;
+  for (double x : xs) s.mean += x;
+  s.mean /= double(xs.size());
+  for (double x : xs) s.sd += (x - s.mean) * (x - s.mean);
+  s.sd = xs.size() > 1 ? std::sqrt(s.sd / double(xs.size() - 1)) : 0;
+  return s;
+}
+double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  struct Options {
+    std::string model, trace;
+    int64_t prompt = 512, tokens = 128, chunk = 512;
+    int threads = 0, reps = 5;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("bench",
+                                     "Measure prefill and decode tokens/s of a Llama-family GGUF model (mean and "
+                                     "spread over repetitions), the decode's fraction of the memory-bandwidth bound, "
+                                     "and peak memory");
+  cmd->add_option("-m,--model", o->model, "The model: a GGUF file")->required();
+  cmd->add_option("-p,--n-prompt", o->prompt, "Prompt tokens to prefill (0: skip)")->capture_default_str();
+  cmd->add_option("-n,--n-gen", o->tokens, "Tokens to decode (0: skip)")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads to use (0: every core)")->capture_default_str();
+  cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->capture_default_str();
+  cmd->add_option("-b,--batch-size", o->chunk, "Prompt rows a prefill call takes")->capture_default_str();
+  cmd->add_option("--trace", o->trace,
+                  "Write a timeline of one prefill and a few decode steps (one span per command and thread) "
+                  "to this file, in the Chrome trace format (open it in Perfetto)");
+  cmd->callback([o] {
+    if (o->reps < 1) throw CLI::ValidationError("-r", "must be at least 1");
+    if (o->prompt < 0 || o->tokens < 0) throw CLI::ValidationError("-p/-n", "must be at least 0");
+    models::RunnerOptions options;
+    options.threads = o->threads;
+    options.model.chunk = std::max<int64_t>(1, std::min(o->chunk, std::max<int64_t>(o->prompt, 1)));
+    options.model.context = o->prompt + o->tokens + 2;
+    auto runner = models::LlamaRunner::open(o->model, options);
+    const auto& c = runner->config();
+    int threads = o->threads > 0 ? o->threads : int(std::thread::hardware_concurrency());
+    std::printf("model: %s (%s)\n", std::filesystem::path(o->model).filename().c_str(), c.describe().c_str());
+    std::printf("cpu: %s; threads %d; load %.3f s\n\n", cpu_device::features().c_str(), threads,
+                runner->load_seconds());
+
+    std::vector<int32_t> prompt(size_t(std::max<int64_t>(o->prompt, 1)));
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + (i * 7919) % size_t(c.vocab - 1));
+    auto nothing = [](int32_t) {};
+    std::vector<double> pp, tg;
+    runner->generate(prompt, 2, nothing, false);  // warm up: pages the weights in
+    for (int r = 0; r < o->reps; ++r) {
+      if (o->prompt > 0) {
+        auto s = runner->generate(prompt, 0, nothing, false);
+        pp.push_back(double(s.prompt_tokens) / s.prompt_seconds);
+      }
+      if (o->tokens > 0) {
+        auto s = runner->generate({prompt[0]}, o->tokens + 1, nothing, false);
+        tg.push_back(double(s.generated_tokens - 1) / s.generate_seconds);
+      }
+    }
+    std::printf("| %-8s | %7s | %16s |\n", "test", "threads", "t/s");
+    std::printf("| %-8s | %7s | %16s |\n", "--------", "-------", "----------------");
+    if (!pp.empty()) {
+      Spread s = spread(pp);
+      std::printf("| pp%-6lld | %7d | %8.1f ± %5.1f |\n", (long long)o->prompt, threads, s.mean, s.sd);
+    }
+    Spread d;
+    if (!tg.empty()) {
+      d = spread(tg);
+      std::printf("| tg%-6lld | %7d | %8.1f ± %5.1f |\n", (long long)o->tokens, threads, d.mean, d.sd);
+    }
+    // Peak memory before the bandwidth test, whose buffer is not the model's.
+    double peak = double(cpu_device::peak_resident_bytes());
+    double bytes = double(runner->weight_bytes_per_token());
+    double bandwidth = cpu_device::measure_read_bandwidth(threads);
+    double bound = bandwidth * 1e9 / bytes;
+    std::printf("\nweights read per decoded token: %.1f MiB; streaming read: %.1f GB/s; bound: %.1f t/s", mib(bytes),
+                bandwidth, bound);
+    if (!tg.empty()) std::printf("; decode reached %.0f%% of it", 100.0 * d.mean / bound);
+    std::printf("\npeak memory: %.1f MiB (mapped file %.1f MiB + states %.1f MiB + arena %.1f MiB)\n",
+                mib(peak), mib(double(std::filesystem::file_size(o->model))),
+                mib(double(runner->state_bytes())), mib(double(runner->scratch_bytes())));
+    if (!o->trace.empty()) {
+      trace::start();
+      runner->generate(prompt, 4, nothing, false);
+      size_t spans = trace::stop_and_write(o->trace);
+      std::printf("trace: %zu spans of one prefill and 3 decode steps written to %s\n", spans, o->trace.c_str());
+    }
+  });
+}
+
+}  // namespace iron::tools
