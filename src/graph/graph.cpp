@@ -213,6 +213,24 @@ std::shared_ptr<Recording> Graph::record(const Shapes& shapes) {
       rec.carry.push_back({*it, next});
     }
   }
+  if (!rec.carry.empty()) {
+    // The run's last command writes the next run's carried values.
+    Step emit;
+    std::string sources;
+    for (const CarryItem& c : rec.carry) {
+      if (const Handle* h = std::get_if<Handle>(&c.next)) {
+        sources += 'h';
+        emit.in.push_back(*h);
+      } else {
+        sources += 'v';
+        emit.scalars.push_back(std::get<Affine>(c.next));
+      }
+    }
+    emit.op = recorder.make("Emit", {{"sources", sources}});
+    rec.emitted = recorder.scratch("emitted", {int64_t(rec.carry.size())}, i32);
+    emit.out = {rec.emitted};
+    recorder.add_step(std::move(emit));
+  }
   return std::make_shared<Recording>(std::move(rec));
 }
 

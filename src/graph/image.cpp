@@ -72,8 +72,7 @@ void Image::plan() {
   for (const Handle& h : recording_.inputs)
     if (h.defined()) touch(h, -1);
   for (const Handle& h : recording_.outputs) touch(h, end);
-  for (const CarryItem& c : recording_.carry)
-    if (const Handle* h = std::get_if<Handle>(&c.next)) touch(*h, end);
+  if (recording_.emitted.defined()) touch(recording_.emitted, end);
   for (const HostStep& hs : recording_.host) {
     for (const Handle& h : hs.reads) touch(h, int(hs.after_step));
     for (const Handle& h : hs.writes) touch(h, int(hs.after_step));
@@ -114,11 +113,7 @@ void Image::plan() {
   // Words and the bounds to check each call.
   for (const Constraint& c : recording_.constraints)
     constraints_.push_back({table_.ref(c.value), c.lo, c.hi, &c});
-  for (const CarryItem& c : recording_.carry) {
-    carry_slots_.push_back(c.target.slot);
-    if (const Affine* a = std::get_if<Affine>(&c.next)) carry_words_.push_back(table_.ref(*a));
-    else carry_words_.push_back({});
-  }
+  for (const CarryItem& c : recording_.carry) carry_slots_.push_back(c.target.slot);
   link();
 }
 
@@ -159,11 +154,7 @@ void Image::link() {
   }
   outputs_.clear();
   for (const Handle& h : recording_.outputs) outputs_.push_back(operand(h));
-  carry_handles_.clear();
-  for (const CarryItem& c : recording_.carry) {
-    if (const Handle* h = std::get_if<Handle>(&c.next)) carry_handles_.push_back(operand(*h));
-    else carry_handles_.push_back({});
-  }
+  emitted_ = recording_.emitted.defined() ? operand(recording_.emitted) : cpu::Operand{};
   words_.assign(size_t(table_.size()), 0);
   have_carried_.assign(size_t(table_.values()), false);
   program_ = lower_cpu(recording_, std::move(args), options_.threads);
@@ -293,26 +284,8 @@ void Image::run_host(const HostStep& step) {
 }
 
 void Image::emit(int64_t* next) const {
-  for (size_t i = 0; i < carry_slots_.size(); ++i) {
-    const cpu::Operand& h = carry_handles_[i];
-    if (!h.base) {
-      next[i] = carry_words_[i].get(words_.data());
-      continue;
-    }
-    const char* p = h.address(words_.data());
-    int32_t v32;
-    switch (h.dtype) {
-      case DType::i32:
-        std::memcpy(&v32, p, 4);
-        next[i] = v32;
-        break;
-      default: {
-        float f;
-        to_f32(h.dtype, p, &f, 1);
-        next[i] = int64_t(f);
-      }
-    }
-  }
+  const int32_t* emitted = emitted_.data<int32_t>(words_.data());
+  for (size_t i = 0; i < carry_slots_.size(); ++i) next[i] = emitted[i];
 }
 
 void Image::fill_result(CompiledGraph::Result& result) {
@@ -340,6 +313,9 @@ void Image::fill_result(CompiledGraph::Result& result) {
   if (n > 64) value_error("more than 64 carried values");
   emit(next);
   for (size_t i = 0; i < n; ++i) {
+    if (next[i] < 0 || next[i] >= kValueLimit)
+      value_error(recording_.graph + ": carried value '" + recording_.carry[i].target.name + "' became " +
+                  std::to_string(next[i]) + ", outside 30 bits [0, 2^30)");
     result.carried[i].second = next[i];
     int slot = carry_slots_[i];
     words_[size_t(slot)] = next[i];

@@ -56,7 +56,7 @@ class Image {
   void seed(std::span<const ValueArg> values);
   void stage_inputs(std::span<const Tensor> tensors);
   void run();
-  /// Computes the carried values' next values into `next` (one per carry item).
+  /// The carried values' next values the Emit step wrote (one per carry item).
   void emit(int64_t* next) const;
   void fill_result(CompiledGraph::Result& result);
 
@@ -95,8 +95,7 @@ class Image {
     const Constraint* source;
   };
   std::vector<CheckedConstraint> constraints_;
-  std::vector<cpu::WordRef> carry_words_;  // for Affine carry items
-  std::vector<cpu::Operand> carry_handles_;  // for Handle carry items (index by item)
+  cpu::Operand emitted_;  // what the Emit step wrote: the carried values' next values
   std::vector<int> carry_slots_;
   std::vector<cpu::Operand> outputs_;
 };

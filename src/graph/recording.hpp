@@ -83,6 +83,9 @@ struct Recording {
   std::vector<PerCall> values;  // every per-call value the graph declares
   std::vector<Constraint> constraints;
   std::vector<CarryItem> carry;
+  /// The Emit step's output: each carried value's next value, in carry order (undefined
+  /// without carried values).
+  Handle emitted;
 };
 
 /// The recording in progress on this thread, if any.

@@ -14,6 +14,7 @@ CatalogEntry rope_entry();
 CatalogEntry softmax_entry();
 CatalogEntry sample_entry();
 CatalogEntry scalar_entry();
+CatalogEntry emit_entry();
 CatalogEntry attention_entry();
 }  // namespace ops
 
@@ -34,6 +35,7 @@ const std::map<std::string, CatalogEntry, std::less<>>& catalog() {
     add(ops::softmax_entry());
     add(ops::sample_entry());
     add(ops::scalar_entry());
+    add(ops::emit_entry());
     add(ops::attention_entry());
     return c;
   }();
