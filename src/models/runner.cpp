@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "graph/arena.hpp"
 #include "iron/error.hpp"
 #include "iron/io/gguf.hpp"
+#include "iron/io/safetensors.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace iron::models {
 
@@ -15,14 +19,27 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 }  // namespace
 
 std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const RunnerOptions& options) {
+  namespace fs = std::filesystem;
   auto start = Clock::now();
   std::unique_ptr<LlamaRunner> r(new LlamaRunner());
   r->options_ = options;
-  io::GgufFile gguf = io::GgufFile::open(path);
-  LlamaConfig config = llama_config_from_gguf(gguf);
-  r->tokenizer_ = std::make_unique<text::Tokenizer>(text::tokenizer_from_gguf(gguf));
+  LlamaConfig config;
+  std::string weights = path;
+  if (fs::is_directory(path) || fs::path(path).extension() == ".safetensors") {
+    // A Hugging Face model: config.json (and tokenizer.json) beside model.safetensors.
+    fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
+    weights = fs::is_directory(path) ? (dir / "model.safetensors").string() : path;
+    if (!fs::exists(dir / "config.json")) value_error(path + ": a safetensors model needs config.json beside it");
+    config = llama_config_from_hf(io::read_json_file((dir / "config.json").string()));
+    if (fs::exists(dir / "tokenizer.json"))
+      r->tokenizer_ = std::make_unique<text::Tokenizer>(text::from_hf_tokenizer_json((dir / "tokenizer.json").string()));
+  } else {
+    io::GgufFile gguf = io::GgufFile::open(path);
+    config = llama_config_from_gguf(gguf);
+    r->tokenizer_ = std::make_unique<text::Tokenizer>(text::tokenizer_from_gguf(gguf));
+  }
   r->options_.model.context = std::min(r->options_.model.context, config.context);
-  r->weights_ = llama_state_dict(open_checkpoint(path));
+  r->weights_ = llama_state_dict(open_checkpoint(weights));
   r->model_ = std::make_unique<LlamaModel>(config, r->options_.model);
   r->model_->load_state_dict(r->weights_);
   CompileOptions compile{.threads = options.threads};
@@ -33,7 +50,13 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
   return r;
 }
 
+const text::Tokenizer& LlamaRunner::tokenizer() const {
+  if (!tokenizer_) value_error("this model came without a tokenizer (no tokenizer.json): give token ids");
+  return *tokenizer_;
+}
+
 std::vector<int32_t> LlamaRunner::prompt_ids(const std::string& prompt, bool chat) const {
+  tokenizer();  // a clear error when the model came without one
   if (chat) {
     std::string text = tokenizer_->apply_chat_template({{"user", prompt}}, true, text::ChatTemplateFallback::chatml);
     return tokenizer_->encode(text, false);
@@ -90,7 +113,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   }
   on_token(first);
   stats.generated_tokens = 1;
-  if (stop_at_end && tokenizer_->is_end(first)) {
+  if (stop_at_end && tokenizer_ && tokenizer_->is_end(first)) {
     stats.stop = "end of sequence";
     return stats;
   }
@@ -105,7 +128,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
     int32_t id = ids[total + k + 1];
     on_token(id);
     ++stats.generated_tokens;
-    if (stop_at_end && tokenizer_->is_end(id)) {
+    if (stop_at_end && tokenizer_ && tokenizer_->is_end(id)) {
       stats.stop = "end of sequence";
       break;
     }

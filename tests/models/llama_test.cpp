@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/io_test_util.hpp"
+#include "iron/io/gguf.hpp"
 #include "iron/models/runner.hpp"
 
 using namespace iron;
@@ -164,6 +165,72 @@ TEST(SmolLM2, LogitsMatchAnIndependentNumpyReference) {
   }
   std::printf("SmolLM2 vs numpy reference: %d positions, KL mean %.3g, max %.3g nats\n", positions,
               total / positions, worst);
+}
+
+}  // namespace
+
+namespace {
+
+// stories260K rewritten as a Hugging Face checkpoint (safetensors, HF names, config.json), its
+// query and key rows put back in the order Hugging Face keeps them (pairs (i, i + d/2) rather
+// than (2i, 2i + 1)): with RoPE over halves it must generate exactly the same tokens.
+TEST(Stories260K, AsAHuggingFaceCheckpointGeneratesTheSameTokens) {
+  io::GgufFile gguf = io::GgufFile::open(stories_path());
+  LlamaConfig c = llama_config_from_gguf(gguf);
+  auto hf_name = [](const std::string& name) -> std::string {
+    if (name == "token_embd.weight") return "model.embed_tokens.weight";
+    if (name == "output_norm.weight") return "model.norm.weight";
+    if (name == "output.weight") return "lm_head.weight";
+    static const std::vector<std::pair<std::string, std::string>> parts = {
+        {"attn_q.weight", "self_attn.q_proj.weight"},      {"attn_k.weight", "self_attn.k_proj.weight"},
+        {"attn_v.weight", "self_attn.v_proj.weight"},      {"attn_output.weight", "self_attn.o_proj.weight"},
+        {"attn_norm.weight", "input_layernorm.weight"},    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+        {"ffn_up.weight", "mlp.up_proj.weight"},           {"ffn_down.weight", "mlp.down_proj.weight"},
+        {"ffn_norm.weight", "post_attention_layernorm.weight"}};
+    size_t dot = name.find('.', 4);
+    std::string layer = name.substr(4, dot - 4), rest = name.substr(dot + 1);
+    for (const auto& [g, h] : parts)
+      if (rest == g) return "model.layers." + layer + "." + h;
+    return name;
+  };
+  nlohmann::json header = nlohmann::json::object();
+  std::vector<uint8_t> data;
+  for (const auto& info : gguf.tensors()) {
+    Tensor t = gguf.tensor(info.name);
+    std::vector<float> v = t.to_floats();
+    bool q = info.name.find("attn_q") != std::string::npos, k = info.name.find("attn_k") != std::string::npos;
+    if (q || k) {  // per head, HF row j * d/2 + i is GGUF row 2i + j
+      const int64_t d = c.head_dim, cols = t.dim(1), heads = t.dim(0) / d;
+      std::vector<float> hf(v.size());
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < d / 2; ++i)
+          for (int64_t j = 0; j < 2; ++j)
+            std::copy_n(&v[size_t((h * d + 2 * i + j) * cols)], cols, &hf[size_t((h * d + j * d / 2 + i) * cols)]);
+      v = hf;
+    }
+    size_t begin = data.size();
+    data.resize(begin + v.size() * 4);
+    std::memcpy(data.data() + begin, v.data(), v.size() * 4);
+    header[hf_name(info.name)] = {{"dtype", "F32"}, {"shape", t.shape()}, {"data_offsets", {begin, data.size()}}};
+  }
+  auto dir = std::filesystem::temp_directory_path() / ("iron_hf_stories_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto bytes = iron::io::testing::safetensors_bytes(header.dump(), data);
+  std::ofstream((dir / "model.safetensors").string(), std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  nlohmann::json config = {{"model_type", "llama"},       {"num_hidden_layers", c.layers},
+                           {"hidden_size", c.dim},         {"num_attention_heads", c.heads},
+                           {"num_key_value_heads", c.kv_heads}, {"intermediate_size", c.ffn},
+                           {"vocab_size", c.vocab},        {"max_position_embeddings", 512},
+                           {"rms_norm_eps", c.rms_eps},    {"rope_theta", c.rope_base},
+                           {"tie_word_embeddings", false}};
+  std::ofstream((dir / "config.json").string()) << config.dump();
+  RunnerOptions o;
+  o.model.context = 128;
+  auto runner = LlamaRunner::open(dir.string(), o);
+  EXPECT_EQ(runner->config().rope_mode, "halves");
+  EXPECT_FALSE(runner->has_tokenizer());
+  EXPECT_EQ(generate(*runner, {1}, 60), kStoriesGreedy);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

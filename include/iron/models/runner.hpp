@@ -32,11 +32,15 @@ struct GenerateStats {
 
 class LlamaRunner {
  public:
-  /// Opens a GGUF file (weights, tokenizer and config inside).
+  /// Opens a GGUF file (weights, tokenizer and config inside), or a Hugging Face model: a
+  /// directory (or its model.safetensors) with config.json and, optionally, tokenizer.json.
   static std::unique_ptr<LlamaRunner> open(const std::string& path, const RunnerOptions& options = {});
 
   const LlamaConfig& config() const { return model_->config(); }
-  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
+  /// The tokenizer; a value error when the model came without one (a safetensors model with no
+  /// tokenizer.json still generates from token ids).
+  const text::Tokenizer& tokenizer() const;
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
   double load_seconds() const { return load_seconds_; }
 
   /// The prompt's token ids: as a chat turn (the model's template) or plain text; an empty
