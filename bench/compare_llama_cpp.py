@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Side-by-side speed of IRON and llama.cpp on the same GGUF file, threads and workload.
+
+Runs `iron bench` and llama.cpp (through PyPI's llama-cpp-python, which builds the same ggml)
+alternately, REPS times each, and prints each figure of both with its spread and their ratio.
+llama.cpp's times come from its own C-side counters (llama_perf_context), so Python's overhead
+is not counted against it.
+
+    python3 -m pip install llama-cpp-python      # builds llama.cpp from source (minutes)
+    python3 bench/compare_llama_cpp.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf -t 2 -p 512 -n 128 -r 5
+
+Not part of the tests: it measures, it does not pass or fail.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+
+def iron_run(iron, model, threads, prompt, gen, batch):
+    out = subprocess.run(
+        [iron, "bench", "-m", model, "-t", str(threads), "-p", str(prompt), "-n", str(gen), "-r", "1", "-b", str(batch)],
+        check=True, capture_output=True, text=True).stdout
+    figures = {}
+    for test, value in re.findall(r"\|\s*(pp\d+|tg\d+)\s*\|\s*\d+\s*\|\s*([\d.]+)", out):
+        figures[test[:2]] = float(value)
+    peak = re.search(r"peak memory: ([\d.]+) MiB", out)
+    return figures, float(peak.group(1)) if peak else None, out
+
+
+def llama_cpp_run(llm, llama_cpp, prompt_ids, gen):
+    """Prefill `prompt_ids` in one batch, then `gen` single-token decode steps (greedy)."""
+    ctx = llm.ctx
+    figures = {}
+    if prompt_ids:
+        llm.reset()
+        llama_cpp.llama_kv_self_clear(ctx) if hasattr(llama_cpp, "llama_kv_self_clear") else None
+        llama_cpp.llama_perf_context_reset(ctx)
+        llm.eval(prompt_ids)
+        perf = llama_cpp.llama_perf_context(ctx)
+        figures["pp"] = perf.n_p_eval / (perf.t_p_eval_ms / 1000.0)
+    if gen:
+        llm.reset()
+        llama_cpp.llama_perf_context_reset(ctx)
+        token = prompt_ids[0] if prompt_ids else 1
+        for _ in range(gen):
+            llm.eval([token])
+            token = int(llm.scores[llm.n_tokens - 1].argmax())
+        perf = llama_cpp.llama_perf_context(ctx)
+        evals = perf.n_eval + perf.n_p_eval
+        ms = perf.t_eval_ms + perf.t_p_eval_ms
+        figures["tg"] = evals / (ms / 1000.0)
+    return figures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-m", "--model", required=True, help="the GGUF file both run")
+    parser.add_argument("-t", "--threads", type=int, default=os.cpu_count(), help="threads for both")
+    parser.add_argument("-p", "--n-prompt", type=int, default=512, help="prompt tokens to prefill")
+    parser.add_argument("-n", "--n-gen", type=int, default=128, help="tokens to decode")
+    parser.add_argument("-r", "--repetitions", type=int, default=5, help="alternating runs of each")
+    parser.add_argument("-b", "--batch-size", type=int, default=512, help="prompt rows per call, for both")
+    parser.add_argument("--iron", default=os.path.join(os.path.dirname(__file__), "..", "build", "iron"),
+                        help="the iron binary (default: build/iron)")
+    args = parser.parse_args()
+    try:
+        import llama_cpp
+    except ImportError:
+        sys.exit("llama-cpp-python is not installed: python3 -m pip install llama-cpp-python")
+
+    llm = llama_cpp.Llama(model_path=args.model, n_threads=args.threads, n_threads_batch=args.threads,
+                          n_ctx=args.n_prompt + args.n_gen + 8, n_batch=max(args.batch_size, 1),
+                          n_ubatch=max(args.batch_size, 1), logits_all=True, verbose=False)
+    vocab = llm.n_vocab()
+    prompt_ids = [1 + (i * 7919) % (vocab - 1) for i in range(args.n_prompt)]
+    llama_cpp_run(llm, llama_cpp, prompt_ids[:8], 4)  # warm up
+    iron_run(args.iron, args.model, args.threads, 8, 4, args.batch_size)
+
+    results = {"iron": {"pp": [], "tg": []}, "llama.cpp": {"pp": [], "tg": []}}
+    peaks = []
+    for rep in range(args.repetitions):
+        figures, peak, _ = iron_run(args.iron, args.model, args.threads, args.n_prompt, args.n_gen, args.batch_size)
+        peaks.append(peak)
+        for k, v in figures.items():
+            results["iron"][k].append(v)
+        for k, v in llama_cpp_run(llm, llama_cpp, prompt_ids, args.n_gen).items():
+            results["llama.cpp"][k].append(v)
+        print(f"run {rep + 1}/{args.repetitions}: iron {figures}", file=sys.stderr)
+
+    def fmt(xs):
+        if not xs:
+            return "-"
+        sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+        return f"{statistics.mean(xs):9.1f} ± {sd:6.1f}"
+
+    name = os.path.basename(args.model)
+    print(f"\nmodel {name}, {args.threads} threads, {args.repetitions} alternating runs each, tokens/s:")
+    print(f"| {'test':8} | {'iron':18} | {'llama.cpp':18} | {'ratio':6} |")
+    print(f"| {'-'*8} | {'-'*18} | {'-'*18} | {'-'*6} |")
+    for test, label in (("pp", f"pp{args.n_prompt}"), ("tg", f"tg{args.n_gen}")):
+        a, b = results["iron"][test], results["llama.cpp"][test]
+        ratio = statistics.mean(a) / statistics.mean(b) if a and b else float("nan")
+        print(f"| {label:8} | {fmt(a):18} | {fmt(b):18} | {ratio:6.2f} |")
+    if peaks and peaks[0]:
+        print(f"iron peak memory: {max(peaks):.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
