@@ -12,5 +12,7 @@ void add_info_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 /// `iron bench -m MODEL ...`: prefill and decode speed, bandwidth bound, peak memory.
 void add_bench_command(CLI::App& app);
+/// `iron tune -m MODEL`: writes profiles/cpu.json with the fastest tunables for the model.
+void add_tune_command(CLI::App& app);
 
 }  // namespace iron::tools

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   iron::tools::add_info_command(app);
   iron::tools::add_generate_command(app);
   iron::tools::add_bench_command(app);
+  iron::tools::add_tune_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

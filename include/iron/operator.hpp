@@ -49,6 +49,8 @@ class Fields {
 struct FieldDecl {
   std::string name;
   std::optional<FieldValue> default_value;  // none: the caller must give it
+  /// For a tunable: the values `iron tune` tries (none: it is not tuned).
+  std::vector<FieldValue> candidates = {};
 };
 
 /// What an operator class declares: its name in the catalog, its base (a subclass matches its

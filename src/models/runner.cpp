@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "graph/arena.hpp"
+#include "graph/recording.hpp"
 #include "iron/error.hpp"
 #include "iron/io/gguf.hpp"
 #include "iron/io/safetensors.hpp"
@@ -41,6 +42,7 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
   r->options_.model.context = std::min(r->options_.model.context, config.context);
   r->weights_ = llama_state_dict(open_checkpoint(weights));
   r->model_ = std::make_unique<LlamaModel>(config, r->options_.model);
+  r->model_->set_profile(r->options_.profile);
   r->model_->load_state_dict(r->weights_);
   CompileOptions compile{.threads = options.threads};
   const int64_t chunk = r->options_.model.chunk;
@@ -135,6 +137,23 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   }
   stats.generate_seconds = seconds_since(t1);
   return stats;
+}
+
+std::vector<std::pair<const Declaration*, Fields>> LlamaRunner::tunable_steps() {
+  std::vector<std::pair<const Declaration*, Fields>> out;
+  CompileOptions compile{.threads = options_.threads};
+  for (CompiledGraph* v : {&model_->compile({{"tokens", InputSpec({options_.model.chunk}, i32)}}, compile),
+                           &model_->compile({}, compile)})
+    for (const Step& step : v->recording().steps) {
+      const Declaration& d = step.op->declaration();
+      bool tuned = false;
+      for (const FieldDecl& t : d.tunables) tuned |= !t.candidates.empty();
+      if (!tuned) continue;
+      bool seen = false;
+      for (const auto& [decl, params] : out) seen |= decl == &d && params == step.op->params();
+      if (!seen) out.emplace_back(&d, step.op->params());
+    }
+  return out;
 }
 
 int64_t LlamaRunner::weight_bytes_per_token() const {

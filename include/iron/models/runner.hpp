@@ -12,6 +12,7 @@
 #include "iron/carried_loop.hpp"
 #include "iron/io/checkpoint.hpp"
 #include "iron/models/llama.hpp"
+#include "iron/profile.hpp"
 #include "iron/text/tokenizer.hpp"
 
 namespace iron::models {
@@ -20,6 +21,7 @@ struct RunnerOptions {
   LlamaOptions model;
   int threads = 0;  // 0: every core
   int depth = 2;    // decode steps in flight
+  Profile profile;  // tunables for the model's steps (profiles/cpu.json, from `iron tune`)
 };
 
 struct GenerateStats {
@@ -58,6 +60,10 @@ class LlamaRunner {
   int64_t state_bytes() const;
   /// Bytes of the arena's scratch region.
   int64_t scratch_bytes() const;
+
+  /// Each distinct step (operator and params) of the prefill and decode versions whose operator
+  /// declares tunables to try.
+  std::vector<std::pair<const Declaration*, Fields>> tunable_steps();
 
   /// The logits (rows, vocab) after each prompt token: a prefill of every row, for scoring.
   Tensor score(const std::vector<int32_t>& prompt);

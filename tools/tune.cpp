@@ -1,0 +1,85 @@
+// `iron tune -m MODEL [-t THREADS] [-o FILE]`: tries each tunable of each distinct step the model
+// runs (prefill chunk and decode step) on this device, keeps the fastest value, and writes the
+// profile (profiles/cpu.json by default) that `iron generate` and `iron bench` then load.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "iron/models/runner.hpp"
+
+namespace iron::tools {
+
+namespace {
+// Seconds for one prefill chunk and `steps` decode steps: what a user waits for.
+double measure(models::LlamaRunner& runner, int64_t chunk, int64_t steps, int reps) {
+  std::vector<int32_t> prompt(static_cast<size_t>(chunk));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + (i * 7919) % size_t(runner.config().vocab - 1));
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto s = runner.generate(prompt, steps + 1, [](int32_t) {}, false);
+    best = std::min(best, s.prompt_seconds + s.generate_seconds);
+  }
+  return best;
+}
+}  // namespace
+
+void add_tune_command(CLI::App& app) {
+  struct Options {
+    std::string model, output = "profiles/cpu.json";
+    int threads = 0, reps = 3;
+    int64_t chunk = 64, steps = 16;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "tune",
+      "Try each operator tunable on this device for the shapes a Llama-family model runs, keep the "
+      "fastest, and write the profile (one entry a line) that generate and bench load");
+  cmd->add_option("-m,--model", o->model, "The model: a GGUF file")->required();
+  cmd->add_option("-o,--output", o->output, "Where to write the profile")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads to use (0: every core)")->capture_default_str();
+  cmd->add_option("-b,--batch-size", o->chunk, "Prompt rows a prefill call takes")->capture_default_str();
+  cmd->add_option("-n,--n-gen", o->steps, "Decode steps timed per trial")->capture_default_str();
+  cmd->add_option("-r,--repetitions", o->reps, "Timed runs per trial (the best counts)")->capture_default_str();
+  cmd->callback([o] {
+    models::RunnerOptions options;
+    options.threads = o->threads;
+    options.model.chunk = o->chunk;
+    options.model.context = o->chunk + o->steps + 8;
+    auto base = models::LlamaRunner::open(o->model, options);
+    auto steps = base->tunable_steps();
+    double best_time = measure(*base, o->chunk, o->steps, o->reps);
+    std::printf("%zu distinct tunable steps; untuned: %.2f ms per trial\n", steps.size(), best_time * 1e3);
+    Profile profile;
+    for (const auto& [decl, params] : steps) {
+      for (const FieldDecl& t : decl->tunables) {
+        if (t.candidates.empty()) continue;
+        FieldValue best_value = *t.default_value;
+        for (const FieldValue& value : t.candidates) {
+          Profile trial = profile;
+          Fields fields = params;
+          fields.set(t.name, value);
+          trial.add(decl->name, fields);
+          options.profile = trial;
+          auto runner = models::LlamaRunner::open(o->model, options);
+          double seconds = measure(*runner, o->chunk, o->steps, o->reps);
+          std::printf("  %s %s %s=%s: %.2f ms\n", decl->name.c_str(), params.str().c_str(), t.name.c_str(),
+                      to_string(value).c_str(), seconds * 1e3);
+          if (seconds < best_time) best_time = seconds, best_value = value;
+        }
+        Fields chosen = params;
+        chosen.set(t.name, best_value);
+        profile.add(decl->name, chosen);
+      }
+    }
+    std::filesystem::path out(o->output);
+    if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+    profile.save(o->output);
+    std::printf("tuned: %.2f ms per trial; wrote %zu entries to %s\n", best_time * 1e3, profile.entries().size(),
+                o->output.c_str());
+  });
+}
+
+}  // namespace iron::tools
