@@ -34,6 +34,7 @@ void add_bench_command(CLI::App& app) {
   struct Options {
     std::string model, trace;
     int64_t prompt = 512, tokens = 128, chunk = 512;
+    std::string profile = "profiles";
     int threads = 0, reps = 5;
   };
   auto o = std::make_shared<Options>();
@@ -44,6 +45,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "The model: a GGUF file")->required();
   cmd->add_option("-p,--n-prompt", o->prompt, "Prompt tokens to prefill (0: skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->tokens, "Tokens to decode (0: skip)")->capture_default_str();
+  cmd->add_option("--profile", o->profile,
+                  "Tunables: a profile file, or a directory holding cpu.json (written by `iron tune`); "
+                  "absent: the defaults")
+      ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads to use (0: every core)")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->capture_default_str();
   cmd->add_option("-b,--batch-size", o->chunk, "Prompt rows a prefill call takes")->capture_default_str();
@@ -55,6 +60,7 @@ void add_bench_command(CLI::App& app) {
     if (o->prompt < 0 || o->tokens < 0) throw CLI::ValidationError("-p/-n", "must be at least 0");
     models::RunnerOptions options;
     options.threads = o->threads;
+    if (std::filesystem::exists(o->profile)) options.profile = Profile::load_for_device(o->profile, "cpu");
     options.model.chunk = std::max<int64_t>(1, std::min(o->chunk, std::max<int64_t>(o->prompt, 1)));
     options.model.context = o->prompt + o->tokens + 2;
     auto runner = models::LlamaRunner::open(o->model, options);

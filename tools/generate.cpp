@@ -1,6 +1,7 @@
 // `iron generate -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S] [-t THREADS]
 //  [-c CONTEXT] [--chat] [--ids]`: streams text as it is produced, then the timing lines.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@ void add_generate_command(CLI::App& app) {
     double temperature = 0.0, top_p = 0.95;
     int64_t top_k = 40;
     uint64_t seed = 0;
+    std::string profile = "profiles";
     int threads = 0;
     bool chat = false, ids = false;
   };
@@ -34,6 +36,10 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-s,--seed", o->seed, "Random seed for sampling (the same seed gives the same output)")
       ->capture_default_str();
+  cmd->add_option("--profile", o->profile,
+                  "Tunables: a profile file, or a directory holding cpu.json (written by `iron tune`); "
+                  "absent: the defaults")
+      ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads to use (0: every core)")->capture_default_str();
   cmd->add_option("-c,--ctx-size", o->context, "Context length: KV-cache rows (at most the model's)")
       ->capture_default_str();
@@ -46,6 +52,7 @@ void add_generate_command(CLI::App& app) {
     if (o->top_p <= 0 || o->top_p > 1) throw CLI::ValidationError("--top-p", "must be in (0, 1]");
     models::RunnerOptions options;
     options.threads = o->threads;
+    if (std::filesystem::exists(o->profile)) options.profile = Profile::load_for_device(o->profile, "cpu");
     options.model.context = o->context;
     options.model.chunk = o->chunk;
     options.model.sampling = {o->temperature, o->top_k, o->top_p, o->seed};
