@@ -10,8 +10,9 @@ namespace iron::ops::gemm {
 
 namespace {
 
-constexpr int kNR = 16;  // columns of a packed tile
-constexpr int kMR = 6;   // rows of a in one tile pass
+constexpr int kNR = 16;        // columns of a packed tile
+constexpr int kMR = 6;         // rows of a in one tile pass
+constexpr int64_t kAhead = 8;  // GEMV prefetches the rows this many rows ahead
 
 inline float half(const char* p) {
   uint16_t h;
@@ -101,6 +102,7 @@ void gemv_q8_0(const GemvArgs& g, const char* w, float* y) {
     const __m256 x2 = _mm256_loadu_ps(xb + 16), x3 = _mm256_loadu_ps(xb + 24);
     for (int r = 0; r < R; ++r) {
       const char* blk = w + r * g.row_bytes + b * 34;
+      _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
       __m256 t = _mm256_mul_ps(bytes8_i8(blk + 2), x0);
       t = _mm256_fmadd_ps(bytes8_i8(blk + 10), x1, t);
       t = _mm256_fmadd_ps(bytes8_i8(blk + 18), x2, t);
@@ -126,6 +128,7 @@ void gemv_q4(const GemvArgs& g, const char* w, float* y) {
     const float xs = g.xsum[b];
     for (int r = 0; r < R; ++r) {
       const char* blk = w + r * g.row_bytes + b * kBytes;
+      _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
       const float d = half(blk);
       const float m = Q1 ? half(blk + 2) : -8.0f * d;
       const __m256i q0 = bytes8_u8(blk + kQuants), q1 = bytes8_u8(blk + kQuants + 8);

@@ -6,6 +6,7 @@
 // GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsics as maybe
 // uninitialised (a known false positive); the placeholders are never read.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include "ops/gemm/kernels.hpp"
@@ -16,6 +17,9 @@ namespace {
 
 constexpr int kNR = 32;  // columns of a packed tile
 constexpr int kMR = 8;   // rows of a in one tile pass
+// GEMV prefetches the rows this many rows ahead (two groups of four): a single thread reading
+// memory-mapped weights is otherwise bound by the latency of its misses, not the bandwidth.
+constexpr int64_t kAhead = 8;
 
 inline float half(const char* p) {
   uint16_t h;
@@ -92,6 +96,7 @@ void gemv_q8_0(const GemvArgs& g, const char* w, float* y) {
     const __m512 x0 = _mm512_loadu_ps(g.x + b * 32), x1 = _mm512_loadu_ps(g.x + b * 32 + 16);
     for (int r = 0; r < R; ++r) {
       const char* blk = w + r * g.row_bytes + b * 34;
+      _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
       const __m512 lo = _mm512_cvtepi32_ps(
           _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2))));
       const __m512 hi = _mm512_cvtepi32_ps(
@@ -103,32 +108,42 @@ void gemv_q8_0(const GemvArgs& g, const char* w, float* y) {
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-// q4_0 (Q1 false: value (q - 8) d) and q4_1 (Q1 true: value q d + m).
+// q4_0 (Q1 false: value (q - 8) d) and q4_1 (Q1 true: value q d + m). Per block and row:
+// d * sum(q x) in 16 lanes, and the block's offset (m, or -8 d) times its sum of x in a 4-lane
+// accumulator, from one conversion of the block's f16 header [d, m].
 template <bool Q1, int R>
 void gemv_q4(const GemvArgs& g, const char* w, float* y) {
   constexpr int64_t kBytes = Q1 ? 20 : 18, kQuants = Q1 ? 4 : 2;
   __m512 acc[R];
-  float corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps(), corr[r] = 0;
+  __m128 corr[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps(), corr[r] = _mm_setzero_ps();
   const __m512i low = _mm512_set1_epi32(0x0f);
   const int64_t blocks = g.k / 32;
   for (int64_t b = 0; b < blocks; ++b) {
     const __m512 x0 = _mm512_loadu_ps(g.x + b * 32), x1 = _mm512_loadu_ps(g.x + b * 32 + 16);
-    const float xs = g.xsum[b];
+    // Lane 1 (q4_1: m) or lane 0 (q4_0: d, times -8) meets the block's sum of x.
+    const __m128 xs =
+        Q1 ? _mm_setr_ps(0, g.xsum[b], 0, 0) : _mm_setr_ps(-8.0f * g.xsum[b], 0, 0, 0);
     for (int r = 0; r < R; ++r) {
       const char* blk = w + r * g.row_bytes + b * kBytes;
-      const float d = half(blk);
-      const float m = Q1 ? half(blk + 2) : -8.0f * d;
+      _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
+      uint32_t header = 0;
+      __builtin_memcpy(&header, blk, Q1 ? 4 : 2);
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(header)));
       const __m512i q =
           _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQuants)));
       const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, low));
       const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
       const __m512 t = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
-      acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(d), acc[r]);
-      corr[r] += m * xs;
+      acc[r] = _mm512_fmadd_ps(t, _mm512_broadcastss_ps(dm), acc[r]);
+      corr[r] = _mm_fmadd_ps(dm, xs, corr[r]);
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + corr[r];
+  for (int r = 0; r < R; ++r) {
+    __m128 c = _mm_add_ps(corr[r], _mm_movehl_ps(corr[r], corr[r]));
+    c = _mm_add_ss(c, _mm_movehdup_ps(c));
+    y[r] = _mm512_reduce_add_ps(acc[r]) + _mm_cvtss_f32(c);
+  }
 }
 
 template <int R>
