@@ -81,10 +81,12 @@ struct Setup {
   std::vector<float> a, y;
   std::vector<std::unique_ptr<cpu::Kernel>> kernels;
 
-  Setup(const Shape2& s, int64_t rows, int copies, bool fast) {
+  Setup(const Shape2& s, int64_t rows, int copies, bool fast,
+        Precision precision = Precision::highest) {
     cpu::ThreadPool::shared(2);
     Fields p{{"K", s.k}, {"N", s.n}};
-    if (rows > 1) p.set("M", rows), p.set("b_col_maj", true);
+    if (rows > 1)
+      p.set("M", rows), p.set("b_col_maj", true), p.set("precision", std::string(name(precision)));
     op = catalog_entry(rows > 1 ? "GEMM" : "GEMV").make(p, {});
     a.assign(size_t(rows * s.k), 0.5f);
     y.assign(size_t(rows * s.n), 0.0f);
@@ -97,6 +99,7 @@ struct Setup {
                  operand(s.w, {s.n, s.k}, weights.back().data())};
       args.out = {operand(f32, ys, reinterpret_cast<char*>(y.data()))};
       args.features = &features(fast);
+      args.precision = precision;
       kernels.push_back(op->cpu_kernel(args));
     }
   }
@@ -127,13 +130,14 @@ BENCHMARK(BM_GEMV)
     ->UseRealTime()
     ->MinTime(0.3);
 
-// Args: shape (the four Q4_1 ones), rows, threads, fast.
+// Args: shape (the four Q4_1 ones), rows, threads, fast (0 portable, 1 dispatched at highest,
+// 2 dispatched at medium: bf16 inputs where the host has AVX512_BF16).
 void BM_GEMM(benchmark::State& state) {
   const Shape2& s = kShapes[state.range(0)];
   const int64_t rows = state.range(1);
   const int threads = int(state.range(2));
   const bool fast = state.range(3) != 0;
-  Setup setup(s, rows, 1, fast);
+  Setup setup(s, rows, 1, fast, state.range(3) == 2 ? Precision::medium : Precision::highest);
   for (auto _ : state) {
     Call c{setup.kernels[0].get()};
     cpu::ThreadPool::shared(2).run(threads, &job, &c);
@@ -145,7 +149,7 @@ void BM_GEMM(benchmark::State& state) {
   state.SetLabel(s.name);
 }
 BENCHMARK(BM_GEMM)
-    ->ArgsProduct({{0, 1, 2, 3}, {64, 512}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{0, 1, 2, 3}, {64, 512}, {1, 2}, {0, 1, 2}})
     ->ArgNames({"shape", "rows", "threads", "fast"})
     ->UseRealTime()
     ->MinTime(0.3);
@@ -194,7 +198,7 @@ class Summary : public benchmark::ConsoleReporter {
         gemv_[{int(a0), int(a3)}][int(a1 * 2 + a2)] = ns;
       else if (std::sscanf(name.c_str(), "BM_GEMM/shape:%ld/rows:%ld/threads:%ld/fast:%ld", &a0,
                            &a1, &a2, &a3) == 4)
-        gemm_[{int(a0), int(a1)}][int(a2 * 2 + a3)] = ns;
+        gemm_[{int(a0), int(a1)}][int(a2 * 3 + a3)] = ns;
       else if (std::sscanf(name.c_str(), "BM_StreamRead/threads:%ld", &a0) == 1)
         stream_[int(a0)] = double(size_t(256) << 20) / ns;
     }
@@ -233,7 +237,7 @@ class Summary : public benchmark::ConsoleReporter {
     for (const auto& [key, by] : gemm_) {
       const Shape2& s = kShapes[key.first];
       std::printf("%-17s %-5d", s.name, key.second);
-      for (int col : {2, 4, 3, 5}) {
+      for (int col : {3, 6, 4, 7, 5, 8}) {
         auto it = by.find(col);
         if (it == by.end()) {
           std::printf(" %22s", "-");

@@ -88,7 +88,8 @@ class Matmul : public Operator {
     auto plain_float = [](DType t) { return t == f32 || t == bf16 || t == f16; };
     if (isa && col_maj_ && gemm::fast_weight(a.in.at(1).dtype) && plain_float(a.in.at(0).dtype) &&
         plain_float(a.out.at(0).dtype) && (!info(a.in.at(1).dtype).quantised || k_ % 32 == 0))
-      return gemm::fast_kernel(a, c, *isa);
+      return gemm::fast_kernel(
+          a, c, *isa, a.precision == Precision::medium && f.avx512bf16 && isa->tile_bf16 && !gemv_);
     return gemm::portable_kernel(a, c);
   }
 

@@ -325,7 +325,94 @@ void tile(const TileArgs& t) {
   }
 }
 
-const Isa kIsa{"avx512", kNR, &gemv, &pack, &tile};
+// ---- bf16 tiles (Precision::medium) ---------------------------------------------------------
+
+inline __m512bh bh(__m512i v) { return (__m512bh)v; }
+
+void pack_bf16(const PackBf16Args& p) {
+  // Pairs (k even, k odd) of each column side by side: unpack, put the 128-bit lanes in column
+  // order, round both halves to bf16 at once.
+  const __m512i i0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i i1 =
+      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  const int64_t pairs = (p.k + 1) / 2;
+  for (int64_t q = 0; q < pairs; ++q) {
+    const float* r0 = p.packed + 2 * q * kNR;
+    const bool second = 2 * q + 1 < p.k;
+    for (int h = 0; h < kNR / 16; ++h) {
+      const __m512 a = _mm512_load_ps(r0 + 16 * h);
+      const __m512 b = second ? _mm512_load_ps(r0 + kNR + 16 * h) : _mm512_setzero_ps();
+      const __m512 lo = _mm512_unpacklo_ps(a, b), hi = _mm512_unpackhi_ps(a, b);
+      const __m512 e0 = _mm512_permutex2var_ps(lo, i0, hi), e1 = _mm512_permutex2var_ps(lo, i1, hi);
+      _mm512_store_si512(p.out + (q * kNR + 16 * h) * 2, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+    }
+  }
+}
+
+void rows_bf16(const RowsBf16Args& r) {
+  const int64_t width = (r.k + 1) / 2 * 2;
+  for (int64_t m = 0; m < r.m; ++m) {
+    const float* a = r.a + m * r.lda;
+    uint16_t* o = r.out + m * width;
+    int64_t i = 0;
+    for (; i + 32 <= r.k; i += 32)
+      _mm512_storeu_si512(
+          o + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(a + i)));
+    for (; i < width; i += 16) {
+      const int64_t in = r.k - i < 16 ? r.k - i : 16, out = width - i < 16 ? width - i : 16;
+      const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << in) - 1), a + i);
+      _mm256_mask_storeu_epi16(o + i, __mmask16((1u << out) - 1), (__m256i)_mm512_cvtneps_pbh(v));
+    }
+  }
+}
+
+template <int MR>
+void tile_bf16_rows(const TileBf16Args& t, const uint16_t* a, float* c) {
+  __m512 c0[MR], c1[MR];
+  for (int r = 0; r < MR; ++r) c0[r] = _mm512_setzero_ps(), c1[r] = _mm512_setzero_ps();
+  const uint16_t* p = t.packed;
+  for (int64_t q = 0; q < t.pairs; ++q, p += 2 * kNR) {
+    const __m512bh b0 = bh(_mm512_load_si512(p)), b1 = bh(_mm512_load_si512(p + 32));
+    for (int r = 0; r < MR; ++r) {
+      int32_t pair;
+      __builtin_memcpy(&pair, a + r * t.lda + 2 * q, 4);
+      const __m512bh av = bh(_mm512_set1_epi32(pair));
+      c0[r] = _mm512_dpbf16_ps(c0[r], av, b0);
+      c1[r] = _mm512_dpbf16_ps(c1[r], av, b1);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    _mm512_storeu_ps(c + r * t.ldc, c0[r]);
+    _mm512_storeu_ps(c + r * t.ldc + 16, c1[r]);
+  }
+}
+
+void tile_bf16(const TileBf16Args& t) {
+  int64_t m = 0;
+  for (; m + kMR <= t.m; m += kMR) tile_bf16_rows<kMR>(t, t.a + m * t.lda, t.c + m * t.ldc);
+  const uint16_t* a = t.a + m * t.lda;
+  float* c = t.c + m * t.ldc;
+  switch (t.m - m) {
+    case 1:
+      return tile_bf16_rows<1>(t, a, c);
+    case 2:
+      return tile_bf16_rows<2>(t, a, c);
+    case 3:
+      return tile_bf16_rows<3>(t, a, c);
+    case 4:
+      return tile_bf16_rows<4>(t, a, c);
+    case 5:
+      return tile_bf16_rows<5>(t, a, c);
+    case 6:
+      return tile_bf16_rows<6>(t, a, c);
+    case 7:
+      return tile_bf16_rows<7>(t, a, c);
+    default:
+      return;
+  }
+}
+
+const Isa kIsa{"avx512", kNR, &gemv, &pack, &tile, &pack_bf16, &rows_bf16, &tile_bf16};
 
 }  // namespace
 

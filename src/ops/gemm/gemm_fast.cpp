@@ -46,8 +46,8 @@ int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 class FastKernel final : public cpu::Kernel {
  public:
-  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa)
-      : a_(a.in.at(0)), b_(a.in.at(1)), y_(a.out.at(0)), c_(c), isa_(isa) {
+  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16)
+      : a_(a.in.at(0)), b_(a.in.at(1)), y_(a.out.at(0)), c_(c), isa_(isa), bf16_(bf16) {
     const DTypeInfo& wi = info(b_.dtype);
     row_bytes_ = c_.k / wi.block * wi.bytes;
     max_rows_ = a_.shape.size() < 2 ? 1 : a_.shape[0];
@@ -60,7 +60,9 @@ class FastKernel final : public cpu::Kernel {
     rowbuf_ = max_rows_ >= kPackRows ? padded(nr * k) : 0;
     packed_ = max_rows_ >= kPackRows ? padded(nr * k) : 0;
     cbuf_ = max_rows_ >= kPackRows ? padded(max_rows_ * nr) : 0;
-    per_thread_ = abuf_ + xsum_ + ybuf_ + rowbuf_ + packed_ + cbuf_;
+    // bf16: a's rows as bf16 pairs (the tile's bf16 pairs reuse rowbuf, free once packed).
+    a16_ = bf16_ && max_rows_ >= kPackRows ? padded(max_rows_ * (k + 2) / 2) : 0;
+    per_thread_ = abuf_ + xsum_ + ybuf_ + rowbuf_ + packed_ + cbuf_ + a16_;
     const int threads = cpu::ThreadPool::shared(1).size();
     work_.assign(size_t(padded(k) + per_thread_ * threads + 16), 0.0f);
     auto addr = reinterpret_cast<uintptr_t>(work_.data());
@@ -78,6 +80,7 @@ class FastKernel final : public cpu::Kernel {
     float* rowbuf = ybuf + ybuf_;
     float* packed = rowbuf + rowbuf_;
     float* cbuf = packed + packed_;
+    auto* a16 = reinterpret_cast<uint16_t*>(cbuf + cbuf_);
     const char* wbase = b_.address(w);
 
     if (rows < kPackRows) {
@@ -98,10 +101,18 @@ class FastKernel final : public cpu::Kernel {
     if (begin >= end) return;
     const float* a = a_.dtype == f32 ? a_.data<float>(w) : abuf;
     if (a_.dtype != f32) load_row(a_, w, 0, abuf, rows * k);
+    const int64_t pairs = (k + 1) / 2;
+    if (bf16_) isa_.rows_bf16({a, k, rows, k, a16});
     for (int64_t n0 = begin; n0 < end; n0 += nr) {
       const int64_t nt = std::min(nr, end - n0);
       isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zeros, packed});
-      isa_.tile({a, k, rows, packed, k, cbuf, nr});
+      if (bf16_) {
+        auto* b16 = reinterpret_cast<uint16_t*>(rowbuf);
+        isa_.pack_bf16({packed, k, b16});
+        isa_.tile_bf16({a16, 2 * pairs, rows, b16, pairs, cbuf, nr});
+      } else {
+        isa_.tile({a, k, rows, packed, k, cbuf, nr});
+      }
       for (int64_t m = 0; m < rows; ++m) {
         float* c = cbuf + m * nr;
         finish_all(c_.epilogue, c, nt);
@@ -120,8 +131,10 @@ class FastKernel final : public cpu::Kernel {
   cpu::Operand a_, b_, y_;
   MatmulConfig c_;
   const Isa& isa_;
+  bool bf16_;
   int64_t row_bytes_ = 0, max_rows_ = 1;
-  int64_t abuf_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0, cbuf_ = 0, per_thread_ = 0;
+  int64_t abuf_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0, cbuf_ = 0, a16_ = 0,
+          per_thread_ = 0;
   mutable std::vector<float> work_;
   float* base_ = nullptr;
 };
@@ -129,8 +142,8 @@ class FastKernel final : public cpu::Kernel {
 }  // namespace
 
 std::unique_ptr<cpu::Kernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                         const Isa& isa) {
-  return std::make_unique<FastKernel>(a, c, isa);
+                                         const Isa& isa, bool bf16) {
+  return std::make_unique<FastKernel>(a, c, isa, bf16);
 }
 
 }  // namespace iron::ops::gemm

@@ -82,12 +82,44 @@ struct TileArgs {
   int64_t ldc;
 };
 
+/// Precision::medium with AVX512_BF16: the f32 tile `packed` (k * nr) becomes bf16 pairs in
+/// `out`: pair p holds rows 2p and 2p + 1 (zero past k) of each column, nr * (k + 1) bf16 values.
+struct PackBf16Args {
+  const float* packed;
+  int64_t k;
+  uint16_t* out;
+};
+
+/// `m` rows of `a` (f32, lda) to bf16 rows of `k + 1` (rounded up to even, zero padded) values.
+struct RowsBf16Args {
+  const float* a;
+  int64_t lda;
+  int64_t m;
+  int64_t k;
+  uint16_t* out;
+};
+
+/// c[i, j] = sum_k a[i, k] * packed[k, j] for i < m, j < nr, with a and packed in bf16 pairs.
+struct TileBf16Args {
+  const uint16_t* a;
+  int64_t lda;  // bf16 values from one row of a to the next
+  int64_t m;
+  const uint16_t* packed;
+  int64_t pairs;
+  float* c;
+  int64_t ldc;
+};
+
 struct Isa {
   const char* name;
   int nr;  // columns of a packed tile
   void (*gemv)(const GemvArgs&);
   void (*pack)(const PackArgs&);
   void (*tile)(const TileArgs&);
+  // Optional (null where the instruction set has none): bf16 dot products for Precision::medium.
+  void (*pack_bf16)(const PackBf16Args&) = nullptr;
+  void (*rows_bf16)(const RowsBf16Args&) = nullptr;
+  void (*tile_bf16)(const TileBf16Args&) = nullptr;
 };
 
 const Isa& avx512_isa();
@@ -103,7 +135,8 @@ inline bool fast_weight(DType t) {
 const Isa* select_isa(const cpu::Features& f);
 
 std::unique_ptr<cpu::Kernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
+/// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16).
 std::unique_ptr<cpu::Kernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                         const Isa& isa);
+                                         const Isa& isa, bool bf16);
 
 }  // namespace iron::ops::gemm
