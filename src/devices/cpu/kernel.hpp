@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "iron/dtype.hpp"
@@ -27,9 +28,9 @@ struct Operand {
   char* base = nullptr;  // the buffer's first byte
   DType dtype = f32;
   Shape shape;
-  Shape strides;              // in elements, per axis
-  WordRef offset;             // in elements, from base
-  std::vector<WordRef> valid; // leading entries of each axis valid this call
+  Shape strides;               // in elements, per axis
+  WordRef offset;              // in elements, from base
+  std::vector<WordRef> valid;  // leading entries of each axis valid this call
   // Gathered rows (Copy from a gather view): per-call ids, or fixed ones.
   std::shared_ptr<Operand> ids;
   std::vector<int64_t> fixed_rows;
@@ -56,12 +57,17 @@ struct Operand {
   int64_t rows(const int64_t* words) const { return shape.empty() ? 1 : extent(0, words); }
 };
 
-/// What the processor offers, probed once.
+/// What the processor offers, probed once. The environment variable IRON_CPU, read then, can
+/// narrow it: IRON_CPU=portable offers nothing (every kernel takes its portable loops),
+/// IRON_CPU=avx2 offers no AVX-512.
 struct Features {
   bool avx2 = false, fma = false, f16c = false;
-  bool avx512f = false, avx512bw = false, avx512vl = false, avx512bf16 = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512bf16 = false,
+       avx512vnni = false;
   bool amx_bf16 = false;
   static const Features& host();
+  /// The features above less what `level` ("portable", "avx2" or anything else: all) leaves out.
+  Features limited_to(std::string_view level) const;
   std::string str() const;
 };
 

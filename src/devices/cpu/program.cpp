@@ -2,6 +2,7 @@
 // form one phase run by thread 0; threads meet at a barrier only between phases.
 #include <cpuid.h>
 
+#include <cstdlib>
 #include <sstream>
 
 #include "devices/cpu/thread_pool.hpp"
@@ -22,7 +23,9 @@ const Features& Features::host() {
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
       f.avx2 = b & (1u << 5);
       f.avx512f = b & (1u << 16);
+      f.avx512dq = b & (1u << 17);
       f.avx512bw = b & (1u << 30);
+      f.avx512vnni = c & (1u << 11);
       f.avx512vl = b & (1u << 31);
       f.amx_bf16 = d & (1u << 22);
     }
@@ -37,17 +40,32 @@ const Features& Features::host() {
     f.avx512f = f.avx512f && avx512_state;
     f.avx512bw = f.avx512bw && avx512_state;
     f.avx512vl = f.avx512vl && avx512_state;
+    f.avx512dq = f.avx512dq && avx512_state;
+    f.avx512vnni = f.avx512vnni && avx512_state;
     f.avx512bf16 = f.avx512bf16 && f.avx512f;
 #endif
-    return f;
+    const char* level = std::getenv("IRON_CPU");
+    return level ? f.limited_to(level) : f;
   }();
   return features;
 }
 
+Features Features::limited_to(std::string_view level) const {
+  Features f = *this;
+  if (level == "portable" || level == "avx2") {
+    f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512bf16 = f.avx512vnni = false;
+    f.amx_bf16 = false;
+  }
+  if (level == "portable") f.avx2 = f.fma = f.f16c = false;
+  return f;
+}
+
 std::string Features::str() const {
   std::ostringstream o;
-  o << (avx2 ? "avx2 " : "") << (fma ? "fma " : "") << (avx512f ? "avx512f " : "")
-    << (avx512bw ? "avx512bw " : "") << (avx512bf16 ? "avx512bf16 " : "") << (amx_bf16 ? "amx-bf16 " : "");
+  o << (avx2 ? "avx2 " : "") << (fma ? "fma " : "") << (f16c ? "f16c " : "")
+    << (avx512f ? "avx512f " : "") << (avx512bw ? "avx512bw " : "") << (avx512vl ? "avx512vl " : "")
+    << (avx512dq ? "avx512dq " : "") << (avx512bf16 ? "avx512bf16 " : "")
+    << (avx512vnni ? "avx512vnni " : "") << (amx_bf16 ? "amx-bf16 " : "");
   std::string s = o.str();
   return s.empty() ? "portable" : s.substr(0, s.size() - 1);
 }

@@ -1,0 +1,267 @@
+// Matmul kernels on SmolLM2-135M's shapes: GEMV (one row, decode) and GEMM (64 and 512 rows,
+// prefill), the portable loops beside the kernel the host dispatches to, 1 and 2 threads.
+// GEMV reads its weight cold (rotating over copies larger than the last-level cache, as a decode
+// step does) and hot (one copy, cache-resident); GB/s counts weight bytes read. A streaming read
+// of 256 MiB gives the machine's bandwidth, the bound a cold GEMV can reach.
+//   ./build/bench/bench_gemv [--benchmark_filter=GEMV]
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "devices/cpu/kernel.hpp"
+#include "devices/cpu/thread_pool.hpp"
+#include "iron/operator.hpp"
+
+using namespace iron;
+
+namespace {
+
+struct Shape2 {
+  const char* name;
+  int64_t k, n;
+  DType w;
+};
+// SmolLM2-135M: attention q/o, k/v, MLP gate/up, MLP down (Q4_1), the tied classifier (Q8_0).
+const Shape2 kShapes[] = {{"576->576 q4_1", 576, 576, DType::q4_1},
+                          {"576->192 q4_1", 576, 192, DType::q4_1},
+                          {"576->1536 q4_1", 576, 1536, DType::q4_1},
+                          {"1536->576 q4_1", 1536, 576, DType::q4_1},
+                          {"576->49152 q8_0", 576, 49152, DType::q8_0}};
+
+int64_t weight_bytes(const Shape2& s) { return s.n * s.k / info(s.w).block * info(s.w).bytes; }
+
+std::vector<char> random_weight(const Shape2& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<char> bytes(size_t(weight_bytes(s)));
+  for (auto& b : bytes) b = char(rng() & 0xff);
+  const int block = info(s.w).bytes;
+  for (size_t b = 0; b < bytes.size(); b += size_t(block)) {
+    uint16_t h = f32_to_f16(0.01f);
+    std::memcpy(bytes.data() + b, &h, 2);
+    if (s.w == DType::q4_1) std::memcpy(bytes.data() + b + 2, &h, 2);
+  }
+  return bytes;
+}
+
+cpu::Operand operand(DType t, iron::Shape shape, char* base) {
+  cpu::Operand o;
+  o.base = base;
+  o.dtype = t;
+  o.shape = shape;
+  o.strides.assign(shape.size(), 1);
+  if (shape.size() == 2) o.strides[0] = shape[1];
+  o.offset = {-1, 0};
+  for (int64_t d : shape) o.valid.push_back({-1, d});
+  return o;
+}
+
+struct Call {
+  const cpu::Kernel* kernel;
+};
+void job(void* context, int thread, int threads) {
+  static const int64_t words[1] = {0};
+  static_cast<Call*>(context)->kernel->run(words, thread, threads);
+}
+
+const cpu::Features& features(bool fast) {
+  static const cpu::Features portable = cpu::Features::host().limited_to("portable");
+  return fast ? cpu::Features::host() : portable;
+}
+
+// A matmul of `rows` rows on `copies` copies of a weight of shape `s`.
+struct Setup {
+  std::shared_ptr<Operator> op;
+  std::vector<std::vector<char>> weights;
+  std::vector<float> a, y;
+  std::vector<std::unique_ptr<cpu::Kernel>> kernels;
+
+  Setup(const Shape2& s, int64_t rows, int copies, bool fast,
+        Precision precision = Precision::highest) {
+    cpu::ThreadPool::shared(2);
+    Fields p{{"K", s.k}, {"N", s.n}};
+    if (rows > 1)
+      p.set("M", rows), p.set("b_col_maj", true), p.set("precision", std::string(name(precision)));
+    op = catalog_entry(rows > 1 ? "GEMM" : "GEMV").make(p, {});
+    a.assign(size_t(rows * s.k), 0.5f);
+    y.assign(size_t(rows * s.n), 0.0f);
+    for (int c = 0; c < copies; ++c) {
+      weights.push_back(random_weight(s, uint32_t(c + 1)));
+      cpu::KernelArgs args;
+      iron::Shape as = rows > 1 ? iron::Shape{rows, s.k} : iron::Shape{s.k};
+      iron::Shape ys = rows > 1 ? iron::Shape{rows, s.n} : iron::Shape{s.n};
+      args.in = {operand(f32, as, reinterpret_cast<char*>(a.data())),
+                 operand(s.w, {s.n, s.k}, weights.back().data())};
+      args.out = {operand(f32, ys, reinterpret_cast<char*>(y.data()))};
+      args.features = &features(fast);
+      args.precision = precision;
+      kernels.push_back(op->cpu_kernel(args));
+    }
+  }
+};
+
+// Args: shape, threads, fast (0 portable, 1 dispatched), cold (1: rotate over > 128 MiB).
+void BM_GEMV(benchmark::State& state) {
+  const Shape2& s = kShapes[state.range(0)];
+  const int threads = int(state.range(1));
+  const bool fast = state.range(2) != 0, cold = state.range(3) != 0;
+  const int copies =
+      cold ? int(std::max<int64_t>(2, (int64_t(128) << 20) / weight_bytes(s) + 1)) : 1;
+  Setup setup(s, 1, copies, fast);
+  size_t i = 0;
+  for (auto _ : state) {
+    Call c{setup.kernels[i].get()};
+    cpu::ThreadPool::shared(2).run(threads, &job, &c);
+    if (++i == setup.kernels.size()) i = 0;
+  }
+  benchmark::DoNotOptimize(setup.y.data());
+  state.counters["GB/s"] = benchmark::Counter(
+      double(weight_bytes(s)) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(s.name);
+}
+BENCHMARK(BM_GEMV)
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}, {1, 0}})
+    ->ArgNames({"shape", "threads", "fast", "cold"})
+    ->UseRealTime()
+    ->MinTime(0.3);
+
+// Args: shape (the four Q4_1 ones), rows, threads, fast (0 portable, 1 dispatched at highest,
+// 2 dispatched at medium: bf16 inputs where the host has AVX512_BF16).
+void BM_GEMM(benchmark::State& state) {
+  const Shape2& s = kShapes[state.range(0)];
+  const int64_t rows = state.range(1);
+  const int threads = int(state.range(2));
+  const bool fast = state.range(3) != 0;
+  Setup setup(s, rows, 1, fast, state.range(3) == 2 ? Precision::medium : Precision::highest);
+  for (auto _ : state) {
+    Call c{setup.kernels[0].get()};
+    cpu::ThreadPool::shared(2).run(threads, &job, &c);
+  }
+  benchmark::DoNotOptimize(setup.y.data());
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(rows * s.k * s.n) * double(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+  state.SetLabel(s.name);
+}
+BENCHMARK(BM_GEMM)
+    ->ArgsProduct({{0, 1, 2, 3}, {64, 512}, {1, 2}, {0, 1, 2}})
+    ->ArgNames({"shape", "rows", "threads", "fast"})
+    ->UseRealTime()
+    ->MinTime(0.3);
+
+// The machine's streaming read bandwidth: sum a 256 MiB buffer, split across threads.
+struct Stream {
+  const uint64_t* data;
+  size_t words;
+  uint64_t sums[8];
+};
+void stream_job(void* context, int thread, int threads) {
+  auto* s = static_cast<Stream*>(context);
+  auto [begin, end] = cpu::split(int64_t(s->words), thread, threads, 64);
+  uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t i = begin; i < end; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] ^= s->data[i + j];
+  uint64_t total = 0;
+  for (uint64_t v : acc) total ^= v;
+  s->sums[thread] = total;
+}
+void BM_StreamRead(benchmark::State& state) {
+  const size_t bytes = size_t(256) << 20;
+  std::vector<uint64_t> buffer(bytes / 8, 1);
+  Stream s{buffer.data(), buffer.size(), {}};
+  cpu::ThreadPool::shared(2);
+  for (auto _ : state) {
+    cpu::ThreadPool::shared(2).run(int(state.range(0)), &stream_job, &s);
+    benchmark::DoNotOptimize(s.sums);
+  }
+  state.counters["GB/s"] = benchmark::Counter(double(bytes) * double(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_StreamRead)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->MinTime(1.0);
+
+// Prints the GEMV and GEMM tables side by side after Google Benchmark's own.
+class Summary : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      const std::string name = r.benchmark_name();
+      long a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      const double ns = r.GetAdjustedRealTime();
+      if (std::sscanf(name.c_str(), "BM_GEMV/shape:%ld/threads:%ld/fast:%ld/cold:%ld", &a0, &a1,
+                      &a2, &a3) == 4)
+        gemv_[{int(a0), int(a3)}][int(a1 * 2 + a2)] = ns;
+      else if (std::sscanf(name.c_str(), "BM_GEMM/shape:%ld/rows:%ld/threads:%ld/fast:%ld", &a0,
+                           &a1, &a2, &a3) == 4)
+        gemm_[{int(a0), int(a1)}][int(a2 * 3 + a3)] = ns;
+      else if (std::sscanf(name.c_str(), "BM_StreamRead/threads:%ld", &a0) == 1)
+        stream_[int(a0)] = double(size_t(256) << 20) / ns;
+    }
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    for (const auto& [t, gbs] : stream_)
+      std::printf("\nstreaming read, %d thread(s): %.1f GB/s", t, gbs);
+    std::printf(
+        "\n\nGEMV (ns per call, GB/s of weight read; %% of the streaming read at that thread "
+        "count)\n");
+    std::printf("%-17s %-5s %20s %20s %28s %28s\n", "shape", "data", "portable 1t", "portable 2t",
+                "fast 1t", "fast 2t");
+    for (const auto& [key, by] : gemv_) {
+      const Shape2& s = kShapes[key.first];
+      std::printf("%-17s %-5s", s.name, key.second ? "cold" : "hot");
+      for (int col : {2, 4, 3, 5}) {
+        auto it = by.find(col);
+        if (it == by.end()) {
+          std::printf(" %20s", "-");
+          continue;
+        }
+        const double gbs = double(weight_bytes(s)) / it->second;
+        const int threads = col / 2;
+        if (col % 2 && stream_.count(threads))
+          std::printf(" %9.0f ns %5.1f GB/s %3.0f%%", it->second, gbs,
+                      100 * gbs / stream_[threads]);
+        else
+          std::printf(" %9.0f ns %5.1f GB/s", it->second, gbs);
+      }
+      std::printf("\n");
+    }
+    std::printf("\nGEMM (us per call, GFLOP/s)\n");
+    std::printf("%-17s %-5s %22s %22s %22s %22s\n", "shape", "rows", "portable 1t", "portable 2t",
+                "fast 1t", "fast 2t");
+    for (const auto& [key, by] : gemm_) {
+      const Shape2& s = kShapes[key.first];
+      std::printf("%-17s %-5d", s.name, key.second);
+      for (int col : {3, 6, 4, 7, 5, 8}) {
+        auto it = by.find(col);
+        if (it == by.end()) {
+          std::printf(" %22s", "-");
+          continue;
+        }
+        std::printf(" %9.0f us %6.1f GF/s", it->second / 1e3,
+                    2.0 * double(key.second * s.k * s.n) / it->second);
+      }
+      std::printf("\n");
+    }
+  }
+
+ private:
+  std::map<std::pair<int, int>, std::map<int, double>> gemv_, gemm_;
+  std::map<int, double> stream_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  std::printf("host: %s\n", cpu::Features::host().str().c_str());
+  Summary reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}

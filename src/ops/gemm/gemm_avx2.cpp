@@ -1,0 +1,314 @@
+// The matmul loops for AVX2 with FMA and F16C: 8 f32 lanes, 16 registers. The same algorithms
+// as gemm_avx512.cpp: GEMV four weight rows at a time, blocks summed then scaled; tiles of
+// 6 rows of a x 16 columns of packed W in 12 accumulators.
+// Only intrinsics and plain loops here: no library code built for AVX2 can leak out.
+#include <immintrin.h>
+
+#include "ops/gemm/kernels.hpp"
+
+namespace iron::ops::gemm {
+
+namespace {
+
+constexpr int kNR = 16;        // columns of a packed tile
+constexpr int kMR = 6;         // rows of a in one tile pass
+constexpr int64_t kAhead = 8;  // GEMV prefetches the rows this many rows ahead
+
+inline float half(const char* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+inline float bf16(const char* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <DType T>
+inline __m256 load8(const char* p) {
+  if constexpr (T == DType::f32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  } else if constexpr (T == DType::bf16) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  } else {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+}
+template <DType T>
+inline float load1(const char* p) {
+  if constexpr (T == DType::f32) {
+    float f;
+    __builtin_memcpy(&f, p, 4);
+    return f;
+  } else if constexpr (T == DType::bf16) {
+    return bf16(p);
+  } else {
+    return half(p);
+  }
+}
+template <DType T>
+constexpr int64_t elem_bytes() {
+  return T == DType::f32 ? 4 : 2;
+}
+
+inline __m256 bytes8_i8(const char* p) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m256i bytes8_u8(const char* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+// ---- GEMV ---------------------------------------------------------------------------------
+
+template <DType T, int R>
+void gemv_float(const GemvArgs& g, const char* w, float* y) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= g.k; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g.x + i);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm256_fmadd_ps(load8<T>(w + r * g.row_bytes + i * elem_bytes<T>()), x, acc[r]);
+  }
+  for (int r = 0; r < R; ++r) {
+    float tail = 0;
+    for (int64_t j = i; j < g.k; ++j)
+      tail += load1<T>(w + r * g.row_bytes + j * elem_bytes<T>()) * g.x[j];
+    y[r] = hsum(acc[r]) + tail;
+  }
+}
+
+template <int R>
+void gemv_q8_0(const GemvArgs& g, const char* w, float* y) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const int64_t blocks = g.k / 32;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = g.x + b * 32;
+    const __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
+    const __m256 x2 = _mm256_loadu_ps(xb + 16), x3 = _mm256_loadu_ps(xb + 24);
+    for (int r = 0; r < R; ++r) {
+      const char* blk = w + r * g.row_bytes + b * 34;
+      _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
+      __m256 t = _mm256_mul_ps(bytes8_i8(blk + 2), x0);
+      t = _mm256_fmadd_ps(bytes8_i8(blk + 10), x1, t);
+      t = _mm256_fmadd_ps(bytes8_i8(blk + 18), x2, t);
+      t = _mm256_fmadd_ps(bytes8_i8(blk + 26), x3, t);
+      acc[r] = _mm256_fmadd_ps(t, _mm256_set1_ps(half(blk)), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]);
+}
+
+template <bool Q1, int R>
+void gemv_q4(const GemvArgs& g, const char* w, float* y) {
+  constexpr int64_t kBytes = Q1 ? 20 : 18, kQuants = Q1 ? 4 : 2;
+  __m256 acc[R];
+  float corr[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), corr[r] = 0;
+  const __m256i low = _mm256_set1_epi32(0x0f);
+  const int64_t blocks = g.k / 32;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = g.x + b * 32;
+    const __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
+    const __m256 x2 = _mm256_loadu_ps(xb + 16), x3 = _mm256_loadu_ps(xb + 24);
+    const float xs = g.xsum[b];
+    for (int r = 0; r < R; ++r) {
+      const char* blk = w + r * g.row_bytes + b * kBytes;
+      _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
+      const float d = half(blk);
+      const float m = Q1 ? half(blk + 2) : -8.0f * d;
+      const __m256i q0 = bytes8_u8(blk + kQuants), q1 = bytes8_u8(blk + kQuants + 8);
+      __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q0, low)), x0);
+      t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q1, low)), x1, t);
+      t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q0, 4)), x2, t);
+      t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q1, 4)), x3, t);
+      acc[r] = _mm256_fmadd_ps(t, _mm256_set1_ps(d), acc[r]);
+      corr[r] += m * xs;
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]) + corr[r];
+}
+
+template <int R>
+void gemv_rows(const GemvArgs& g, const char* w, float* y) {
+  switch (g.dtype) {
+    case DType::f32:
+      return gemv_float<DType::f32, R>(g, w, y);
+    case DType::bf16:
+      return gemv_float<DType::bf16, R>(g, w, y);
+    case DType::f16:
+      return gemv_float<DType::f16, R>(g, w, y);
+    case DType::q8_0:
+      return gemv_q8_0<R>(g, w, y);
+    case DType::q4_0:
+      return gemv_q4<false, R>(g, w, y);
+    case DType::q4_1:
+      return gemv_q4<true, R>(g, w, y);
+    default:
+      return;
+  }
+}
+
+void gemv(const GemvArgs& g) {
+  if (g.dtype == DType::q4_0 || g.dtype == DType::q4_1)
+    for (int64_t b = 0; b < g.k / 32; ++b) {
+      const float* xb = g.x + b * 32;
+      const __m256 s =
+          _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8)),
+                        _mm256_add_ps(_mm256_loadu_ps(xb + 16), _mm256_loadu_ps(xb + 24)));
+      g.xsum[b] = hsum(s);
+    }
+  int64_t r = 0;
+  for (; r + 4 <= g.rows; r += 4) gemv_rows<4>(g, g.w + r * g.row_bytes, g.y + r);
+  for (; r < g.rows; ++r) gemv_rows<1>(g, g.w + r * g.row_bytes, g.y + r);
+}
+
+// ---- packing ------------------------------------------------------------------------------
+
+template <DType T>
+void dequantise_float(const char* w, int64_t k, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) _mm256_storeu_ps(out + i, load8<T>(w + i * elem_bytes<T>()));
+  for (; i < k; ++i) out[i] = load1<T>(w + i * elem_bytes<T>());
+}
+
+void dequantise(DType t, const char* w, int64_t k, float* out) {
+  switch (t) {
+    case DType::bf16:
+      return dequantise_float<DType::bf16>(w, k, out);
+    case DType::f16:
+      return dequantise_float<DType::f16>(w, k, out);
+    case DType::q8_0:
+      for (int64_t b = 0; b < k / 32; ++b, w += 34, out += 32) {
+        const __m256 d = _mm256_set1_ps(half(w));
+        for (int j = 0; j < 4; ++j)
+          _mm256_storeu_ps(out + 8 * j, _mm256_mul_ps(bytes8_i8(w + 2 + 8 * j), d));
+      }
+      return;
+    case DType::q4_0:
+    case DType::q4_1: {
+      const bool q1 = t == DType::q4_1;
+      const int64_t bytes = q1 ? 20 : 18;
+      const __m256i low = _mm256_set1_epi32(0x0f);
+      for (int64_t b = 0; b < k / 32; ++b, w += bytes, out += 32) {
+        const float dd = half(w);
+        const __m256 d = _mm256_set1_ps(dd), m = _mm256_set1_ps(q1 ? half(w + 2) : -8.0f * dd);
+        const __m256i q0 = bytes8_u8(w + (q1 ? 4 : 2)), q1v = bytes8_u8(w + (q1 ? 12 : 10));
+        _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q0, low)), d, m));
+        _mm256_storeu_ps(out + 8,
+                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q1v, low)), d, m));
+        _mm256_storeu_ps(out + 16,
+                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q0, 4)), d, m));
+        _mm256_storeu_ps(out + 24,
+                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q1v, 4)), d, m));
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// dst[j * ld + i] = src[i][k0 + j] for i, j < 8.
+void transpose8(const float* const* src, int64_t k0, float* dst, int64_t ld) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    const __m256 r0 = _mm256_loadu_ps(src[2 * i] + k0), r1 = _mm256_loadu_ps(src[2 * i + 1] + k0);
+    t[2 * i] = _mm256_unpacklo_ps(r0, r1);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r0, r1);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 4h .. 4h + 3
+    __m256* tt = t + 4 * h;
+    u[4 * h + 0] = _mm256_shuffle_ps(tt[0], tt[2], 0x44);
+    u[4 * h + 1] = _mm256_shuffle_ps(tt[0], tt[2], 0xee);
+    u[4 * h + 2] = _mm256_shuffle_ps(tt[1], tt[3], 0x44);
+    u[4 * h + 3] = _mm256_shuffle_ps(tt[1], tt[3], 0xee);
+  }
+  for (int c = 0; c < 4; ++c) {
+    _mm256_store_ps(dst + c * ld, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
+    _mm256_store_ps(dst + (4 + c) * ld, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
+  }
+}
+
+void pack(const PackArgs& p) {
+  const float* src[kNR];
+  for (int j = 0; j < kNR; ++j) {
+    if (j >= p.rows) {
+      src[j] = p.zeros;
+    } else if (p.dtype == DType::f32) {
+      src[j] = reinterpret_cast<const float*>(p.w + j * p.row_bytes);
+    } else {
+      dequantise(p.dtype, p.w + j * p.row_bytes, p.k, p.rowbuf + j * p.k);
+      src[j] = p.rowbuf + j * p.k;
+    }
+  }
+  int64_t k0 = 0;
+  for (; k0 + 8 <= p.k; k0 += 8)
+    for (int h = 0; h < kNR / 8; ++h) transpose8(src + 8 * h, k0, p.packed + k0 * kNR + 8 * h, kNR);
+  for (; k0 < p.k; ++k0)
+    for (int j = 0; j < kNR; ++j) p.packed[k0 * kNR + j] = src[j][k0];
+}
+
+// ---- tiles --------------------------------------------------------------------------------
+
+template <int MR>
+void tile_rows(const TileArgs& t, const float* a, float* c) {
+  __m256 c0[MR], c1[MR];
+  for (int r = 0; r < MR; ++r) c0[r] = _mm256_setzero_ps(), c1[r] = _mm256_setzero_ps();
+  const float* p = t.packed;
+  for (int64_t kk = 0; kk < t.k; ++kk, p += kNR) {
+    const __m256 b0 = _mm256_load_ps(p), b1 = _mm256_load_ps(p + 8);
+    for (int r = 0; r < MR; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * t.lda + kk);
+      c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    _mm256_storeu_ps(c + r * t.ldc, c0[r]);
+    _mm256_storeu_ps(c + r * t.ldc + 8, c1[r]);
+  }
+}
+
+void tile(const TileArgs& t) {
+  int64_t m = 0;
+  for (; m + kMR <= t.m; m += kMR) tile_rows<kMR>(t, t.a + m * t.lda, t.c + m * t.ldc);
+  const float* a = t.a + m * t.lda;
+  float* c = t.c + m * t.ldc;
+  switch (t.m - m) {
+    case 1:
+      return tile_rows<1>(t, a, c);
+    case 2:
+      return tile_rows<2>(t, a, c);
+    case 3:
+      return tile_rows<3>(t, a, c);
+    case 4:
+      return tile_rows<4>(t, a, c);
+    case 5:
+      return tile_rows<5>(t, a, c);
+    default:
+      return;
+  }
+}
+
+const Isa kIsa{"avx2", kNR, &gemv, &pack, &tile};
+
+}  // namespace
+
+const Isa& avx2_isa() { return kIsa; }
+
+}  // namespace iron::ops::gemm

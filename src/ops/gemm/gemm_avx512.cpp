@@ -1,0 +1,421 @@
+// The matmul loops for AVX-512 (F, BW, VL, DQ) with FMA and F16C: 16 f32 lanes.
+// GEMV: four weight rows at a time share each load of x; blocks are unpacked with byte ops and
+// converted to f32, summed per block, then scaled; q4_1's minimum (and q4_0's -8) multiplies
+// the block's sum of x. Tiles: 8 rows of a x 32 columns of packed W in 16 accumulators.
+// Only intrinsics and plain loops here: no library code built for AVX-512 can leak out.
+// GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsics as maybe
+// uninitialised (a known false positive); the placeholders are never read.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include "ops/gemm/kernels.hpp"
+
+namespace iron::ops::gemm {
+
+namespace {
+
+constexpr int kNR = 32;  // columns of a packed tile
+constexpr int kMR = 8;   // rows of a in one tile pass
+// GEMV prefetches the rows this many rows ahead (two groups of four): a single thread reading
+// memory-mapped weights is otherwise bound by the latency of its misses, not the bandwidth.
+constexpr int64_t kAhead = 8;
+
+inline float half(const char* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline __m512 bf16x16(const void* p) {
+  __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+inline __m512 bf16x16(const void* p, __mmask16 m) {
+  __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+inline __m512 f16x16(const void* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+}
+inline __m512 f16x16(const void* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+// Sixteen values of a float kind: f32, bf16 or f16 (the kind's element size is `bytes`).
+template <DType T>
+inline __m512 load16(const char* p) {
+  if constexpr (T == DType::f32)
+    return _mm512_loadu_ps(p);
+  else if constexpr (T == DType::bf16)
+    return bf16x16(p);
+  else
+    return f16x16(p);
+}
+template <DType T>
+inline __m512 load16(const char* p, __mmask16 m) {
+  if constexpr (T == DType::f32)
+    return _mm512_maskz_loadu_ps(m, p);
+  else if constexpr (T == DType::bf16)
+    return bf16x16(p, m);
+  else
+    return f16x16(p, m);
+}
+template <DType T>
+constexpr int64_t elem_bytes() {
+  return T == DType::f32 ? 4 : 2;
+}
+
+// ---- GEMV ---------------------------------------------------------------------------------
+
+template <DType T, int R>
+void gemv_float(const GemvArgs& g, const char* w, float* y) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= g.k; i += 16) {
+    const __m512 x = _mm512_loadu_ps(g.x + i);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(load16<T>(w + r * g.row_bytes + i * elem_bytes<T>()), x, acc[r]);
+  }
+  if (i < g.k) {
+    const __mmask16 m = __mmask16((1u << (g.k - i)) - 1);
+    const __m512 x = _mm512_maskz_loadu_ps(m, g.x + i);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(load16<T>(w + r * g.row_bytes + i * elem_bytes<T>(), m), x, acc[r]);
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+template <int R>
+void gemv_q8_0(const GemvArgs& g, const char* w, float* y) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const int64_t blocks = g.k / 32;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(g.x + b * 32), x1 = _mm512_loadu_ps(g.x + b * 32 + 16);
+    for (int r = 0; r < R; ++r) {
+      const char* blk = w + r * g.row_bytes + b * 34;
+      _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
+      const __m512 lo = _mm512_cvtepi32_ps(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2))));
+      const __m512 hi = _mm512_cvtepi32_ps(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18))));
+      const __m512 t = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
+      acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(half(blk)), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+// q4_0 (Q1 false: value (q - 8) d) and q4_1 (Q1 true: value q d + m). Per block and row:
+// d * sum(q x) in 16 lanes, and the block's offset (m, or -8 d) times its sum of x in a 4-lane
+// accumulator, from one conversion of the block's f16 header [d, m].
+template <bool Q1, int R>
+void gemv_q4(const GemvArgs& g, const char* w, float* y) {
+  constexpr int64_t kBytes = Q1 ? 20 : 18, kQuants = Q1 ? 4 : 2;
+  __m512 acc[R];
+  __m128 corr[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps(), corr[r] = _mm_setzero_ps();
+  const __m512i low = _mm512_set1_epi32(0x0f);
+  const int64_t blocks = g.k / 32;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(g.x + b * 32), x1 = _mm512_loadu_ps(g.x + b * 32 + 16);
+    // Lane 1 (q4_1: m) or lane 0 (q4_0: d, times -8) meets the block's sum of x.
+    const __m128 xs =
+        Q1 ? _mm_setr_ps(0, g.xsum[b], 0, 0) : _mm_setr_ps(-8.0f * g.xsum[b], 0, 0, 0);
+    for (int r = 0; r < R; ++r) {
+      const char* blk = w + r * g.row_bytes + b * kBytes;
+      _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
+      uint32_t header = 0;
+      __builtin_memcpy(&header, blk, Q1 ? 4 : 2);
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(header)));
+      const __m512i q =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQuants)));
+      const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, low));
+      const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
+      const __m512 t = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
+      acc[r] = _mm512_fmadd_ps(t, _mm512_broadcastss_ps(dm), acc[r]);
+      corr[r] = _mm_fmadd_ps(dm, xs, corr[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    __m128 c = _mm_add_ps(corr[r], _mm_movehl_ps(corr[r], corr[r]));
+    c = _mm_add_ss(c, _mm_movehdup_ps(c));
+    y[r] = _mm512_reduce_add_ps(acc[r]) + _mm_cvtss_f32(c);
+  }
+}
+
+template <int R>
+void gemv_rows(const GemvArgs& g, const char* w, float* y) {
+  switch (g.dtype) {
+    case DType::f32:
+      return gemv_float<DType::f32, R>(g, w, y);
+    case DType::bf16:
+      return gemv_float<DType::bf16, R>(g, w, y);
+    case DType::f16:
+      return gemv_float<DType::f16, R>(g, w, y);
+    case DType::q8_0:
+      return gemv_q8_0<R>(g, w, y);
+    case DType::q4_0:
+      return gemv_q4<false, R>(g, w, y);
+    case DType::q4_1:
+      return gemv_q4<true, R>(g, w, y);
+    default:
+      return;
+  }
+}
+
+void gemv(const GemvArgs& g) {
+  if (g.dtype == DType::q4_0 || g.dtype == DType::q4_1)
+    for (int64_t b = 0; b < g.k / 32; ++b)
+      g.xsum[b] = _mm512_reduce_add_ps(
+          _mm512_add_ps(_mm512_loadu_ps(g.x + b * 32), _mm512_loadu_ps(g.x + b * 32 + 16)));
+  int64_t r = 0;
+  for (; r + 4 <= g.rows; r += 4) gemv_rows<4>(g, g.w + r * g.row_bytes, g.y + r);
+  for (; r < g.rows; ++r) gemv_rows<1>(g, g.w + r * g.row_bytes, g.y + r);
+}
+
+// ---- packing ------------------------------------------------------------------------------
+
+// One row of W as f32.
+void dequantise(DType t, const char* w, int64_t k, float* out) {
+  int64_t i = 0;
+  switch (t) {
+    case DType::bf16:
+      for (; i + 16 <= k; i += 16) _mm512_storeu_ps(out + i, bf16x16(w + 2 * i));
+      if (i < k)
+        _mm512_mask_storeu_ps(out + i, __mmask16((1u << (k - i)) - 1),
+                              bf16x16(w + 2 * i, __mmask16((1u << (k - i)) - 1)));
+      return;
+    case DType::f16:
+      for (; i + 16 <= k; i += 16) _mm512_storeu_ps(out + i, f16x16(w + 2 * i));
+      if (i < k)
+        _mm512_mask_storeu_ps(out + i, __mmask16((1u << (k - i)) - 1),
+                              f16x16(w + 2 * i, __mmask16((1u << (k - i)) - 1)));
+      return;
+    case DType::q8_0:
+      for (int64_t b = 0; b < k / 32; ++b, w += 34, out += 32) {
+        const __m512 d = _mm512_set1_ps(half(w));
+        const __m512 lo = _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2))));
+        const __m512 hi = _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 18))));
+        _mm512_storeu_ps(out, _mm512_mul_ps(lo, d));
+        _mm512_storeu_ps(out + 16, _mm512_mul_ps(hi, d));
+      }
+      return;
+    case DType::q4_0:
+    case DType::q4_1: {
+      const bool q1 = t == DType::q4_1;
+      const int64_t bytes = q1 ? 20 : 18;
+      const __m512i low = _mm512_set1_epi32(0x0f);
+      for (int64_t b = 0; b < k / 32; ++b, w += bytes, out += 32) {
+        const float dd = half(w);
+        const __m512 d = _mm512_set1_ps(dd), m = _mm512_set1_ps(q1 ? half(w + 2) : -8.0f * dd);
+        const __m512i q = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (q1 ? 4 : 2))));
+        _mm512_storeu_ps(out, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(q, low)), d, m));
+        _mm512_storeu_ps(out + 16,
+                         _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)), d, m));
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+inline __m512 lo_pd(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+inline __m512 hi_pd(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+
+// dst[(j) * ld + i] = src[i][k0 + j] for i, j < 16.
+void transpose16(const float* const* src, int64_t k0, float* dst, int64_t ld) {
+  __m512 u[4][4];  // u[g][c]: rows 4g..4g+3, in lane L column 4L + c
+  for (int g = 0; g < 4; ++g) {
+    const __m512 r0 = _mm512_loadu_ps(src[4 * g] + k0), r1 = _mm512_loadu_ps(src[4 * g + 1] + k0);
+    const __m512 r2 = _mm512_loadu_ps(src[4 * g + 2] + k0),
+                 r3 = _mm512_loadu_ps(src[4 * g + 3] + k0);
+    const __m512 a = _mm512_unpacklo_ps(r0, r1), b = _mm512_unpackhi_ps(r0, r1);
+    const __m512 c = _mm512_unpacklo_ps(r2, r3), d = _mm512_unpackhi_ps(r2, r3);
+    u[g][0] = lo_pd(a, c);
+    u[g][1] = hi_pd(a, c);
+    u[g][2] = lo_pd(b, d);
+    u[g][3] = hi_pd(b, d);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 s0 = _mm512_shuffle_f32x4(u[0][c], u[1][c], 0x88),
+                 s1 = _mm512_shuffle_f32x4(u[0][c], u[1][c], 0xdd);
+    const __m512 s2 = _mm512_shuffle_f32x4(u[2][c], u[3][c], 0x88),
+                 s3 = _mm512_shuffle_f32x4(u[2][c], u[3][c], 0xdd);
+    _mm512_store_ps(dst + (0 + c) * ld, _mm512_shuffle_f32x4(s0, s2, 0x88));
+    _mm512_store_ps(dst + (4 + c) * ld, _mm512_shuffle_f32x4(s1, s3, 0x88));
+    _mm512_store_ps(dst + (8 + c) * ld, _mm512_shuffle_f32x4(s0, s2, 0xdd));
+    _mm512_store_ps(dst + (12 + c) * ld, _mm512_shuffle_f32x4(s1, s3, 0xdd));
+  }
+}
+
+void pack(const PackArgs& p) {
+  const float* src[kNR];
+  for (int j = 0; j < kNR; ++j) {
+    if (j >= p.rows) {
+      src[j] = p.zeros;
+    } else if (p.dtype == DType::f32) {
+      src[j] = reinterpret_cast<const float*>(p.w + j * p.row_bytes);
+    } else {
+      dequantise(p.dtype, p.w + j * p.row_bytes, p.k, p.rowbuf + j * p.k);
+      src[j] = p.rowbuf + j * p.k;
+    }
+  }
+  int64_t k0 = 0;
+  for (; k0 + 16 <= p.k; k0 += 16)
+    for (int h = 0; h < kNR / 16; ++h)
+      transpose16(src + 16 * h, k0, p.packed + k0 * kNR + 16 * h, kNR);
+  for (; k0 < p.k; ++k0)
+    for (int j = 0; j < kNR; ++j) p.packed[k0 * kNR + j] = src[j][k0];
+}
+
+// ---- tiles --------------------------------------------------------------------------------
+
+template <int MR>
+void tile_rows(const TileArgs& t, const float* a, float* c) {
+  __m512 c0[MR], c1[MR];
+  for (int r = 0; r < MR; ++r) c0[r] = _mm512_setzero_ps(), c1[r] = _mm512_setzero_ps();
+  const float* p = t.packed;
+  for (int64_t kk = 0; kk < t.k; ++kk, p += kNR) {
+    const __m512 b0 = _mm512_load_ps(p), b1 = _mm512_load_ps(p + 16);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * t.lda + kk]);
+      c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    _mm512_storeu_ps(c + r * t.ldc, c0[r]);
+    _mm512_storeu_ps(c + r * t.ldc + 16, c1[r]);
+  }
+}
+
+void tile(const TileArgs& t) {
+  int64_t m = 0;
+  for (; m + kMR <= t.m; m += kMR) tile_rows<kMR>(t, t.a + m * t.lda, t.c + m * t.ldc);
+  const float* a = t.a + m * t.lda;
+  float* c = t.c + m * t.ldc;
+  switch (t.m - m) {
+    case 1:
+      return tile_rows<1>(t, a, c);
+    case 2:
+      return tile_rows<2>(t, a, c);
+    case 3:
+      return tile_rows<3>(t, a, c);
+    case 4:
+      return tile_rows<4>(t, a, c);
+    case 5:
+      return tile_rows<5>(t, a, c);
+    case 6:
+      return tile_rows<6>(t, a, c);
+    case 7:
+      return tile_rows<7>(t, a, c);
+    default:
+      return;
+  }
+}
+
+// ---- bf16 tiles (Precision::medium) ---------------------------------------------------------
+
+inline __m512bh bh(__m512i v) { return (__m512bh)v; }
+
+void pack_bf16(const PackBf16Args& p) {
+  // Pairs (k even, k odd) of each column side by side: unpack, put the 128-bit lanes in column
+  // order, round both halves to bf16 at once.
+  const __m512i i0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i i1 =
+      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  const int64_t pairs = (p.k + 1) / 2;
+  for (int64_t q = 0; q < pairs; ++q) {
+    const float* r0 = p.packed + 2 * q * kNR;
+    const bool second = 2 * q + 1 < p.k;
+    for (int h = 0; h < kNR / 16; ++h) {
+      const __m512 a = _mm512_load_ps(r0 + 16 * h);
+      const __m512 b = second ? _mm512_load_ps(r0 + kNR + 16 * h) : _mm512_setzero_ps();
+      const __m512 lo = _mm512_unpacklo_ps(a, b), hi = _mm512_unpackhi_ps(a, b);
+      const __m512 e0 = _mm512_permutex2var_ps(lo, i0, hi), e1 = _mm512_permutex2var_ps(lo, i1, hi);
+      _mm512_store_si512(p.out + (q * kNR + 16 * h) * 2, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+    }
+  }
+}
+
+void rows_bf16(const RowsBf16Args& r) {
+  const int64_t width = (r.k + 1) / 2 * 2;
+  for (int64_t m = 0; m < r.m; ++m) {
+    const float* a = r.a + m * r.lda;
+    uint16_t* o = r.out + m * width;
+    int64_t i = 0;
+    for (; i + 32 <= r.k; i += 32)
+      _mm512_storeu_si512(
+          o + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(a + i)));
+    for (; i < width; i += 16) {
+      const int64_t in = r.k - i < 16 ? r.k - i : 16, out = width - i < 16 ? width - i : 16;
+      const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << in) - 1), a + i);
+      _mm256_mask_storeu_epi16(o + i, __mmask16((1u << out) - 1), (__m256i)_mm512_cvtneps_pbh(v));
+    }
+  }
+}
+
+template <int MR>
+void tile_bf16_rows(const TileBf16Args& t, const uint16_t* a, float* c) {
+  __m512 c0[MR], c1[MR];
+  for (int r = 0; r < MR; ++r) c0[r] = _mm512_setzero_ps(), c1[r] = _mm512_setzero_ps();
+  const uint16_t* p = t.packed;
+  for (int64_t q = 0; q < t.pairs; ++q, p += 2 * kNR) {
+    const __m512bh b0 = bh(_mm512_load_si512(p)), b1 = bh(_mm512_load_si512(p + 32));
+    for (int r = 0; r < MR; ++r) {
+      int32_t pair;
+      __builtin_memcpy(&pair, a + r * t.lda + 2 * q, 4);
+      const __m512bh av = bh(_mm512_set1_epi32(pair));
+      c0[r] = _mm512_dpbf16_ps(c0[r], av, b0);
+      c1[r] = _mm512_dpbf16_ps(c1[r], av, b1);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    _mm512_storeu_ps(c + r * t.ldc, c0[r]);
+    _mm512_storeu_ps(c + r * t.ldc + 16, c1[r]);
+  }
+}
+
+void tile_bf16(const TileBf16Args& t) {
+  int64_t m = 0;
+  for (; m + kMR <= t.m; m += kMR) tile_bf16_rows<kMR>(t, t.a + m * t.lda, t.c + m * t.ldc);
+  const uint16_t* a = t.a + m * t.lda;
+  float* c = t.c + m * t.ldc;
+  switch (t.m - m) {
+    case 1:
+      return tile_bf16_rows<1>(t, a, c);
+    case 2:
+      return tile_bf16_rows<2>(t, a, c);
+    case 3:
+      return tile_bf16_rows<3>(t, a, c);
+    case 4:
+      return tile_bf16_rows<4>(t, a, c);
+    case 5:
+      return tile_bf16_rows<5>(t, a, c);
+    case 6:
+      return tile_bf16_rows<6>(t, a, c);
+    case 7:
+      return tile_bf16_rows<7>(t, a, c);
+    default:
+      return;
+  }
+}
+
+const Isa kIsa{"avx512", kNR, &gemv, &pack, &tile, &pack_bf16, &rows_bf16, &tile_bf16};
+
+}  // namespace
+
+const Isa& avx512_isa() { return kIsa; }
+
+}  // namespace iron::ops::gemm

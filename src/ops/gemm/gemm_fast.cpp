@@ -1,0 +1,149 @@
+// The fast matmul kernel for a weight W (N, K) as a Linear stores it: threads split N; the
+// instruction set's loops do the work. One row (or two) takes the GEMV loop, reading W once
+// straight from memory with f32 sums; more rows dequantise a tile of W rows to f32 once,
+// transposed, and run a register-blocked tile over every row of `a`. Epilogues are applied to
+// the f32 sums, then each output is rounded once to its dtype.
+#include "ops/gemm/kernels.hpp"
+#include "ops/op.hpp"
+
+namespace iron::ops::gemm {
+
+void finish_all(Epilogue e, float* v, int64_t n) {
+  switch (e) {
+    case Epilogue::none:
+      return;
+    case Epilogue::relu:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] > 0 ? v[i] : 0.0f;
+      return;
+    case Epilogue::silu:
+      for (int64_t i = 0; i < n; ++i) v[i] = v[i] / (1.0f + std::exp(-v[i]));
+      return;
+    case Epilogue::gelu:
+      for (int64_t i = 0; i < n; ++i)
+        v[i] = 0.5f * v[i] * (1.0f + std::erf(v[i] * 0.70710678118654752f));
+      return;
+    case Epilogue::gelu_tanh:
+      for (int64_t i = 0; i < n; ++i)
+        v[i] = 0.5f * v[i] *
+               (1.0f + std::tanh(0.79788456080286536f * (v[i] + 0.044715f * v[i] * v[i] * v[i])));
+      return;
+  }
+}
+
+const Isa* select_isa(const cpu::Features& f) {
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma && f.f16c) return &avx512_isa();
+  if (f.avx2 && f.fma && f.f16c) return &avx2_isa();
+  return nullptr;
+}
+
+namespace {
+
+// Rows of `a` below this take the GEMV loop once per row instead of packing tiles of W.
+constexpr int64_t kPackRows = 3;
+
+// Floats of per-thread scratch, each region starting on a 64-byte boundary.
+int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+class FastKernel final : public cpu::Kernel {
+ public:
+  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16)
+      : a_(a.in.at(0)), b_(a.in.at(1)), y_(a.out.at(0)), c_(c), isa_(isa), bf16_(bf16) {
+    const DTypeInfo& wi = info(b_.dtype);
+    row_bytes_ = c_.k / wi.block * wi.bytes;
+    max_rows_ = a_.shape.size() < 2 ? 1 : a_.shape[0];
+    const int64_t k = c_.k, nr = isa_.nr;
+    // Per thread: a's rows as f32 (when a is not f32), the block sums of x, a row of y, and for
+    // the tile path W rows dequantised, their transposed tile and the tile's outputs.
+    abuf_ = a_.dtype == f32 ? 0 : padded(max_rows_ * k);
+    xsum_ = padded(k / 32 + 1);
+    ybuf_ = padded(c_.n);
+    rowbuf_ = max_rows_ >= kPackRows ? padded(nr * k) : 0;
+    packed_ = max_rows_ >= kPackRows ? padded(nr * k) : 0;
+    cbuf_ = max_rows_ >= kPackRows ? padded(max_rows_ * nr) : 0;
+    // bf16: a's rows as bf16 pairs (the tile's bf16 pairs reuse rowbuf, free once packed).
+    a16_ = bf16_ && max_rows_ >= kPackRows ? padded(max_rows_ * (k + 2) / 2) : 0;
+    per_thread_ = abuf_ + xsum_ + ybuf_ + rowbuf_ + packed_ + cbuf_ + a16_;
+    const int threads = cpu::ThreadPool::shared(1).size();
+    work_.assign(size_t(padded(k) + per_thread_ * threads + 16), 0.0f);
+    auto addr = reinterpret_cast<uintptr_t>(work_.data());
+    base_ = work_.data() + ((64 - addr % 64) % 64) / 4;
+  }
+
+  void run(const int64_t* w, int thread, int threads) const override {
+    const int64_t rows = a_.shape.size() < 2 ? 1 : a_.rows(w);
+    if (rows <= 0) return;
+    const int64_t k = c_.k, n = c_.n;
+    const float* zeros = base_;
+    float* abuf = base_ + padded(k) + thread * per_thread_;
+    float* xsum = abuf + abuf_;
+    float* ybuf = xsum + xsum_;
+    float* rowbuf = ybuf + ybuf_;
+    float* packed = rowbuf + rowbuf_;
+    float* cbuf = packed + packed_;
+    auto* a16 = reinterpret_cast<uint16_t*>(cbuf + cbuf_);
+    const char* wbase = b_.address(w);
+
+    if (rows < kPackRows) {
+      auto [begin, end] = cpu::split(n, thread, threads, 8);
+      if (begin >= end) return;
+      for (int64_t m = 0; m < rows; ++m) {
+        const float* x = row_of_a(w, m, abuf);
+        isa_.gemv(
+            {b_.dtype, x, xsum, wbase + begin * row_bytes_, row_bytes_, k, end - begin, ybuf});
+        finish_all(c_.epilogue, ybuf, end - begin);
+        store_row(y_, w, m * n + begin, ybuf, end - begin);
+      }
+      return;
+    }
+
+    const int64_t nr = isa_.nr;
+    auto [begin, end] = cpu::split(n, thread, threads, nr);
+    if (begin >= end) return;
+    const float* a = a_.dtype == f32 ? a_.data<float>(w) : abuf;
+    if (a_.dtype != f32) load_row(a_, w, 0, abuf, rows * k);
+    const int64_t pairs = (k + 1) / 2;
+    if (bf16_) isa_.rows_bf16({a, k, rows, k, a16});
+    for (int64_t n0 = begin; n0 < end; n0 += nr) {
+      const int64_t nt = std::min(nr, end - n0);
+      isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zeros, packed});
+      if (bf16_) {
+        auto* b16 = reinterpret_cast<uint16_t*>(rowbuf);
+        isa_.pack_bf16({packed, k, b16});
+        isa_.tile_bf16({a16, 2 * pairs, rows, b16, pairs, cbuf, nr});
+      } else {
+        isa_.tile({a, k, rows, packed, k, cbuf, nr});
+      }
+      for (int64_t m = 0; m < rows; ++m) {
+        float* c = cbuf + m * nr;
+        finish_all(c_.epilogue, c, nt);
+        store_row(y_, w, m * n + n0, c, nt);
+      }
+    }
+  }
+
+ private:
+  const float* row_of_a(const int64_t* w, int64_t m, float* buffer) const {
+    if (a_.dtype == f32) return a_.data<float>(w) + m * c_.k;
+    load_row(a_, w, m * c_.k, buffer, c_.k);
+    return buffer;
+  }
+
+  cpu::Operand a_, b_, y_;
+  MatmulConfig c_;
+  const Isa& isa_;
+  bool bf16_;
+  int64_t row_bytes_ = 0, max_rows_ = 1;
+  int64_t abuf_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0, cbuf_ = 0, a16_ = 0,
+          per_thread_ = 0;
+  mutable std::vector<float> work_;
+  float* base_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<cpu::Kernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
+                                         const Isa& isa, bool bf16) {
+  return std::make_unique<FastKernel>(a, c, isa, bf16);
+}
+
+}  // namespace iron::ops::gemm

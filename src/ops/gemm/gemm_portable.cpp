@@ -1,0 +1,104 @@
+// The portable matmul kernel: plain loops for every layout and dtype. Weight tiles are turned
+// into f32 rows once per tile and shared by every row of `a`.
+#include "ops/gemm/kernels.hpp"
+#include "ops/op.hpp"
+
+namespace iron::ops::gemm {
+
+namespace {
+
+// f32 dot product with eight independent partial sums (vectorisable without reassociation flags).
+inline float dot(const float* a, const float* b, int64_t k) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float tail = 0;
+  for (; i < k; ++i) tail += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
+class MatmulKernel final : public cpu::Kernel {
+ public:
+  MatmulKernel(const cpu::KernelArgs& a, const MatmulConfig& c)
+      : a_(a.in.at(0)),
+        b_(a.in.at(1)),
+        y_(a.out.at(0)),
+        k_(c.k),
+        n_(c.n),
+        col_maj_(c.col_maj),
+        epilogue_(c.epilogue),
+        tile_n_(std::max<int64_t>(1, c.tile_n)) {
+    if (!col_maj_ && info(b_.dtype).quantised)
+      value_error("a quantised GEMM weight is (N, K), as a Linear stores it: use b_col_maj");
+    // Per-thread f32 rows (a row of a, a tile of b, a row of y), made once here, not per call.
+    per_thread_ = k_ + k_ * tile_n_ + 2 * n_;
+    work_.assign(size_t(per_thread_ * cpu::ThreadPool::shared(1).size()), 0.0f);
+  }
+
+  void run(const int64_t* w, int thread, int threads) const override {
+    const int64_t rows = a_.shape.size() < 2 ? 1 : a_.rows(w);
+    auto [begin, end] = cpu::split(n_, thread, threads, tile_n_);
+    if (begin >= end) return;
+    float* a_row = work_.data() + thread * per_thread_;
+    float* b_rows = a_row + k_;
+    float* y_row = b_rows + k_ * tile_n_;
+    float* b_row = y_row + n_;
+    if (col_maj_) {
+      for (int64_t n0 = begin; n0 < end; n0 += tile_n_) {
+        int64_t nt = std::min(tile_n_, end - n0);
+        const float* b = nullptr;
+        if (b_.dtype == f32) {
+          b = b_.data<float>(w) + n0 * k_;
+        } else {
+          to_f32(b_.dtype, b_.address(w, n0 * k_), b_rows, nt * k_);
+          b = b_rows;
+        }
+        for (int64_t m = 0; m < rows; ++m) {
+          const float* a = row_of_a(w, m, a_row);
+          for (int64_t j = 0; j < nt; ++j) {
+            float v = float(finish(epilogue_, dot(a, b + j * k_, k_)));
+            store_row(y_, w, m * n_ + n0 + j, &v, 1);
+          }
+        }
+      }
+      return;
+    }
+    // b (K, N): accumulate rows of b scaled by a's entries, over this thread's columns.
+    const int64_t width = end - begin;
+    for (int64_t m = 0; m < rows; ++m) {
+      const float* a = row_of_a(w, m, a_row);
+      std::fill(y_row, y_row + width, 0.0f);
+      for (int64_t kk = 0; kk < k_; ++kk) {
+        load_row(b_, w, kk * n_ + begin, b_row, width);
+        float s = a[kk];
+        for (int64_t j = 0; j < width; ++j) y_row[j] += s * b_row[j];
+      }
+      for (int64_t j = 0; j < width; ++j) y_row[j] = float(finish(epilogue_, y_row[j]));
+      store_row(y_, w, m * n_ + begin, y_row, width);
+    }
+  }
+
+ private:
+  const float* row_of_a(const int64_t* w, int64_t m, float* buffer) const {
+    if (a_.dtype == f32) return a_.data<float>(w) + m * k_;
+    load_row(a_, w, m * k_, buffer, k_);
+    return buffer;
+  }
+
+  cpu::Operand a_, b_, y_;
+  int64_t k_, n_;
+  bool col_maj_;
+  Epilogue epilogue_;
+  int64_t tile_n_;
+  int64_t per_thread_;
+  mutable std::vector<float> work_;
+};
+
+}  // namespace
+
+std::unique_ptr<cpu::Kernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c) {
+  return std::make_unique<MatmulKernel>(a, c);
+}
+
+}  // namespace iron::ops::gemm

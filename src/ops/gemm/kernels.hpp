@@ -1,0 +1,142 @@
+// The GEMM family's CPU kernels, shared by gemm.cpp (the ops and the dispatch), gemm_portable.cpp
+// (plain loops for every layout and dtype), gemm_fast.cpp (threading, activation conversion,
+// epilogues) and the instruction-set files gemm_avx512.cpp / gemm_avx2.cpp, which export only
+// the plain functions of an `Isa` (no inline library code, so nothing built for a wider
+// instruction set can be linked into a baseline caller).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+
+#include "devices/cpu/kernel.hpp"
+
+namespace iron::ops::gemm {
+
+enum class Epilogue { none, relu, silu, gelu, gelu_tanh };
+
+/// The epilogue in double (the reference and the portable kernel).
+inline double finish(Epilogue e, double v) {
+  switch (e) {
+    case Epilogue::none:
+      return v;
+    case Epilogue::relu:
+      return v > 0 ? v : 0;
+    case Epilogue::silu:
+      return v / (1.0 + std::exp(-v));
+    case Epilogue::gelu:
+      return 0.5 * v * (1.0 + std::erf(v * 0.7071067811865476));
+    case Epilogue::gelu_tanh:
+      return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  }
+  return v;
+}
+
+/// The epilogue over f32 sums in place (the fast kernels).
+void finish_all(Epilogue e, float* v, int64_t n);
+
+/// What the op fixes for its kernel.
+struct MatmulConfig {
+  int64_t k = 0, n = 0;
+  bool col_maj = true;
+  Epilogue epilogue = Epilogue::none;
+  int64_t tile_n = 16;
+  bool gemv = false;  // the GEMV op: one row
+};
+
+// ---- an instruction set's loops ---------------------------------------------------------
+
+/// y[r] = sum_k x[k] * W[r, k] for `rows` rows of W from `w` (f32 sums, no epilogue).
+struct GemvArgs {
+  DType dtype;
+  const float* x;     // k values
+  float* xsum;        // k / 32 floats of scratch (q4_0 / q4_1: the sum of each 32 values of x)
+  const char* w;      // the first row
+  int64_t row_bytes;  // bytes from one row of W to the next
+  int64_t k;
+  int64_t rows;
+  float* y;
+};
+
+/// Dequantises `rows` (<= nr) rows of W and stores them transposed: packed[k * nr + j] = W[j, k],
+/// columns past `rows` zero.
+struct PackArgs {
+  DType dtype;
+  const char* w;
+  int64_t row_bytes;
+  int64_t k;
+  int64_t rows;
+  float* rowbuf;       // nr * k floats of scratch
+  const float* zeros;  // k zero floats
+  float* packed;       // k * nr floats
+};
+
+/// c[i, j] = sum_k a[i, k] * packed[k * nr + j] for i < m, j < nr.
+struct TileArgs {
+  const float* a;
+  int64_t lda;
+  int64_t m;
+  const float* packed;
+  int64_t k;
+  float* c;
+  int64_t ldc;
+};
+
+/// Precision::medium with AVX512_BF16: the f32 tile `packed` (k * nr) becomes bf16 pairs in
+/// `out`: pair p holds rows 2p and 2p + 1 (zero past k) of each column, nr * (k + 1) bf16 values.
+struct PackBf16Args {
+  const float* packed;
+  int64_t k;
+  uint16_t* out;
+};
+
+/// `m` rows of `a` (f32, lda) to bf16 rows of `k + 1` (rounded up to even, zero padded) values.
+struct RowsBf16Args {
+  const float* a;
+  int64_t lda;
+  int64_t m;
+  int64_t k;
+  uint16_t* out;
+};
+
+/// c[i, j] = sum_k a[i, k] * packed[k, j] for i < m, j < nr, with a and packed in bf16 pairs.
+struct TileBf16Args {
+  const uint16_t* a;
+  int64_t lda;  // bf16 values from one row of a to the next
+  int64_t m;
+  const uint16_t* packed;
+  int64_t pairs;
+  float* c;
+  int64_t ldc;
+};
+
+struct Isa {
+  const char* name;
+  int nr;  // columns of a packed tile
+  void (*gemv)(const GemvArgs&);
+  void (*pack)(const PackArgs&);
+  void (*tile)(const TileArgs&);
+  // Optional (null where the instruction set has none): bf16 dot products for Precision::medium.
+  void (*pack_bf16)(const PackBf16Args&) = nullptr;
+  void (*rows_bf16)(const RowsBf16Args&) = nullptr;
+  void (*tile_bf16)(const TileBf16Args&) = nullptr;
+};
+
+const Isa& avx512_isa();
+const Isa& avx2_isa();
+
+/// Whether the fast kernels take a weight of this dtype.
+inline bool fast_weight(DType t) {
+  return t == DType::f32 || t == DType::bf16 || t == DType::f16 || t == DType::q8_0 ||
+         t == DType::q4_0 || t == DType::q4_1;
+}
+
+/// The instruction set `f` offers for these loops, or none (the portable kernel).
+const Isa* select_isa(const cpu::Features& f);
+
+std::unique_ptr<cpu::Kernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
+/// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16).
+std::unique_ptr<cpu::Kernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
+                                         const Isa& isa, bool bf16);
+
+}  // namespace iron::ops::gemm

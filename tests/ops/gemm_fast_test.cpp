@@ -1,0 +1,234 @@
+// The matmul kernels (portable, AVX2, AVX-512 as the host offers) against the op's reference:
+// every weight dtype, ragged N and rows, bounded rows, epilogues, 1 and 2 threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "devices/cpu/kernel.hpp"
+#include "devices/cpu/thread_pool.hpp"
+#include "iron/operator.hpp"
+#include "ops/op.hpp"
+
+namespace iron {
+namespace {
+
+// Random bytes of a weight (N, K) of `t`: block scales are small f16 values, the rest random;
+// magnitudes like a trained Linear's (|w| < 0.3) so that medium's bf16 inputs meet its tolerance.
+std::vector<char> random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const DTypeInfo& ti = info(t);
+  std::vector<char> bytes(size_t(n * k / ti.block * ti.bytes));
+  if (!ti.quantised) {
+    std::vector<float> v(size_t(n * k));
+    for (auto& x : v) x = u(rng) * 0.25f;
+    from_f32(t, v.data(), bytes.data(), n * k);
+    return bytes;
+  }
+  for (auto& b : bytes) b = char(rng() & 0xff);
+  auto put_half = [&](size_t at, float f) {
+    uint16_t h = f32_to_f16(f);
+    std::memcpy(bytes.data() + at, &h, 2);
+  };
+  for (size_t b = 0; b < bytes.size(); b += size_t(ti.bytes)) {
+    put_half(b, u(rng) * (t == DType::q8_0 ? 0.002f : 0.02f));  // weights up to about 0.3
+    if (t == DType::q4_1) put_half(b + 2, u(rng) * 0.1f);
+  }
+  return bytes;
+}
+
+cpu::Operand operand(DType t, Shape shape, char* base, cpu::WordRef rows) {
+  cpu::Operand o;
+  o.base = base;
+  o.dtype = t;
+  o.shape = shape;
+  o.strides.assign(shape.size(), 1);
+  for (int a = int(shape.size()) - 2; a >= 0; --a)
+    o.strides[size_t(a)] = o.strides[size_t(a) + 1] * shape[size_t(a) + 1];
+  o.offset = {-1, 0};
+  for (size_t a = 0; a < shape.size(); ++a) o.valid.push_back({-1, shape[a]});
+  if (!shape.empty()) o.valid[0] = rows;
+  return o;
+}
+
+struct Run {
+  const cpu::Kernel* kernel;
+  const int64_t* words;
+};
+void job(void* context, int thread, int threads) {
+  auto* r = static_cast<Run*>(context);
+  r->kernel->run(r->words, thread, threads);
+}
+
+struct Case {
+  std::string op;  // GEMV, GEMM or ProjectionGEMM
+  DType w;
+  int64_t rows, valid, k, n;
+  std::string epilogue = "none";
+  Precision precision = Precision::highest;
+  DType act = f32;
+};
+
+std::string describe(const Case& c) {
+  return c.op + " w=" + std::string(name(c.w)) + " a=" + std::string(name(c.act)) +
+         " rows=" + std::to_string(c.rows) + " valid=" + std::to_string(c.valid) +
+         " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n) + " " + c.epilogue + " " +
+         std::string(name(c.precision));
+}
+
+// Runs `c` with `features` on 1 and 2 threads and checks every valid output.
+void check(const Case& c, const cpu::Features& features) {
+  SCOPED_TRACE(describe(c) + " on " + features.str());
+  cpu::ThreadPool::shared(2);
+  Fields params{{"K", c.k}, {"N", c.n}};
+  if (c.op != "GEMV") {
+    params.set("M", c.rows);
+    params.set("b_col_maj", true);
+    params.set("precision", std::string(name(c.precision)));
+  }
+  if (c.op == "ProjectionGEMM") params.set("epilogue", c.epilogue);
+  std::shared_ptr<Operator> op = catalog_entry(c.op).make(params, {});
+
+  // Activations: random values rounded to their dtype; the reference sees the rounded values.
+  std::mt19937 rng(uint32_t(c.k * 131 + c.n * 7 + c.rows));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> a(size_t(c.rows * c.k));
+  for (auto& x : a) x = round_to(c.act, u(rng));
+  std::vector<char> a_bytes(a.size() * 4);
+  from_f32(c.act, a.data(), a_bytes.data(), int64_t(a.size()));
+  std::vector<char> w = random_weight(c.w, c.n, c.k, uint32_t(c.n + c.k));
+  std::vector<float> w_ref(size_t(c.n * c.k));
+  to_f32(c.w, w.data(), w_ref.data(), c.n * c.k);
+
+  const DType out = c.act;
+  const bool gemv_shape = c.op == "GEMV" && c.rows == 1;
+  Shape a_shape = gemv_shape ? Shape{c.k} : Shape{c.rows, c.k};
+  Shape y_shape = gemv_shape ? Shape{c.n} : Shape{c.rows, c.n};
+  std::vector<char> y_bytes(size_t(c.rows * c.n * 4));
+  cpu::KernelArgs args;
+  args.in = {operand(c.act, a_shape, a_bytes.data(), {0, 0}),
+             operand(c.w, {c.n, c.k}, w.data(), {-1, c.n})};
+  args.out = {operand(out, y_shape, y_bytes.data(), {0, 0})};
+  args.precision = c.precision;
+  args.features = &features;
+  std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
+
+  std::vector<float> ref(size_t(c.rows * c.n), 0.0f);
+  RefCall call;
+  call.in = {{a.data(), a_shape, {c.valid, c.k}, c.act},
+             {w_ref.data(), {c.n, c.k}, {c.n, c.k}, c.w}};
+  call.out = {{ref.data(), y_shape, {c.valid, c.n}, out}};
+  if (gemv_shape) call.in[0].valid = {c.k}, call.out[0].valid = {c.n};
+  op->reference(call);
+  const Tolerance tol = op->tolerance(c.precision);
+
+  const int64_t words[1] = {c.valid};
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    const float sentinel = 12345.0f;
+    std::vector<float> fill(size_t(c.rows * c.n), sentinel);
+    from_f32(out, fill.data(), y_bytes.data(), int64_t(fill.size()));
+    Run r{kernel.get(), words};
+    cpu::ThreadPool::shared(2).run(threads, &job, &r);
+    std::vector<float> got(fill.size());
+    to_f32(out, y_bytes.data(), got.data(), int64_t(got.size()));
+    for (int64_t m = 0; m < c.rows; ++m)
+      for (int64_t j = 0; j < c.n; ++j) {
+        const size_t e = size_t(m * c.n + j);
+        if (m >= c.valid) {
+          ASSERT_EQ(got[e], round_to(out, sentinel)) << "row " << m << " is past the valid rows";
+          continue;
+        }
+        const double want = ref[e], slack = 2 * ops::unit_roundoff(out) * std::abs(want);
+        ASSERT_LE(std::abs(double(got[e]) - want), tol.atol + tol.rtol * std::abs(want) + slack)
+            << "row " << m << " column " << j << ": " << got[e] << " vs " << want;
+      }
+  }
+}
+
+// The feature sets to test: the portable loops always; AVX2 and AVX-512 where the host has them.
+std::vector<cpu::Features> feature_sets() {
+  const cpu::Features& host = cpu::Features::host();
+  std::vector<cpu::Features> sets{host.limited_to("portable")};
+  if (host.avx2 && host.fma && host.f16c) sets.push_back(host.limited_to("avx2"));
+  if (host.avx512f && host.avx512bw && host.avx512vl && host.avx512dq) sets.push_back(host);
+  return sets;
+}
+
+const DType kWeights[] = {f32, bf16, f16, DType::q8_0, DType::q4_0, DType::q4_1};
+
+TEST(GemmFast, GemvEveryWeightDtype) {
+  for (const cpu::Features& f : feature_sets())
+    for (DType t : kWeights)
+      for (int64_t n : {19, 1, 577})
+        for (int64_t k : {int64_t(info(t).quantised ? 64 : 37), int64_t(96)})
+          check({"GEMV", t, 1, 1, k, n}, f);
+}
+
+TEST(GemmFast, GemmEveryWeightDtypeRaggedRows) {
+  for (const cpu::Features& f : feature_sets())
+    for (DType t : kWeights)
+      for (int64_t n : {19, 1, 577}) {
+        const int64_t k = info(t).quantised ? 64 : 37;
+        check({"GEMM", t, 1, 1, k, n}, f);
+        check({"GEMM", t, 3, 2, k, n}, f);
+        check({"GEMM", t, 3, 3, k, n}, f);
+        check({"GEMM", t, 65, 65, k, n}, f);
+        check({"GEMM", t, 65, 17, k, n}, f);
+      }
+}
+
+TEST(GemmFast, GemmLongK) {
+  for (const cpu::Features& f : feature_sets())
+    for (DType t : kWeights) {
+      check({"GEMM", t, 20, 20, 576, 70}, f);
+      check({"GEMV", t, 1, 1, 1536, 40}, f);
+    }
+}
+
+TEST(GemmFast, ProjectionEpilogues) {
+  for (const cpu::Features& f : feature_sets())
+    for (const char* e : {"none", "relu", "silu", "gelu", "gelu_tanh"})
+      for (Precision p : {Precision::high, Precision::medium}) {
+        check({"ProjectionGEMM", DType::q4_1, 9, 9, 96, 33, e, p}, f);
+        check({"ProjectionGEMM", f32, 9, 7, 37, 33, e, p}, f);
+      }
+}
+
+TEST(GemmFast, MediumPrecisionEveryWeightDtype) {
+  // Several rows at medium may take bf16 inputs (AVX512_BF16); one row never does.
+  for (const cpu::Features& f : feature_sets())
+    for (DType t : kWeights)
+      for (int64_t n : {19, 577}) {
+        const int64_t k = info(t).quantised ? 64 : 37;
+        check({"ProjectionGEMM", t, 65, 65, k, n, "none", Precision::medium}, f);
+        check({"ProjectionGEMM", t, 65, 17, k, n, "silu", Precision::medium}, f);
+        check({"ProjectionGEMM", t, 3, 3, 576, n, "none", Precision::medium}, f);
+        check({"GEMM", t, 1, 1, k, n, "none", Precision::medium}, f);
+      }
+}
+
+TEST(GemmFast, HalfActivations) {
+  for (const cpu::Features& f : feature_sets())
+    for (DType act : {bf16, f16}) {
+      check({"GEMV", DType::q4_1, 1, 1, 64, 19, "none", Precision::highest, act}, f);
+      check({"GEMM", DType::q8_0, 10, 6, 64, 35, "none", Precision::highest, act}, f);
+      check({"GEMM", bf16, 10, 10, 37, 35, "none", Precision::highest, act}, f);
+    }
+}
+
+TEST(GemmFast, EnvironmentNarrowsFeatures) {
+  const cpu::Features& host = cpu::Features::host();
+  cpu::Features p = host.limited_to("portable");
+  EXPECT_FALSE(p.avx2 || p.fma || p.avx512f || p.avx512bw);
+  EXPECT_EQ(p.str(), "portable");
+  cpu::Features a = host.limited_to("avx2");
+  EXPECT_FALSE(a.avx512f || a.avx512bf16);
+  EXPECT_EQ(a.avx2, host.avx2);
+}
+
+}  // namespace
+}  // namespace iron
