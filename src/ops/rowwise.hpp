@@ -42,12 +42,12 @@ class RowwiseOp : public Operator {
         // The weight is resident and never changes: convert it once.
         to_f32(w.dtype, w.address(nullptr), weight_.data(), n_);
       }
-      work_.assign(size_t(2 * n_ * cpu::ThreadPool::shared(1).size()), 0.0f);
+      scratch_ = cpu::Scratch(size_t(2 * n_));
     }
     void run(const int64_t* w, int thread, int threads) const override {
       int64_t rows = x_.shape.size() < 2 ? 1 : x_.rows(w) * (x_.row_elements() / n_);
       auto [begin, end] = cpu::split(rows, thread, threads);
-      float* xr = work_.data() + 2 * n_ * thread;
+      float* xr = scratch_.get(thread);
       float* yr = xr + n_;
       for (int64_t r = begin; r < end; ++r) {
         load_row(x_, w, r * n_, xr, n_);
@@ -61,7 +61,7 @@ class RowwiseOp : public Operator {
     cpu::Operand x_, y_;
     int64_t n_;
     std::vector<float> weight_;
-    mutable std::vector<float> work_;
+    cpu::Scratch scratch_;
   };
 
   int64_t n_;

@@ -79,6 +79,22 @@ struct KernelArgs {
   const Features* features = nullptr;
 };
 
+/// A kernel's per-thread scratch, carved from one buffer per pool thread that every kernel
+/// shares: the commands of a program run one after another, so none needs memory of its own
+/// (hundreds of kernels each holding tiles would cost tens of MiB). Sized when a kernel is made,
+/// outside any run; fetch the pointer in run(), never keep it.
+class Scratch {
+ public:
+  Scratch() = default;
+  explicit Scratch(size_t floats_per_thread);
+  /// Thread `thread`'s scratch: 64-byte aligned, at least the floats asked for, contents undefined.
+  float* get(int thread) const;
+  size_t floats() const { return floats_; }
+
+ private:
+  size_t floats_ = 0;
+};
+
 class Kernel {
  public:
   virtual ~Kernel() = default;

@@ -11,7 +11,37 @@
 #define IRON_PAUSE() ((void)0)
 #endif
 
+#include <cstdlib>
+#include <memory>
+
+#include "devices/cpu/kernel.hpp"
+
 namespace iron::cpu {
+
+namespace {
+struct SharedScratch {
+  size_t floats = 0;
+  std::vector<std::unique_ptr<float[], void (*)(void*)>> buffers;
+};
+SharedScratch& shared_scratch() {
+  static SharedScratch s;
+  return s;
+}
+}  // namespace
+
+Scratch::Scratch(size_t floats_per_thread) : floats_(floats_per_thread) {
+  SharedScratch& s = shared_scratch();
+  const size_t threads = size_t(ThreadPool::shared(1).size());
+  if (floats_per_thread <= s.floats && s.buffers.size() >= threads) return;
+  size_t floats = std::max(floats_per_thread, s.floats);
+  size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+  s.buffers.clear();
+  for (size_t t = 0; t < threads; ++t)
+    s.buffers.emplace_back(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))), std::free);
+  s.floats = floats;
+}
+
+float* Scratch::get(int thread) const { return shared_scratch().buffers[size_t(thread)].get(); }
 
 namespace {
 // How long a worker spins for the next job before sleeping: long enough to span the host's

@@ -73,7 +73,7 @@ class Kernel final : public cpu::Kernel {
                   to_string(k_.shape) + " and " + to_string(v_.shape));
     // Per thread: the scaled query, the output accumulator, a key or value row, a block's scores.
     per_thread_ = 3 * d_.d + block_;
-    work_.assign(size_t(per_thread_ * cpu::ThreadPool::shared(1).size()), 0.0f);
+    scratch_ = cpu::Scratch(size_t(per_thread_));
   }
 
   void run(const int64_t* w, int thread, int threads) const override {
@@ -82,7 +82,7 @@ class Kernel final : public cpu::Kernel {
     const int64_t cache_rows = std::min(k_.extent(0, w), v_.extent(0, w));
     const float scale = float(d_.scale);
     auto [begin, end] = cpu::split(rows * heads, thread, threads);
-    float* q = work_.data() + thread * per_thread_;
+    float* q = scratch_.get(thread);
     float* acc = q + d;
     float* row = acc + d;
     float* scores = row + d;
@@ -138,7 +138,7 @@ class Kernel final : public cpu::Kernel {
   cpu::WordRef start_;
   int64_t block_;
   int64_t per_thread_;
-  mutable std::vector<float> work_;
+  cpu::Scratch scratch_;
 };
 
 struct Attention : Operator {

@@ -63,18 +63,20 @@ class FastKernel final : public cpu::Kernel {
     // bf16: a's rows as bf16 pairs (the tile's bf16 pairs reuse rowbuf, free once packed).
     a16_ = bf16_ && max_rows_ >= kPackRows ? padded(max_rows_ * (k + 2) / 2) : 0;
     per_thread_ = abuf_ + xsum_ + ybuf_ + rowbuf_ + packed_ + cbuf_ + a16_;
-    const int threads = cpu::ThreadPool::shared(1).size();
-    work_.assign(size_t(padded(k) + per_thread_ * threads + 16), 0.0f);
-    auto addr = reinterpret_cast<uintptr_t>(work_.data());
-    base_ = work_.data() + ((64 - addr % 64) % 64) / 4;
+    scratch_ = cpu::Scratch(size_t(per_thread_));
+    // A row of zeros the kernels read (never written): the kernel's own, so shared scratch
+    // cannot disturb it.
+    zeros_.assign(size_t(padded(k) + 16), 0.0f);
+    auto addr = reinterpret_cast<uintptr_t>(zeros_.data());
+    zero_row_ = zeros_.data() + ((64 - addr % 64) % 64) / 4;
   }
 
   void run(const int64_t* w, int thread, int threads) const override {
     const int64_t rows = a_.shape.size() < 2 ? 1 : a_.rows(w);
     if (rows <= 0) return;
     const int64_t k = c_.k, n = c_.n;
-    const float* zeros = base_;
-    float* abuf = base_ + padded(k) + thread * per_thread_;
+    const float* zeros = zero_row_;
+    float* abuf = scratch_.get(thread);
     float* xsum = abuf + abuf_;
     float* ybuf = xsum + xsum_;
     float* rowbuf = ybuf + ybuf_;
@@ -135,8 +137,9 @@ class FastKernel final : public cpu::Kernel {
   int64_t row_bytes_ = 0, max_rows_ = 1;
   int64_t abuf_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0, cbuf_ = 0, a16_ = 0,
           per_thread_ = 0;
-  mutable std::vector<float> work_;
-  float* base_ = nullptr;
+  cpu::Scratch scratch_;
+  std::vector<float> zeros_;
+  const float* zero_row_ = nullptr;
 };
 
 }  // namespace

@@ -33,14 +33,14 @@ class MatmulKernel final : public cpu::Kernel {
       value_error("a quantised GEMM weight is (N, K), as a Linear stores it: use b_col_maj");
     // Per-thread f32 rows (a row of a, a tile of b, a row of y), made once here, not per call.
     per_thread_ = k_ + k_ * tile_n_ + 2 * n_;
-    work_.assign(size_t(per_thread_ * cpu::ThreadPool::shared(1).size()), 0.0f);
+    scratch_ = cpu::Scratch(size_t(per_thread_));
   }
 
   void run(const int64_t* w, int thread, int threads) const override {
     const int64_t rows = a_.shape.size() < 2 ? 1 : a_.rows(w);
     auto [begin, end] = cpu::split(n_, thread, threads, tile_n_);
     if (begin >= end) return;
-    float* a_row = work_.data() + thread * per_thread_;
+    float* a_row = scratch_.get(thread);
     float* b_rows = a_row + k_;
     float* y_row = b_rows + k_ * tile_n_;
     float* b_row = y_row + n_;
@@ -92,7 +92,7 @@ class MatmulKernel final : public cpu::Kernel {
   Epilogue epilogue_;
   int64_t tile_n_;
   int64_t per_thread_;
-  mutable std::vector<float> work_;
+  cpu::Scratch scratch_;
 };
 
 }  // namespace

@@ -46,13 +46,13 @@ class Kernel final : public cpu::Kernel {
  public:
   Kernel(const Layout& l, const cpu::KernelArgs& a) : l_(l), x_(a.in.at(0)), t_(a.in.at(1)), y_(a.out.at(0)) {
     width_ = l.cos_sin ? l.d : l.d / 2;
-    work_.assign(size_t((l.heads * l.d * 2 + width_) * cpu::ThreadPool::shared(1).size()), 0.0f);
+    scratch_ = cpu::Scratch(size_t(l.heads * l.d * 2 + width_));
   }
   void run(const int64_t* w, int thread, int threads) const override {
     int64_t rows = x_.shape.size() == 1 ? 1 : x_.rows(w);
     auto [begin, end] = cpu::split(rows, thread, threads);
     const int64_t row = l_.heads * l_.d;
-    float* xr = work_.data() + thread * (2 * row + width_);
+    float* xr = scratch_.get(thread);
     float* yr = xr + row;
     float* tr = yr + row;
     for (int64_t r = begin; r < end; ++r) {
@@ -67,7 +67,7 @@ class Kernel final : public cpu::Kernel {
   Layout l_;
   cpu::Operand x_, t_, y_;
   int64_t width_;
-  mutable std::vector<float> work_;
+  cpu::Scratch scratch_;
 };
 
 struct RoPE : Operator {

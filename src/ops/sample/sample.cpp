@@ -68,28 +68,27 @@ inline int32_t sample(const Settings& s, const float* x, int64_t seed, int64_t p
 class Kernel final : public cpu::Kernel {
  public:
   Kernel(const cpu::KernelArgs& a, const Settings& s) : x_(a.in.at(0)), y_(a.out.at(0)), scalars_(a.scalars), s_(s) {
-    if (x_.dtype != f32) values_.assign(size_t(s.n), 0.0f);
-    if (s.temperature > 0) {
-      order_.assign(size_t(s.n), 0);
-      probability_.assign(size_t(s.n), 0.0);
-    }
+    // Per thread 0 (a serial kernel): probabilities (doubles first, for alignment), ids, values.
+    scratch_ = cpu::Scratch(size_t(s.n) * 4);
   }
   bool parallel() const override { return false; }
   void run(const int64_t* w, int, int) const override {
-    const float* x = x_.dtype == f32 ? x_.data<float>(w) : values_.data();
-    if (x_.dtype != f32) load_row(x_, w, 0, values_.data(), s_.n);
+    float* base = scratch_.get(0);
+    auto* probability = reinterpret_cast<double*>(base);
+    auto* order = reinterpret_cast<int32_t*>(base + 2 * s_.n);
+    float* values = base + 3 * s_.n;
+    const float* x = x_.dtype == f32 ? x_.data<float>(w) : values;
+    if (x_.dtype != f32) load_row(x_, w, 0, values, s_.n);
     int64_t seed = scalars_.size() > 0 ? scalars_[0].get(w) : 0;
     int64_t position = scalars_.size() > 1 ? scalars_[1].get(w) : 0;
-    *y_.data<int32_t>(w) = sample(s_, x, seed, position, order_.data(), probability_.data());
+    *y_.data<int32_t>(w) = sample(s_, x, seed, position, order, probability);
   }
 
  private:
   cpu::Operand x_, y_;
   std::vector<cpu::WordRef> scalars_;
   Settings s_;
-  mutable std::vector<float> values_;
-  mutable std::vector<int32_t> order_;
-  mutable std::vector<double> probability_;
+  cpu::Scratch scratch_;
 };
 
 struct Sample : Operator {

@@ -23,14 +23,14 @@ inline void softmax_row(const float* x, float* y, int64_t len, int64_t n, double
 class Kernel final : public cpu::Kernel {
  public:
   Kernel(const cpu::KernelArgs& a, int64_t n, double scale) : x_(a.in.at(0)), y_(a.out.at(0)), n_(n), scale_(scale) {
-    work_.assign(size_t(2 * n * cpu::ThreadPool::shared(1).size()), 0.0f);
+    scratch_ = cpu::Scratch(size_t(2 * n));
   }
   void run(const int64_t* w, int thread, int threads) const override {
     int last = x_.rank() - 1;
     int64_t rows = x_.rank() < 2 ? 1 : x_.rows(w) * (x_.row_elements() / n_);
     int64_t len = x_.extent(last, w);
     auto [begin, end] = cpu::split(rows, thread, threads);
-    float* xr = work_.data() + 2 * n_ * thread;
+    float* xr = scratch_.get(thread);
     float* yr = xr + n_;
     for (int64_t r = begin; r < end; ++r) {
       load_row(x_, w, r * n_, xr, len);
@@ -43,7 +43,7 @@ class Kernel final : public cpu::Kernel {
   cpu::Operand x_, y_;
   int64_t n_;
   double scale_;
-  mutable std::vector<float> work_;
+  cpu::Scratch scratch_;
 };
 
 struct Softmax : Operator {
