@@ -157,8 +157,46 @@ void Image::link() {
   emitted_ = recording_.emitted.defined() ? operand(recording_.emitted) : cpu::Operand{};
   words_.assign(size_t(table_.size()), 0);
   have_carried_.assign(size_t(table_.values()), false);
-  program_ = lower_cpu(recording_, std::move(args), options_.threads);
+  program_ = lower_cpu(recording_, std::move(args), barriers(), options_.threads);
   linked_ = arena_.generation();
+}
+
+std::vector<bool> Image::barriers() {
+  struct Range {
+    uintptr_t begin, end;
+    bool overlaps(const Range& o) const { return begin < o.end && o.begin < end; }
+  };
+  auto range = [&](const Handle& h) {
+    const BufferNode& b = *h.buffer();
+    auto begin = reinterpret_cast<uintptr_t>(address(b));
+    return Range{begin, begin + uintptr_t(storage_bytes(b.dtype, element_count(b.shape)))};
+  };
+  std::vector<bool> out(recording_.steps.size(), false);
+  std::vector<Range> reads, writes;  // of the phase so far
+  for (size_t i = 0; i < recording_.steps.size(); ++i) {
+    const Step& step = recording_.steps[i];
+    std::vector<Range> r, w;
+    for (const Handle& h : step.in) {
+      r.push_back(range(h));
+      if (h.ids()) r.push_back(range(*h.ids()));
+    }
+    for (const Handle& h : step.out) w.push_back(range(h));
+    bool hazard = false;
+    for (const Range& x : w) {
+      for (const Range& y : reads) hazard |= x.overlaps(y);
+      for (const Range& y : writes) hazard |= x.overlaps(y);
+    }
+    for (const Range& x : r)
+      for (const Range& y : writes) hazard |= x.overlaps(y);
+    if (hazard || i == 0) {
+      out[i] = i > 0;
+      reads.clear();
+      writes.clear();
+    }
+    reads.insert(reads.end(), r.begin(), r.end());
+    writes.insert(writes.end(), w.begin(), w.end());
+  }
+  return out;
 }
 
 // ---- a call -------------------------------------------------------------------------------

@@ -74,6 +74,9 @@ class Image {
  private:
   void plan();
   void link();  // (re)lowers against the arena's current addresses
+  /// Where each step needs a barrier: the byte ranges it reads and writes against those of the
+  /// steps since the last one (buffers that share arena bytes count as the same memory).
+  std::vector<bool> barriers();
   cpu::Operand operand(const Handle& h);
   void check_step(size_t i);
   void run_host(const HostStep& step);
@@ -101,7 +104,9 @@ class Image {
 };
 
 /// Lowers a recording's steps for the CPU (devices/cpu/program.cpp).
-std::unique_ptr<Program> lower_cpu(const Recording& recording,
-                                   std::vector<cpu::KernelArgs> args, int threads);
+/// `barrier_before[i]`: step i must wait for every earlier step (it touches memory a step since the
+/// last barrier wrote, or writes memory one read); steps between two barriers run as one phase.
+std::unique_ptr<Program> lower_cpu(const Recording& recording, std::vector<cpu::KernelArgs> args,
+                                   const std::vector<bool>& barrier_before, int threads);
 
 }  // namespace iron::detail

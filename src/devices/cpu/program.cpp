@@ -74,12 +74,18 @@ namespace {
 
 class CpuProgram final : public detail::Program {
  public:
-  CpuProgram(std::vector<std::unique_ptr<Kernel>> kernels, std::vector<std::string> names, int threads)
+  CpuProgram(std::vector<std::unique_ptr<Kernel>> kernels, std::vector<std::string> names,
+             const std::vector<bool>& barrier_before, int threads)
       : kernels_(std::move(kernels)), names_(std::move(names)), threads_(threads), pool_(ThreadPool::shared(threads)) {
+    // A phase runs until a step needs what an earlier one wrote (or would overwrite what one
+    // reads). Consecutive serial kernels also share a phase: thread 0 runs them in order.
     for (size_t i = 0; i < kernels_.size();) {
-      Phase p{i, i + 1, kernels_[i]->parallel()};
-      if (!p.parallel)
-        while (p.end < kernels_.size() && !kernels_[p.end]->parallel()) ++p.end;
+      Phase p{i, i + 1};
+      bool serial = !kernels_[i]->parallel();  // every kernel of the phase so far runs on thread 0
+      while (p.end < kernels_.size() && (!barrier_before[p.end] || (serial && !kernels_[p.end]->parallel()))) {
+        serial = serial && !kernels_[p.end]->parallel();
+        ++p.end;
+      }
       phases_.push_back(p);
       i = p.end;
     }
@@ -90,7 +96,7 @@ class CpuProgram final : public detail::Program {
     words_ = words;
     single_ = -1;
     bool any_parallel = false;
-    for (const Phase& p : phases_) any_parallel |= p.parallel;
+    for (const auto& k : kernels_) any_parallel |= k->parallel();
     // Reset before the pool publishes the job, so no thread can reach the barrier first.
     barrier_.reset(any_parallel ? threads_ : 1);
     pool_.run(any_parallel ? threads_ : 1, &CpuProgram::job, this);
@@ -107,7 +113,6 @@ class CpuProgram final : public detail::Program {
  private:
   struct Phase {
     size_t begin, end;
-    bool parallel;
   };
 
   // Runs kernel i's share; with tracing on, records it as a span.
@@ -130,10 +135,11 @@ class CpuProgram final : public detail::Program {
     bool sense = false;
     for (size_t k = 0; k < self->phases_.size(); ++k) {
       const Phase& p = self->phases_[k];
-      if (p.parallel) {
-        self->run_kernel(p.begin, thread, threads);
-      } else if (thread == 0) {
-        for (size_t i = p.begin; i < p.end; ++i) self->run_kernel(i, 0, 1);
+      for (size_t i = p.begin; i < p.end; ++i) {
+        if (self->kernels_[i]->parallel())
+          self->run_kernel(i, thread, threads);
+        else if (thread == 0)
+          self->run_kernel(i, 0, 1);
       }
       if (threads > 1 && k + 1 < self->phases_.size()) self->barrier_.wait(sense);
     }
@@ -155,14 +161,14 @@ class CpuProgram final : public detail::Program {
 namespace iron::detail {
 
 std::unique_ptr<Program> lower_cpu(const Recording& recording, std::vector<cpu::KernelArgs> args,
-                                   int threads) {
+                                   const std::vector<bool>& barrier_before, int threads) {
   std::vector<std::unique_ptr<cpu::Kernel>> kernels;
   std::vector<std::string> names;
   for (size_t i = 0; i < recording.steps.size(); ++i) {
     kernels.push_back(recording.steps[i].op->cpu_kernel(args[i]));
     names.push_back(recording.steps[i].op->name());
   }
-  return std::make_unique<cpu::CpuProgram>(std::move(kernels), std::move(names), threads);
+  return std::make_unique<cpu::CpuProgram>(std::move(kernels), std::move(names), barrier_before, threads);
 }
 
 }  // namespace iron::detail

@@ -47,6 +47,8 @@ namespace {
 // How long a worker spins for the next job before sleeping: long enough to span the host's
 // work between two decode steps, short enough not to burn a core when idle.
 constexpr int kSpinsBeforeSleep = 20000;
+// How long a thread waits at a barrier before sleeping on it.
+constexpr int kBarrierSpins = 4000;
 }  // namespace
 
 void Barrier::wait(bool& sense) {
@@ -54,12 +56,16 @@ void Barrier::wait(bool& sense) {
   if (waiting_.fetch_add(1, std::memory_order_acq_rel) == threads_ - 1) {
     waiting_.store(0, std::memory_order_relaxed);
     release_.store(sense, std::memory_order_release);
-  } else {
-    for (int spin = 1; release_.load(std::memory_order_acquire) != sense; ++spin) {
-      IRON_PAUSE();
-      if ((spin & 1023) == 0) sched_yield();
-    }
+    release_.notify_all();
+    return;
   }
+  // Spin a little (the other threads are usually microseconds away), then sleep: on a machine
+  // busier than its cores, a spinning waiter would hold the core the last thread needs.
+  for (int spin = 0; spin < kBarrierSpins; ++spin) {
+    if (release_.load(std::memory_order_acquire) == sense) return;
+    IRON_PAUSE();
+  }
+  while (release_.load(std::memory_order_acquire) != sense) release_.wait(!sense, std::memory_order_acquire);
 }
 
 ThreadPool& ThreadPool::shared(int threads) {
@@ -93,7 +99,10 @@ void ThreadPool::run(int threads, Job job, void* context) {
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   job(context, 0, threads);
-  while (pending_.load(std::memory_order_acquire) != 0) IRON_PAUSE();
+  for (int spin = 1; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    IRON_PAUSE();
+    if ((spin & 255) == 0) sched_yield();
+  }
 }
 
 void ThreadPool::work(int index) {
