@@ -14,9 +14,11 @@
 namespace iron::functional {
 
 /// x @ weight.T, plus `bias` on every row if given. One row runs on GEMV (always rounded once
-/// from f32 sums); several rows on ProjectionGEMM at `precision`, or GEMM at HIGHEST.
+/// from f32 sums); several rows on ProjectionGEMM at `precision`, or GEMM at HIGHEST. With
+/// `into` (a dense view of as many elements and the same dtype, e.g. a KV-cache window) the
+/// result is written there, and the returned handle is that view.
 Handle linear(const Handle& x, const Handle& weight, const Handle& bias = {},
-              Precision precision = Precision::highest, const Fields& gemv = {});
+              Precision precision = Precision::highest, const Fields& gemv = {}, const Handle& into = {});
 
 /// x over the RMS of its last axis, times `weight` if given; `eps` none is x's dtype's epsilon.
 Handle rms_norm(const Handle& x, int64_t normalized_shape, const Handle& weight = {},
@@ -34,8 +36,12 @@ Handle gelu(const Handle& x, const std::string& approximate = "none");
 /// x (rows, head_dim) or (rows, heads, head_dim) turned by RoPE, a row of angles (rows,
 /// head_dim/2) per row. `mode` "adjacent" pairs (2i, 2i+1) or "halves" (i, i + head_dim/2).
 Handle rope(const Handle& x, const Handle& angles, const std::string& mode = "adjacent");
-/// As rope(), with a table of cosines then sines (rows, head_dim), computed once.
-Handle rope_cos_sin(const Handle& x, const Handle& table, const std::string& mode = "adjacent");
+/// As rope(), with a table of cosines then sines (rows, head_dim), computed once; `into` as in
+/// linear().
+Handle rope_cos_sin(const Handle& x, const Handle& table, const std::string& mode = "adjacent",
+                    const Handle& into = {});
+/// silu(gate) * up, in one step (a SwiGLU feed-forward's middle).
+Handle silu_mul(const Handle& gate, const Handle& up);
 
 /// Softmax over the last axis, of `scale` * x; entries past the axis's per-call bound are zero.
 Handle softmax(const Handle& x, double scale = 1.0);

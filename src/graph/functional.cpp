@@ -13,7 +13,7 @@ namespace {
 // Records `op` over dense inputs and returns its one output, of x's rows and bounds.
 Handle step(const std::string& op, Fields params, std::vector<Handle> in, const Shape& shape, DType dtype,
             const std::vector<std::optional<Affine>>& bounds, Precision precision = Precision::highest,
-            std::vector<Affine> scalars = {}) {
+            std::vector<Affine> scalars = {}, const Handle& into = {}) {
   Recorder& r = Recorder::require(op);
   for (Handle& h : in)
     if (h.defined()) h = dense(h);
@@ -22,7 +22,15 @@ Handle step(const std::string& op, Fields params, std::vector<Handle> in, const 
   s.in = std::move(in);
   std::vector<std::optional<Affine>> valid(shape.size());
   for (size_t a = 0; a < std::min(valid.size(), bounds.size()); ++a) valid[a] = bounds[a];
-  Handle out = r.scratch(op, shape, dtype).with_bounds(valid);
+  Handle out;
+  if (into.defined()) {
+    // Written straight into the caller's view (a KV-cache window): no copy after.
+    if (into.layout() != Layout::dense || into.numel() != element_count(shape) || into.dtype() != dtype)
+      value_error(op + " writes " + to_string(shape) + " " + std::string(name(dtype)) + ", not into " + into.str());
+    out = (into.shape() == shape ? into : into.reshape(shape)).with_bounds(valid);
+  } else {
+    out = r.scratch(op, shape, dtype).with_bounds(valid);
+  }
   s.out = {out};
   s.precision = precision;
   s.scalars = std::move(scalars);
@@ -65,7 +73,9 @@ Handle matmul(const Handle& row, const Handle& matrix) {
 
 namespace functional {
 
-Handle linear(const Handle& x, const Handle& weight, const Handle& bias, Precision precision, const Fields& gemv) {
+Handle linear(const Handle& x, const Handle& weight, const Handle& bias, Precision precision, const Fields& gemv,
+              const Handle& into) {
+  if (into.defined() && bias.defined()) value_error("linear(): a bias cannot go with `into`");
   if (x.rank() != 1 && x.rank() != 2) value_error("linear(): x " + to_string(x.shape()) + " is not (in,) or (rows, in)");
   if (weight.rank() != 2 || weight.dim(1) != x.shape().back())
     value_error("linear(): weight " + weight.str() + " is not (out, " + std::to_string(x.shape().back()) + ")");
@@ -76,13 +86,13 @@ Handle linear(const Handle& x, const Handle& weight, const Handle& bias, Precisi
   if (one_row) {
     Fields p{{"K", k}, {"N", n}};
     for (const auto& [name, v] : gemv.items()) p.set(name, v);
-    y = step("GEMV", p, {x, weight}, out, activation_dtype(x), x.bounds());
+    y = step("GEMV", p, {x, weight}, out, activation_dtype(x), x.bounds(), Precision::highest, {}, into);
   } else if (!gemv.empty()) {
     value_error("linear(): " + std::to_string(x.dim(0)) + " rows take no GEMV " + gemv.str());
   } else {
     Fields p{{"M", x.dim(0)}, {"K", k}, {"N", n}, {"b_col_maj", true}, {"precision", std::string(name(precision))}};
     y = step(precision == Precision::highest ? "GEMM" : "ProjectionGEMM", p, {x, weight}, out, activation_dtype(x),
-             x.bounds(), precision);
+             x.bounds(), precision, {}, into);
   }
   if (!bias.defined()) return y;
   if (bias.numel() != n) value_error("linear(): bias " + bias.str() + " is not (" + std::to_string(n) + ",)");
@@ -123,7 +133,8 @@ Handle gelu(const Handle& x, const std::string& approximate) {
 }
 
 namespace {
-Handle rope_step(const Handle& x, const Handle& table, const std::string& mode, const std::string& kind) {
+Handle rope_step(const Handle& x, const Handle& table, const std::string& mode, const std::string& kind,
+                 const Handle& into = {}) {
   if (x.rank() < 1 || x.rank() > 3) value_error("rope(): x " + x.str() + " is not (rows, [heads,] head_dim)");
   int64_t d = x.shape().back(), heads = x.rank() == 3 ? x.dim(1) : 1;
   int64_t rows = x.rank() == 1 ? 1 : x.dim(0);
@@ -131,14 +142,16 @@ Handle rope_step(const Handle& x, const Handle& table, const std::string& mode, 
   if (table.numel() != rows * width)
     value_error("rope(): the table " + table.str() + " is not a row of " + std::to_string(width) + " per row of " + x.str());
   Fields p{{"head_dim", d}, {"heads", heads}, {"mode", mode}, {"table", kind}};
-  return step("RoPE", p, {x, table}, x.shape(), activation_dtype(x), x.bounds());
+  return step("RoPE", p, {x, table}, x.shape(), activation_dtype(x), x.bounds(), Precision::highest, {}, into);
 }
 }  // namespace
 
 Handle rope(const Handle& x, const Handle& angles, const std::string& mode) { return rope_step(x, angles, mode, "angles"); }
-Handle rope_cos_sin(const Handle& x, const Handle& table, const std::string& mode) {
-  return rope_step(x, table, mode, "cos_sin");
+Handle rope_cos_sin(const Handle& x, const Handle& table, const std::string& mode, const Handle& into) {
+  return rope_step(x, table, mode, "cos_sin", into);
 }
+
+Handle silu_mul(const Handle& gate, const Handle& up) { return elementwise("SwiGLU", gate, up); }
 
 Handle softmax(const Handle& x, double scale) {
   if (x.rank() == 0) value_error("softmax() of a scalar");

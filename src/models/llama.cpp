@@ -76,17 +76,21 @@ Handle LlamaModel::block(LlamaBlock& b, Handle x, const Affine& start, int64_t n
   Handle h = F::rms_norm(x, c.dim, b.attn_norm, eps);
   Handle table = Handle(rope_table)[window(start, n)];
   auto heads = [&](const Handle& y, int64_t count) { return y.reshape({n, count, c.head_dim}).bounded(0, *x.valid(0)); };
+  // This call's keys (turned) and values go straight into the cache at their positions, then
+  // every query row attends to the cache up to its own position.
+  Handle k_rows = Handle(b.k_cache)[window(start, n)], v_rows = Handle(b.v_cache)[window(start, n)];
+  const bool direct = options_.cache_dtype == f32;  // else each is rounded into the cache by a copy
   Handle q = F::rope_cos_sin(heads(F::linear(h, b.attn.q), c.heads), table, c.rope_mode);
-  Handle k = F::rope_cos_sin(heads(F::linear(h, b.attn.k), c.kv_heads), table, c.rope_mode);
-  Handle v = heads(F::linear(h, b.attn.v), c.kv_heads);
-  // This call's keys and values go into the cache at their positions, then every query row
-  // attends to the cache up to its own position.
-  Handle(b.k_cache)[window(start, n)].assign(k);
-  Handle(b.v_cache)[window(start, n)].assign(v);
+  Handle k = F::rope_cos_sin(heads(F::linear(h, b.attn.k), c.kv_heads), table, c.rope_mode, direct ? k_rows : Handle());
+  Handle v = F::linear(h, b.attn.v, {}, Precision::highest, {}, direct ? v_rows : Handle());
+  if (!direct) {
+    k_rows.assign(k);
+    v_rows.assign(heads(v, c.kv_heads));
+  }
   Handle attended = F::attention(q, b.k_cache, b.v_cache, start);
   x = x + F::linear(attended.reshape({n, c.heads * c.head_dim}).bounded(0, *x.valid(0)), b.attn.o);
   h = F::rms_norm(x, c.dim, b.ffn_norm, eps);
-  Handle ffn = F::silu(F::linear(h, b.ffn.gate)) * F::linear(h, b.ffn.up);
+  Handle ffn = F::silu_mul(F::linear(h, b.ffn.gate), F::linear(h, b.ffn.up));
   return x + F::linear(ffn, b.ffn.down);
 }
 

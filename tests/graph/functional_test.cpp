@@ -137,3 +137,33 @@ TEST(Functional, ReleaseFreesAndALaterCallLoadsAgain) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Functional, SiluMulAndWritingIntoAViewMatchTheirParts) {
+  struct Net : Graph {
+    Input a = input("a");
+    Input b = input("b");
+    Scratchpad at_row = scratchpad("at_row");
+    Param w = param("w", {6, 4});
+    State cache = state("cache", {5, 6});
+    Outputs body() override {
+      Handle fused = F::silu_mul(a, b);
+      Handle parts = F::silu(a) * b;
+      Handle direct = F::linear(a, w, {}, Precision::highest, {}, Handle(cache)[window(at_row, 2)]);
+      return {fused, parts, direct, F::linear(a, w)};
+    }
+  } g;
+  g.load_state_dict({{"w", random_tensor({6, 4}, f32, 8)}});
+  Tensor a = random_tensor({2, 4}, f32, 9), b = random_tensor({2, 4}, f32, 10);
+  CompiledGraph& v = g.compile({{"a", {2, 4}}, {"b", {2, 4}}}, {.check = true});
+  const auto& out = v({a, b}, {{"at_row", 3}});
+  expect_close(out.outputs[0], out.outputs[1], 1e-6, 1e-6);
+  expect_close(out.outputs[2], out.outputs[3], 1e-6, 1e-6);
+  auto cache = v.read(g.cache).to_floats();
+  auto want = out.outputs[3].to_floats();
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(cache[size_t(18 + i)], want[size_t(i)]);  // rows 3 and 4
+  EXPECT_EQ(cache[17], 0.0f);
+}
+
+}  // namespace

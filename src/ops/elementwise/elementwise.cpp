@@ -13,14 +13,16 @@ const Declaration kAdd{"Add", &kElementwise, kElementwise.params, {}};
 const Declaration kSub{"Sub", &kElementwise, kElementwise.params, {}};
 const Declaration kMul{"Mul", &kElementwise, kElementwise.params, {}};
 const Declaration kDiv{"Div", &kElementwise, kElementwise.params, {}};
+const Declaration kSwiGLU{"SwiGLU", &kElementwise, kElementwise.params, {}};
 
-enum class Kind { add, sub, mul, div };
+enum class Kind { add, sub, mul, div, silu_mul };
 
 template <Kind K>
 inline float apply(float a, float b) {
   if constexpr (K == Kind::add) return a + b;
   if constexpr (K == Kind::sub) return a - b;
   if constexpr (K == Kind::mul) return a * b;
+  if constexpr (K == Kind::silu_mul) return float(double(a) / (1.0 + std::exp(-double(a))) * double(b));
   return a / b;
 }
 
@@ -79,7 +81,7 @@ class Op : public Operator {
     for (int64_t i = 0; i < n; ++i)
       y.data[i] = round_to(y.dtype, apply<K>(a.data[i], b.data[broadcast ? i % width : i]));
   }
-  Tolerance tolerance(Precision) const override { return {1e-6, 1e-6}; }
+  Tolerance tolerance(Precision) const override { return K == Kind::silu_mul ? Tolerance{1e-6, 4e-6} : Tolerance{1e-6, 1e-6}; }
   std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
     return std::make_unique<Kernel<K>>(a);
   }
@@ -97,11 +99,14 @@ struct Mul : Op<Kind::mul> {
 struct Div : Op<Kind::div> {
   Div(Fields p, Fields t) : Op(kDiv, std::move(p), std::move(t)) {}
 };
+struct SwiGLU : Op<Kind::silu_mul> {
+  SwiGLU(Fields p, Fields t) : Op(kSwiGLU, std::move(p), std::move(t)) {}
+};
 
 }  // namespace
 
 std::vector<CatalogEntry> elementwise_entries() {
-  return {entry<Add>(kAdd), entry<Sub>(kSub), entry<Mul>(kMul), entry<Div>(kDiv)};
+  return {entry<Add>(kAdd), entry<Sub>(kSub), entry<Mul>(kMul), entry<Div>(kDiv), entry<SwiGLU>(kSwiGLU)};
 }
 
 }  // namespace iron::ops
