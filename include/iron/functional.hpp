@@ -19,6 +19,10 @@ namespace iron::functional {
 /// result is written there, and the returned handle is that view.
 Handle linear(const Handle& x, const Handle& weight, const Handle& bias = {},
               Precision precision = Precision::highest, const Fields& gemv = {}, const Handle& into = {});
+/// residual + x @ weight.T in one step (the matmul adds it before its one rounding): a
+/// transformer block's residual connection.
+Handle linear_residual(const Handle& x, const Handle& weight, const Handle& residual,
+                       Precision precision = Precision::highest);
 
 /// x over the RMS of its last axis, times `weight` if given; `eps` none is x's dtype's epsilon.
 Handle rms_norm(const Handle& x, int64_t normalized_shape, const Handle& weight = {},

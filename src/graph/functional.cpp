@@ -99,6 +99,26 @@ Handle linear(const Handle& x, const Handle& weight, const Handle& bias, Precisi
   return y + bias;
 }
 
+Handle linear_residual(const Handle& x, const Handle& weight, const Handle& residual, Precision precision) {
+  if (x.rank() != 1 && x.rank() != 2) value_error("linear_residual(): x " + to_string(x.shape()) + " is not (in,) or (rows, in)");
+  if (weight.rank() != 2 || weight.dim(1) != x.shape().back())
+    value_error("linear_residual(): weight " + weight.str() + " is not (out, " + std::to_string(x.shape().back()) + ")");
+  const int64_t k = weight.dim(1), n = weight.dim(0);
+  Shape out = x.rank() == 1 ? Shape{n} : Shape{x.dim(0), n};
+  if (residual.shape() != out) value_error("linear_residual(): residual " + residual.str() + " is not " + to_string(out));
+  // The result's bounds: the residual's where it has them (x + f(x[:n]) keeps n rows), else x's.
+  auto bounds = x.bounds();
+  for (size_t a = 0; a < bounds.size() && a < residual.bounds().size(); ++a)
+    if (residual.bounds()[a]) bounds[a] = residual.bounds()[a];
+  bool one_row = x.rank() == 1 || x.dim(0) == 1;
+  if (one_row)
+    return step("GEMV", {{"K", k}, {"N", n}, {"residual", true}}, {x, weight, residual}, out, activation_dtype(x), bounds);
+  Fields p{{"M", x.dim(0)}, {"K", k}, {"N", n}, {"b_col_maj", true}, {"precision", std::string(name(precision))},
+           {"residual", true}};
+  return step(precision == Precision::highest ? "GEMM" : "ProjectionGEMM", p, {x, weight, residual}, out,
+              activation_dtype(x), bounds, precision);
+}
+
 namespace {
 void check_last_axis(const char* what, const Handle& x, int64_t normalized_shape) {
   if (x.rank() == 0 || x.shape().back() != normalized_shape)

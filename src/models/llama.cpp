@@ -88,10 +88,10 @@ Handle LlamaModel::block(LlamaBlock& b, Handle x, const Affine& start, int64_t n
     v_rows.assign(heads(v, c.kv_heads));
   }
   Handle attended = F::attention(q, b.k_cache, b.v_cache, start);
-  x = x + F::linear(attended.reshape({n, c.heads * c.head_dim}).bounded(0, *x.valid(0)), b.attn.o);
+  x = F::linear_residual(attended.reshape({n, c.heads * c.head_dim}).bounded(0, *x.valid(0)), b.attn.o, x);
   h = F::rms_norm(x, c.dim, b.ffn_norm, eps);
   Handle ffn = F::silu_mul(F::linear(h, b.ffn.gate), F::linear(h, b.ffn.up));
-  return x + F::linear(ffn, b.ffn.down);
+  return F::linear_residual(ffn, b.ffn.down, x);
 }
 
 Outputs LlamaModel::body() {

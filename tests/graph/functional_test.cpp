@@ -167,3 +167,22 @@ TEST(Functional, SiluMulAndWritingIntoAViewMatchTheirParts) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Functional, LinearResidualEqualsLinearPlusTheResidual) {
+  for (int64_t rows : {1, 5}) {
+    struct Net : Graph {
+      Input x = input("x");
+      Input r = input("r");
+      Param w = param("w", {64, 32}, keep_dtype);
+      Outputs body() override { return {F::linear_residual(x, w, r), F::linear(x, w) + r}; }
+    } g;
+    g.load_state_dict({{"w", random_tensor({64, 32}, f32, 3).to(bf16)}});
+    Tensor x = random_tensor({rows, 32}, f32, 4), r = random_tensor({rows, 64}, f32, 5);
+    const auto& out = g.compile({{"x", {rows, 32}}, {"r", {rows, 64}}}, {.check = true})({x, r});
+    expect_close(out.outputs[0], out.outputs[1], 1e-5, 1e-5);
+  }
+}
+
+}  // namespace

@@ -19,7 +19,8 @@ const Declaration kGEMM{"GEMM",
                          {"K", std::nullopt},
                          {"N", std::nullopt},
                          {"b_col_maj", false},
-                         {"precision", std::string("highest")}},
+                         {"precision", std::string("highest")},
+                         {"residual", false}},
                         {{"tile_n", int64_t(16)}}};
 const Declaration kProjectionGEMM{"ProjectionGEMM",
                                   &kGEMM,
@@ -28,10 +29,11 @@ const Declaration kProjectionGEMM{"ProjectionGEMM",
                                    {"N", std::nullopt},
                                    {"b_col_maj", false},
                                    {"precision", std::string("high")},
-                                   {"epilogue", std::string("none")}},
+                                   {"epilogue", std::string("none")},
+                                   {"residual", false}},
                                   {{"tile_n", int64_t(16)}}};
 const Declaration kGEMV{
-    "GEMV", nullptr, {{"K", std::nullopt}, {"N", std::nullopt}}, {{"tile_n", int64_t(16)}}};
+    "GEMV", nullptr, {{"K", std::nullopt}, {"N", std::nullopt}, {"residual", false}}, {{"tile_n", int64_t(16)}}};
 
 Epilogue epilogue_from(const std::string& e) {
   if (e == "none") return Epilogue::none;
@@ -51,6 +53,7 @@ class Matmul : public Operator {
     epilogue_ =
         params_.contains("epilogue") ? epilogue_from(params_.text("epilogue")) : Epilogue::none;
     if (params_.contains("precision")) precision_from_name(params_.text("precision"));
+    residual_ = params_.flag("residual");
     if (k_ <= 0 || n_ <= 0) value_error(d.name + ": K and N are positive, got " + params_.str());
   }
 
@@ -63,7 +66,8 @@ class Matmul : public Operator {
         for (int64_t k = 0; k < k_; ++k)
           s += double(a.data[m * k_ + k]) *
                double(col_maj_ ? b.data[n * k_ + k] : b.data[k * n_ + n]);
-        y.data[m * n_ + n] = round_to(y.dtype, float(finish(epilogue_, s)));
+        double r = residual_ ? double(c.in.at(2).data[m * n_ + n]) : 0.0;
+        y.data[m * n_ + n] = round_to(y.dtype, float(finish(epilogue_, s) + r));
       }
   }
 
@@ -80,7 +84,7 @@ class Matmul : public Operator {
   }
 
   std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
-    gemm::MatmulConfig c{k_, n_, col_maj_, epilogue_, tunables_.integer("tile_n"), gemv_};
+    gemm::MatmulConfig c{k_, n_, col_maj_, epilogue_, tunables_.integer("tile_n"), gemv_, residual_};
     // The fast kernels take a weight (N, K) of a float or 32-block kind and float activations;
     // everything else, and a processor without AVX2/FMA/F16C, takes the portable loops.
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
@@ -98,6 +102,7 @@ class Matmul : public Operator {
   bool col_maj_;
   Epilogue epilogue_;
   bool gemv_ = false;
+  bool residual_ = false;  // y = epilogue(a @ b) + r, r a third input of y's shape
 };
 
 struct GEMM : Matmul {

@@ -48,6 +48,7 @@ class FastKernel final : public cpu::Kernel {
  public:
   FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16)
       : a_(a.in.at(0)), b_(a.in.at(1)), y_(a.out.at(0)), c_(c), isa_(isa), bf16_(bf16) {
+    if (c_.residual) r_ = a.in.at(2);
     const DTypeInfo& wi = info(b_.dtype);
     row_bytes_ = c_.k / wi.block * wi.bytes;
     max_rows_ = a_.shape.size() < 2 ? 1 : a_.shape[0];
@@ -93,6 +94,7 @@ class FastKernel final : public cpu::Kernel {
         isa_.gemv(
             {b_.dtype, x, xsum, wbase + begin * row_bytes_, row_bytes_, k, end - begin, ybuf});
         finish_all(c_.epilogue, ybuf, end - begin);
+        if (c_.residual) add_residual(r_, w, m * n + begin, ybuf, end - begin);
         store_row(y_, w, m * n + begin, ybuf, end - begin);
       }
       return;
@@ -118,6 +120,7 @@ class FastKernel final : public cpu::Kernel {
       for (int64_t m = 0; m < rows; ++m) {
         float* c = cbuf + m * nr;
         finish_all(c_.epilogue, c, nt);
+        if (c_.residual) add_residual(r_, w, m * n + n0, c, nt);
         store_row(y_, w, m * n + n0, c, nt);
       }
     }
@@ -130,7 +133,7 @@ class FastKernel final : public cpu::Kernel {
     return buffer;
   }
 
-  cpu::Operand a_, b_, y_;
+  cpu::Operand a_, b_, y_, r_;
   MatmulConfig c_;
   const Isa& isa_;
   bool bf16_;

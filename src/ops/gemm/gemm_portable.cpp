@@ -31,6 +31,8 @@ class MatmulKernel final : public cpu::Kernel {
         tile_n_(std::max<int64_t>(1, c.tile_n)) {
     if (!col_maj_ && info(b_.dtype).quantised)
       value_error("a quantised GEMM weight is (N, K), as a Linear stores it: use b_col_maj");
+    if (c.residual) r_ = a.in.at(2);
+    residual_ = c.residual;
     // Per-thread f32 rows (a row of a, a tile of b, a row of y), made once here, not per call.
     per_thread_ = k_ + k_ * tile_n_ + 2 * n_;
     scratch_ = cpu::Scratch(size_t(per_thread_));
@@ -58,6 +60,7 @@ class MatmulKernel final : public cpu::Kernel {
           const float* a = row_of_a(w, m, a_row);
           for (int64_t j = 0; j < nt; ++j) {
             float v = float(finish(epilogue_, dot(a, b + j * k_, k_)));
+            if (residual_) add_residual(r_, w, m * n_ + n0 + j, &v, 1);
             store_row(y_, w, m * n_ + n0 + j, &v, 1);
           }
         }
@@ -75,6 +78,7 @@ class MatmulKernel final : public cpu::Kernel {
         for (int64_t j = 0; j < width; ++j) y_row[j] += s * b_row[j];
       }
       for (int64_t j = 0; j < width; ++j) y_row[j] = float(finish(epilogue_, y_row[j]));
+      if (residual_) add_residual(r_, w, m * n_ + begin, y_row, width);
       store_row(y_, w, m * n_ + begin, y_row, width);
     }
   }
@@ -86,8 +90,9 @@ class MatmulKernel final : public cpu::Kernel {
     return buffer;
   }
 
-  cpu::Operand a_, b_, y_;
+  cpu::Operand a_, b_, y_, r_;
   int64_t k_, n_;
+  bool residual_ = false;
   bool col_maj_;
   Epilogue epilogue_;
   int64_t tile_n_;

@@ -42,7 +42,18 @@ struct MatmulConfig {
   Epilogue epilogue = Epilogue::none;
   int64_t tile_n = 16;
   bool gemv = false;  // the GEMV op: one row
+  bool residual = false;  // add the third input (y's shape) after the epilogue
 };
+
+/// v[i] += r[at + i] for n entries of a dense operand (the residual, before the one rounding).
+inline void add_residual(const cpu::Operand& r, const int64_t* w, int64_t at, float* v, int64_t n) {
+  float chunk[256];
+  for (int64_t i = 0; i < n; i += 256) {
+    int64_t m = std::min<int64_t>(256, n - i);
+    to_f32(r.dtype, r.address(w, at + i), chunk, m);
+    for (int64_t j = 0; j < m; ++j) v[i + j] += chunk[j];
+  }
+}
 
 // ---- an instruction set's loops ---------------------------------------------------------
 
