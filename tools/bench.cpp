@@ -42,7 +42,7 @@ void add_bench_command(CLI::App& app) {
                                      "Measure prefill and decode tokens/s of a Llama-family GGUF model (mean and "
                                      "spread over repetitions), the decode's fraction of the memory-bandwidth bound, "
                                      "and peak memory");
-  cmd->add_option("-m,--model", o->model, "The model: a GGUF file")->required();
+  cmd->add_option("-m,--model", o->model, "The model: a GGUF file, or a Hugging Face directory (config.json, model.safetensors, tokenizer.json)")->required();
   cmd->add_option("-p,--n-prompt", o->prompt, "Prompt tokens to prefill (0: skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->tokens, "Tokens to decode (0: skip)")->capture_default_str();
   cmd->add_option("--profile", o->profile,

@@ -27,7 +27,7 @@ void add_generate_command(CLI::App& app) {
       "generate",
       "Generate text with a Llama-family GGUF model: the prompt runs in chunks, then each token is "
       "sampled on the device and streamed as it is produced. Flags follow llama.cpp's names.");
-  cmd->add_option("-m,--model", o->model, "The model: a GGUF file")->required();
+  cmd->add_option("-m,--model", o->model, "The model: a GGUF file, or a Hugging Face directory (config.json, model.safetensors, tokenizer.json)")->required();
   cmd->add_option("-p,--prompt", o->prompt, "The prompt (empty: start from BOS alone)");
   cmd->add_option("-n,--n-predict", o->tokens, "How many tokens to generate at most")->capture_default_str();
   cmd->add_option("--temp", o->temperature, "Sampling temperature; 0 is greedy")->capture_default_str();

@@ -37,7 +37,7 @@ void add_tune_command(CLI::App& app) {
       "tune",
       "Try each operator tunable on this device for the shapes a Llama-family model runs, keep the "
       "fastest, and write the profile (one entry a line) that generate and bench load");
-  cmd->add_option("-m,--model", o->model, "The model: a GGUF file")->required();
+  cmd->add_option("-m,--model", o->model, "The model: a GGUF file, or a Hugging Face directory (config.json, model.safetensors, tokenizer.json)")->required();
   cmd->add_option("-o,--output", o->output, "Where to write the profile")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads to use (0: every core)")->capture_default_str();
   cmd->add_option("-b,--batch-size", o->chunk, "Prompt rows a prefill call takes")->capture_default_str();
