@@ -20,7 +20,7 @@ const Declaration kAttention{"Attention",
                               {"head_dim", std::nullopt},
                               {"ctx", std::nullopt},
                               {"scale", 0.0}},
-                             {{"block", int64_t(32)}}};
+                             {{"block", int64_t(32), {int64_t(16), int64_t(32), int64_t(64), int64_t(128)}}}};
 
 struct Dims {
   int64_t heads, kv_heads, d, ctx;

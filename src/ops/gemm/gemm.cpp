@@ -21,7 +21,7 @@ const Declaration kGEMM{"GEMM",
                          {"b_col_maj", false},
                          {"precision", std::string("highest")},
                          {"residual", false}},
-                        {{"tile_n", int64_t(16)}}};
+                        {{"tile_n", int64_t(16), {int64_t(8), int64_t(16), int64_t(32)}}}};
 const Declaration kProjectionGEMM{"ProjectionGEMM",
                                   &kGEMM,
                                   {{"M", std::nullopt},
@@ -31,9 +31,9 @@ const Declaration kProjectionGEMM{"ProjectionGEMM",
                                    {"precision", std::string("high")},
                                    {"epilogue", std::string("none")},
                                    {"residual", false}},
-                                  {{"tile_n", int64_t(16)}}};
+                                  {{"tile_n", int64_t(16), {int64_t(8), int64_t(16), int64_t(32)}}}};
 const Declaration kGEMV{
-    "GEMV", nullptr, {{"K", std::nullopt}, {"N", std::nullopt}, {"residual", false}}, {{"tile_n", int64_t(16)}}};
+    "GEMV", nullptr, {{"K", std::nullopt}, {"N", std::nullopt}, {"residual", false}}, {{"tile_n", int64_t(16), {int64_t(8), int64_t(16), int64_t(32)}}}};
 
 Epilogue epilogue_from(const std::string& e) {
   if (e == "none") return Epilogue::none;
