@@ -35,6 +35,7 @@ void add_bench_command(CLI::App& app) {
     std::string model, trace;
     int64_t prompt = 512, tokens = 128, chunk = 512;
     std::string profile = "profiles";
+    std::string precision = "highest";
     int threads = 0, reps = 5;
   };
   auto o = std::make_shared<Options>();
@@ -45,6 +46,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "The model: a GGUF file, or a Hugging Face directory (config.json, model.safetensors, tokenizer.json)")->required();
   cmd->add_option("-p,--n-prompt", o->prompt, "Prompt tokens to prefill (0: skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->tokens, "Tokens to decode (0: skip)")->capture_default_str();
+  cmd->add_option("--precision", o->precision,
+                  "How matmuls may round: highest (f32 sums rounded once), high, or medium (activations "
+                  "rounded to int8 blocks where the CPU has VNNI, as llama.cpp does)")
+      ->check(CLI::IsMember({"highest", "high", "medium"}))
+      ->capture_default_str();
   cmd->add_option("--profile", o->profile,
                   "Tunables: a profile file, or a directory holding cpu.json (written by `iron tune`); "
                   "absent: the defaults")
@@ -60,6 +66,7 @@ void add_bench_command(CLI::App& app) {
     if (o->prompt < 0 || o->tokens < 0) throw CLI::ValidationError("-p/-n", "must be at least 0");
     models::RunnerOptions options;
     options.threads = o->threads;
+    options.model.precision = precision_from_name(o->precision);
     if (std::filesystem::exists(o->profile)) options.profile = Profile::load_for_device(o->profile, "cpu");
     options.model.chunk = std::max<int64_t>(1, std::min(o->chunk, std::max<int64_t>(o->prompt, 1)));
     options.model.context = o->prompt + o->tokens + 2;

@@ -19,6 +19,7 @@ void add_generate_command(CLI::App& app) {
     int64_t top_k = 40;
     uint64_t seed = 0;
     std::string profile = "profiles";
+    std::string precision = "highest";
     int threads = 0;
     bool chat = false, ids = false;
   };
@@ -36,6 +37,11 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-s,--seed", o->seed, "Random seed for sampling (the same seed gives the same output)")
       ->capture_default_str();
+  cmd->add_option("--precision", o->precision,
+                  "How matmuls may round: highest (f32 sums rounded once), high, or medium (activations "
+                  "rounded to int8 blocks where the CPU has VNNI, as llama.cpp does)")
+      ->check(CLI::IsMember({"highest", "high", "medium"}))
+      ->capture_default_str();
   cmd->add_option("--profile", o->profile,
                   "Tunables: a profile file, or a directory holding cpu.json (written by `iron tune`); "
                   "absent: the defaults")
@@ -52,6 +58,7 @@ void add_generate_command(CLI::App& app) {
     if (o->top_p <= 0 || o->top_p > 1) throw CLI::ValidationError("--top-p", "must be in (0, 1]");
     models::RunnerOptions options;
     options.threads = o->threads;
+    options.model.precision = precision_from_name(o->precision);
     if (std::filesystem::exists(o->profile)) options.profile = Profile::load_for_device(o->profile, "cpu");
     options.model.context = o->context;
     options.model.chunk = o->chunk;

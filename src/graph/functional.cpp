@@ -80,7 +80,9 @@ Handle linear(const Handle& x, const Handle& weight, const Handle& bias, Precisi
   if (weight.rank() != 2 || weight.dim(1) != x.shape().back())
     value_error("linear(): weight " + weight.str() + " is not (out, " + std::to_string(x.shape().back()) + ")");
   const int64_t k = weight.dim(1), n = weight.dim(0);
-  bool one_row = x.rank() == 1 || x.dim(0) == 1;
+  // One row runs on GEMV, rounded once from f32 sums, unless MEDIUM allows rounding the row to a
+  // block format: then a one-row ProjectionGEMM may take int8 dot products.
+  bool one_row = (x.rank() == 1 || x.dim(0) == 1) && precision != Precision::medium;
   Shape out = x.rank() == 1 ? Shape{n} : Shape{x.dim(0), n};
   Handle y;
   if (one_row) {
@@ -110,7 +112,7 @@ Handle linear_residual(const Handle& x, const Handle& weight, const Handle& resi
   auto bounds = x.bounds();
   for (size_t a = 0; a < bounds.size() && a < residual.bounds().size(); ++a)
     if (residual.bounds()[a]) bounds[a] = residual.bounds()[a];
-  bool one_row = x.rank() == 1 || x.dim(0) == 1;
+  bool one_row = (x.rank() == 1 || x.dim(0) == 1) && precision != Precision::medium;
   if (one_row)
     return step("GEMV", {{"K", k}, {"N", n}, {"residual", true}}, {x, weight, residual}, out, activation_dtype(x), bounds);
   Fields p{{"M", x.dim(0)}, {"K", k}, {"N", n}, {"b_col_maj", true}, {"precision", std::string(name(precision))},

@@ -73,6 +73,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaOptions& options)
 Handle LlamaModel::block(LlamaBlock& b, Handle x, const Affine& start, int64_t n) {
   const LlamaConfig& c = config_;
   const double eps = c.rms_eps;
+  const Precision p = options_.precision;
   Handle h = F::rms_norm(x, c.dim, b.attn_norm, eps);
   Handle table = Handle(rope_table)[window(start, n)];
   auto heads = [&](const Handle& y, int64_t count) { return y.reshape({n, count, c.head_dim}).bounded(0, *x.valid(0)); };
@@ -80,18 +81,18 @@ Handle LlamaModel::block(LlamaBlock& b, Handle x, const Affine& start, int64_t n
   // every query row attends to the cache up to its own position.
   Handle k_rows = Handle(b.k_cache)[window(start, n)], v_rows = Handle(b.v_cache)[window(start, n)];
   const bool direct = options_.cache_dtype == f32;  // else each is rounded into the cache by a copy
-  Handle q = F::rope_cos_sin(heads(F::linear(h, b.attn.q), c.heads), table, c.rope_mode);
-  Handle k = F::rope_cos_sin(heads(F::linear(h, b.attn.k), c.kv_heads), table, c.rope_mode, direct ? k_rows : Handle());
-  Handle v = F::linear(h, b.attn.v, {}, Precision::highest, {}, direct ? v_rows : Handle());
+  Handle q = F::rope_cos_sin(heads(F::linear(h, b.attn.q, {}, p), c.heads), table, c.rope_mode);
+  Handle k = F::rope_cos_sin(heads(F::linear(h, b.attn.k, {}, p), c.kv_heads), table, c.rope_mode, direct ? k_rows : Handle());
+  Handle v = F::linear(h, b.attn.v, {}, p, {}, direct ? v_rows : Handle());
   if (!direct) {
     k_rows.assign(k);
     v_rows.assign(heads(v, c.kv_heads));
   }
   Handle attended = F::attention(q, b.k_cache, b.v_cache, start);
-  x = F::linear_residual(attended.reshape({n, c.heads * c.head_dim}).bounded(0, *x.valid(0)), b.attn.o, x);
+  x = F::linear_residual(attended.reshape({n, c.heads * c.head_dim}).bounded(0, *x.valid(0)), b.attn.o, x, p);
   h = F::rms_norm(x, c.dim, b.ffn_norm, eps);
-  Handle ffn = F::silu_mul(F::linear(h, b.ffn.gate), F::linear(h, b.ffn.up));
-  return F::linear_residual(ffn, b.ffn.down, x);
+  Handle ffn = F::silu_mul(F::linear(h, b.ffn.gate, {}, p), F::linear(h, b.ffn.up, {}, p));
+  return F::linear_residual(ffn, b.ffn.down, x, p);
 }
 
 Outputs LlamaModel::body() {
@@ -113,7 +114,7 @@ Outputs LlamaModel::body() {
 
   // The last valid row's logits pick the next token; it goes where it will sit.
   Handle last = prefill ? F::copy(x[at(Affine(rows) - 1)]) : x.reshape({c.dim});
-  Handle logits = F::linear(F::rms_norm(last, c.dim, norm, c.rms_eps), output);
+  Handle logits = F::linear(F::rms_norm(last, c.dim, norm, c.rms_eps), output, {}, options_.precision);
   const Sampling& sp = options_.sampling;
   Handle next = F::sample(logits, sp.temperature, sp.top_k, sp.top_p, seed, position);
   std::vector<Handle> outs{logits, next};

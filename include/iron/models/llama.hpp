@@ -27,6 +27,9 @@ struct LlamaOptions {
   bool all_logits = false; // prefill returns logits for every row (scoring), not just the last
   Sampling sampling;
   DType cache_dtype = f32;
+  /// How the matmuls may round: highest (f32 sums, rounded once), high, or medium (activations
+  /// rounded to int8 blocks where the CPU has VNNI, as llama.cpp does).
+  Precision precision = Precision::highest;
 };
 
 class LlamaAttention : public Module {
