@@ -1,5 +1,6 @@
 // Matmul kernels on SmolLM2-135M's shapes: GEMV (one row, decode) and GEMM (64 and 512 rows,
 // prefill), the portable loops beside the kernel the host dispatches to, 1 and 2 threads.
+// GEMV also runs as one row of a ProjectionGEMM at medium (the int8 path with AVX512_VNNI).
 // GEMV reads its weight cold (rotating over copies larger than the last-level cache, as a decode
 // step does) and hot (one copy, cache-resident); GB/s counts weight bytes read. A streaming read
 // of 256 MiB gives the machine's bandwidth, the bound a cold GEMV can reach.
@@ -81,20 +82,23 @@ struct Setup {
   std::vector<float> a, y;
   std::vector<std::unique_ptr<cpu::Kernel>> kernels;
 
+  // `int8`: one row of a ProjectionGEMM at medium (int8 activations where the host has
+  // AVX512_VNNI) instead of the GEMV op.
   Setup(const Shape2& s, int64_t rows, int copies, bool fast,
-        Precision precision = Precision::highest) {
+        Precision precision = Precision::highest, bool int8 = false) {
     cpu::ThreadPool::shared(2);
     Fields p{{"K", s.k}, {"N", s.n}};
-    if (rows > 1)
+    if (int8) precision = Precision::medium;
+    if (rows > 1 || int8)
       p.set("M", rows), p.set("b_col_maj", true), p.set("precision", std::string(name(precision)));
-    op = catalog_entry(rows > 1 ? "GEMM" : "GEMV").make(p, {});
+    op = catalog_entry(int8 ? "ProjectionGEMM" : rows > 1 ? "GEMM" : "GEMV").make(p, {});
     a.assign(size_t(rows * s.k), 0.5f);
     y.assign(size_t(rows * s.n), 0.0f);
     for (int c = 0; c < copies; ++c) {
       weights.push_back(random_weight(s, uint32_t(c + 1)));
       cpu::KernelArgs args;
-      iron::Shape as = rows > 1 ? iron::Shape{rows, s.k} : iron::Shape{s.k};
-      iron::Shape ys = rows > 1 ? iron::Shape{rows, s.n} : iron::Shape{s.n};
+      iron::Shape as = rows > 1 || int8 ? iron::Shape{rows, s.k} : iron::Shape{s.k};
+      iron::Shape ys = rows > 1 || int8 ? iron::Shape{rows, s.n} : iron::Shape{s.n};
       args.in = {operand(f32, as, reinterpret_cast<char*>(a.data())),
                  operand(s.w, {s.n, s.k}, weights.back().data())};
       args.out = {operand(f32, ys, reinterpret_cast<char*>(y.data()))};
@@ -127,6 +131,31 @@ void BM_GEMV(benchmark::State& state) {
 BENCHMARK(BM_GEMV)
     ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}, {1, 0}})
     ->ArgNames({"shape", "threads", "fast", "cold"})
+    ->UseRealTime()
+    ->MinTime(0.3);
+
+// One row of a ProjectionGEMM at Precision::medium: the int8 path (x quantised to int8 blocks,
+// VNNI dot products) where the host has AVX512_VNNI, else the f32 GEMV. Args: shape, cold.
+void BM_GEMVInt8(benchmark::State& state) {
+  const Shape2& s = kShapes[state.range(0)];
+  const bool cold = state.range(1) != 0;
+  const int copies =
+      cold ? int(std::max<int64_t>(2, (int64_t(128) << 20) / weight_bytes(s) + 1)) : 1;
+  Setup setup(s, 1, copies, true, Precision::medium, true);
+  size_t i = 0;
+  for (auto _ : state) {
+    Call c{setup.kernels[i].get()};
+    cpu::ThreadPool::shared(2).run(1, &job, &c);
+    if (++i == setup.kernels.size()) i = 0;
+  }
+  benchmark::DoNotOptimize(setup.y.data());
+  state.counters["GB/s"] = benchmark::Counter(
+      double(weight_bytes(s)) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(s.name);
+}
+BENCHMARK(BM_GEMVInt8)
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 0}})
+    ->ArgNames({"shape", "cold"})
     ->UseRealTime()
     ->MinTime(0.3);
 
@@ -196,6 +225,8 @@ class Summary : public benchmark::ConsoleReporter {
       if (std::sscanf(name.c_str(), "BM_GEMV/shape:%ld/threads:%ld/fast:%ld/cold:%ld", &a0, &a1,
                       &a2, &a3) == 4)
         gemv_[{int(a0), int(a3)}][int(a1 * 2 + a2)] = ns;
+      else if (std::sscanf(name.c_str(), "BM_GEMVInt8/shape:%ld/cold:%ld", &a0, &a1) == 2)
+        gemv_[{int(a0), int(a1)}][6] = ns;  // column 6: int8, 1 thread
       else if (std::sscanf(name.c_str(), "BM_GEMM/shape:%ld/rows:%ld/threads:%ld/fast:%ld", &a0,
                            &a1, &a2, &a3) == 4)
         gemm_[{int(a0), int(a1)}][int(a2 * 3 + a3)] = ns;
@@ -210,20 +241,20 @@ class Summary : public benchmark::ConsoleReporter {
     std::printf(
         "\n\nGEMV (ns per call, GB/s of weight read; %% of the streaming read at that thread "
         "count)\n");
-    std::printf("%-17s %-5s %20s %20s %28s %28s\n", "shape", "data", "portable 1t", "portable 2t",
-                "fast 1t", "fast 2t");
+    std::printf("%-17s %-5s %20s %20s %28s %28s %28s\n", "shape", "data", "portable 1t",
+                "portable 2t", "fast 1t", "fast 2t", "int8 (medium) 1t");
     for (const auto& [key, by] : gemv_) {
       const Shape2& s = kShapes[key.first];
       std::printf("%-17s %-5s", s.name, key.second ? "cold" : "hot");
-      for (int col : {2, 4, 3, 5}) {
+      for (int col : {2, 4, 3, 5, 6}) {
         auto it = by.find(col);
         if (it == by.end()) {
           std::printf(" %20s", "-");
           continue;
         }
         const double gbs = double(weight_bytes(s)) / it->second;
-        const int threads = col / 2;
-        if (col % 2 && stream_.count(threads))
+        const int threads = col == 6 ? 1 : col / 2;
+        if ((col % 2 || col == 6) && stream_.count(threads))
           std::printf(" %9.0f ns %5.1f GB/s %3.0f%%", it->second, gbs,
                       100 * gbs / stream_[threads]);
         else

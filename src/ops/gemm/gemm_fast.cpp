@@ -2,7 +2,9 @@
 // instruction set's loops do the work. One row (or two) takes the GEMV loop, reading W once
 // straight from memory with f32 sums; more rows dequantise a tile of W rows to f32 once,
 // transposed, and run a register-blocked tile over every row of `a`. Epilogues are applied to
-// the f32 sums, then each output is rounded once to its dtype.
+// the f32 sums, then each output is rounded once to its dtype. At Precision::medium with
+// AVX512_VNNI, one or two rows of a ProjectionGEMM on a q4_0 / q4_1 / q8_0 weight instead
+// quantise x to int8 blocks once per row and take the int8 GEMV (int32 dot products).
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"
 
@@ -46,8 +48,15 @@ int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 class FastKernel final : public cpu::Kernel {
  public:
-  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16)
-      : a_(a.in.at(0)), b_(a.in.at(1)), y_(a.out.at(0)), c_(c), isa_(isa), bf16_(bf16) {
+  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8)
+      : a_(a.in.at(0)),
+        b_(a.in.at(1)),
+        y_(a.out.at(0)),
+        c_(c),
+        isa_(isa),
+        bf16_(bf16),
+        int8_(int8 && isa.gemv_int8 && isa.quantise_x8 && a_.dtype == f32 &&
+              int8_weight(b_.dtype) && c.k % 32 == 0) {
     if (c_.residual) r_ = a.in.at(2);
     const DTypeInfo& wi = info(b_.dtype);
     row_bytes_ = c_.k / wi.block * wi.bytes;
@@ -63,7 +72,9 @@ class FastKernel final : public cpu::Kernel {
     cbuf_ = max_rows_ >= kPackRows ? padded(max_rows_ * nr) : 0;
     // bf16: a's rows as bf16 pairs (the tile's bf16 pairs reuse rowbuf, free once packed).
     a16_ = bf16_ && max_rows_ >= kPackRows ? padded(max_rows_ * (k + 2) / 2) : 0;
-    per_thread_ = abuf_ + xsum_ + ybuf_ + rowbuf_ + packed_ + cbuf_ + a16_;
+    // int8: a row of x as int8 blocks and their scales (the block sums go to xsum).
+    q8_ = int8_ ? padded(k / 4) + padded(k / 32 + 1) : 0;
+    per_thread_ = abuf_ + xsum_ + ybuf_ + rowbuf_ + packed_ + cbuf_ + a16_ + q8_;
     scratch_ = cpu::Scratch(size_t(per_thread_));
     // A row of zeros the kernels read (never written): the kernel's own, so shared scratch
     // cannot disturb it.
@@ -84,6 +95,8 @@ class FastKernel final : public cpu::Kernel {
     float* packed = rowbuf + rowbuf_;
     float* cbuf = packed + packed_;
     auto* a16 = reinterpret_cast<uint16_t*>(cbuf + cbuf_);
+    float* qscale = cbuf + cbuf_ + a16_;
+    auto* q8 = reinterpret_cast<int8_t*>(qscale + padded(k / 32 + 1));
     const char* wbase = b_.address(w);
 
     if (rows < kPackRows) {
@@ -91,8 +104,15 @@ class FastKernel final : public cpu::Kernel {
       if (begin >= end) return;
       for (int64_t m = 0; m < rows; ++m) {
         const float* x = row_of_a(w, m, abuf);
-        isa_.gemv(
-            {b_.dtype, x, xsum, wbase + begin * row_bytes_, row_bytes_, k, end - begin, ybuf});
+        if (int8_) {
+          // Each thread quantises the row once into its own scratch, then runs its rows of W.
+          isa_.quantise_x8({x, k, q8, qscale, xsum});
+          isa_.gemv_int8({b_.dtype, q8, qscale, xsum, wbase + begin * row_bytes_, row_bytes_, k,
+                          end - begin, ybuf});
+        } else {
+          isa_.gemv(
+              {b_.dtype, x, xsum, wbase + begin * row_bytes_, row_bytes_, k, end - begin, ybuf});
+        }
         finish_all(c_.epilogue, ybuf, end - begin);
         if (c_.residual) add_residual(r_, w, m * n + begin, ybuf, end - begin);
         store_row(y_, w, m * n + begin, ybuf, end - begin);
@@ -136,9 +156,9 @@ class FastKernel final : public cpu::Kernel {
   cpu::Operand a_, b_, y_, r_;
   MatmulConfig c_;
   const Isa& isa_;
-  bool bf16_;
+  bool bf16_, int8_;
   int64_t row_bytes_ = 0, max_rows_ = 1;
-  int64_t abuf_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0, cbuf_ = 0, a16_ = 0,
+  int64_t abuf_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0, cbuf_ = 0, a16_ = 0, q8_ = 0,
           per_thread_ = 0;
   cpu::Scratch scratch_;
   std::vector<float> zeros_;
@@ -148,8 +168,8 @@ class FastKernel final : public cpu::Kernel {
 }  // namespace
 
 std::unique_ptr<cpu::Kernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                         const Isa& isa, bool bf16) {
-  return std::make_unique<FastKernel>(a, c, isa, bf16);
+                                         const Isa& isa, bool bf16, bool int8) {
+  return std::make_unique<FastKernel>(a, c, isa, bf16, int8);
 }
 
 }  // namespace iron::ops::gemm

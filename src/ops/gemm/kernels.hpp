@@ -41,7 +41,7 @@ struct MatmulConfig {
   bool col_maj = true;
   Epilogue epilogue = Epilogue::none;
   int64_t tile_n = 16;
-  bool gemv = false;  // the GEMV op: one row
+  bool gemv = false;      // the GEMV op: one row
   bool residual = false;  // add the third input (y's shape) after the epilogue
 };
 
@@ -121,6 +121,31 @@ struct TileBf16Args {
   int64_t ldc;
 };
 
+/// Precision::medium with AVX512_VNNI: a row x of k f32 values (k a multiple of 32) as blocks of
+/// 32 int8 q with one f32 scale each (scale = max|x| / 127, q = round(x / scale)), plus each
+/// block's f32 sum of the original x (the exact m term of q4_1 and -8 term of q4_0).
+struct QuantiseX8Args {
+  const float* x;
+  int64_t k;
+  int8_t* q;     // k values
+  float* scale;  // k / 32 values
+  float* xsum;   // k / 32 values
+};
+
+/// y[r] = sum over blocks of d_w * scale * (int32 dot of W's quants with q) (+ the block's offset
+/// times xsum) for `rows` rows of a q4_0, q4_1 or q8_0 W from `w` (f32 sums, no epilogue).
+struct GemvInt8Args {
+  DType dtype;
+  const int8_t* q;
+  const float* scale;
+  const float* xsum;
+  const char* w;
+  int64_t row_bytes;
+  int64_t k;
+  int64_t rows;
+  float* y;
+};
+
 struct Isa {
   const char* name;
   int nr;  // columns of a packed tile
@@ -131,7 +156,15 @@ struct Isa {
   void (*pack_bf16)(const PackBf16Args&) = nullptr;
   void (*rows_bf16)(const RowsBf16Args&) = nullptr;
   void (*tile_bf16)(const TileBf16Args&) = nullptr;
+  // Optional: int8 activations and int32 dot products (Precision::medium, AVX512_VNNI, few rows).
+  void (*quantise_x8)(const QuantiseX8Args&) = nullptr;
+  void (*gemv_int8)(const GemvInt8Args&) = nullptr;
 };
+
+/// Whether the int8 GEMV takes a weight of this dtype.
+inline bool int8_weight(DType t) {
+  return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1;
+}
 
 const Isa& avx512_isa();
 const Isa& avx2_isa();
@@ -147,7 +180,9 @@ const Isa* select_isa(const cpu::Features& f);
 
 std::unique_ptr<cpu::Kernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
 /// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16).
+/// `int8`: one or two rows take int8 blocks of x and int32 dot products (Precision::medium,
+/// AVX512_VNNI, a q4_0 / q4_1 / q8_0 weight, f32 activations).
 std::unique_ptr<cpu::Kernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                         const Isa& isa, bool bf16);
+                                         const Isa& isa, bool bf16, bool int8 = false);
 
 }  // namespace iron::ops::gemm

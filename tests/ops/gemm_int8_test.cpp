@@ -1,0 +1,257 @@
+// The int8-activation path of ProjectionGEMM at Precision::medium (AVX512_VNNI, one or two rows,
+// q4_0 / q4_1 / q8_0 weights) against the op's reference within tolerance(medium); and the ops
+// and precisions that must never take it (their results equal the f32 path's bit for bit).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "devices/cpu/kernel.hpp"
+#include "devices/cpu/thread_pool.hpp"
+#include "iron/operator.hpp"
+#include "ops/op.hpp"
+
+namespace iron {
+namespace {
+
+// A weight (N, K) of `t` with |w| < 0.3 about, as a trained Linear's (and gemm_fast_test's).
+std::vector<char> random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const DTypeInfo& ti = info(t);
+  std::vector<char> bytes(size_t(n * k / ti.block * ti.bytes));
+  for (auto& b : bytes) b = char(rng() & 0xff);
+  auto put_half = [&](size_t at, float f) {
+    uint16_t h = f32_to_f16(f);
+    std::memcpy(bytes.data() + at, &h, 2);
+  };
+  for (size_t b = 0; b < bytes.size(); b += size_t(ti.bytes)) {
+    put_half(b, u(rng) * (t == DType::q8_0 ? 0.002f : 0.02f));
+    if (t == DType::q4_1) put_half(b + 2, u(rng) * 0.1f);
+  }
+  return bytes;
+}
+
+cpu::Operand operand(DType t, Shape shape, char* base, cpu::WordRef rows) {
+  cpu::Operand o;
+  o.base = base;
+  o.dtype = t;
+  o.shape = shape;
+  o.strides.assign(shape.size(), 1);
+  for (int a = int(shape.size()) - 2; a >= 0; --a)
+    o.strides[size_t(a)] = o.strides[size_t(a) + 1] * shape[size_t(a) + 1];
+  o.offset = {-1, 0};
+  for (size_t a = 0; a < shape.size(); ++a) o.valid.push_back({-1, shape[a]});
+  if (!shape.empty()) o.valid[0] = rows;
+  return o;
+}
+
+struct Run {
+  const cpu::Kernel* kernel;
+  const int64_t* words;
+};
+void job(void* context, int thread, int threads) {
+  auto* r = static_cast<Run*>(context);
+  r->kernel->run(r->words, thread, threads);
+}
+
+struct Case {
+  std::string op = "ProjectionGEMM";  // or GEMV
+  DType w = DType::q4_1;
+  int64_t rows = 1, valid = 1, k = 64, n = 19;
+  std::string epilogue = "none";
+  Precision precision = Precision::medium;
+  bool residual = false;
+  bool gaussian = false;  // x ~ N(0, 1) instead of U(-1, 1)
+};
+
+std::string describe(const Case& c) {
+  return c.op + " w=" + std::string(name(c.w)) + " rows=" + std::to_string(c.rows) +
+         " valid=" + std::to_string(c.valid) + " k=" + std::to_string(c.k) +
+         " n=" + std::to_string(c.n) + " " + c.epilogue + " " + std::string(name(c.precision)) +
+         (c.residual ? " residual" : "") + (c.gaussian ? " gaussian" : "");
+}
+
+// The case's outputs (rows x n, f32) from `features` on `threads` threads, and the reference.
+struct Outcome {
+  std::vector<float> got1, got2, ref;
+  Tolerance tol;
+};
+Outcome run(const Case& c, const cpu::Features& features) {
+  cpu::ThreadPool::shared(2);
+  Fields params{{"K", c.k}, {"N", c.n}, {"residual", c.residual}};
+  if (c.op != "GEMV") {
+    params.set("M", c.rows);
+    params.set("b_col_maj", true);
+    params.set("precision", std::string(name(c.precision)));
+    params.set("epilogue", c.epilogue);
+  }
+  std::shared_ptr<Operator> op = catalog_entry(c.op).make(params, {});
+
+  std::mt19937 rng(uint32_t(c.k * 131 + c.n * 7 + c.rows));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> a(size_t(c.rows * c.k)), r(size_t(c.rows * c.n));
+  for (auto& x : a) x = c.gaussian ? g(rng) : u(rng);
+  for (auto& x : r) x = u(rng);
+  std::vector<char> w = random_weight(c.w, c.n, c.k, uint32_t(c.n + c.k));
+  std::vector<float> w_ref(size_t(c.n * c.k));
+  to_f32(c.w, w.data(), w_ref.data(), c.n * c.k);
+
+  const bool gemv_shape = c.op == "GEMV";
+  Shape a_shape = gemv_shape ? Shape{c.k} : Shape{c.rows, c.k};
+  Shape y_shape = gemv_shape ? Shape{c.n} : Shape{c.rows, c.n};
+  std::vector<float> y(size_t(c.rows * c.n));
+  cpu::KernelArgs args;
+  args.in = {operand(f32, a_shape, reinterpret_cast<char*>(a.data()), {0, 0}),
+             operand(c.w, {c.n, c.k}, w.data(), {-1, c.n})};
+  if (c.residual)
+    args.in.push_back(operand(f32, y_shape, reinterpret_cast<char*>(r.data()), {0, 0}));
+  args.out = {operand(f32, y_shape, reinterpret_cast<char*>(y.data()), {0, 0})};
+  args.precision = c.precision;
+  args.features = &features;
+  std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
+
+  Outcome o;
+  o.ref.assign(size_t(c.rows * c.n), 0.0f);
+  RefCall call;
+  call.in = {{a.data(), a_shape, {c.valid, c.k}, f32}, {w_ref.data(), {c.n, c.k}, {c.n, c.k}, c.w}};
+  if (c.residual) call.in.push_back({r.data(), y_shape, {c.valid, c.n}, f32});
+  call.out = {{o.ref.data(), y_shape, {c.valid, c.n}, f32}};
+  if (gemv_shape) {
+    call.in[0].valid = {c.k};
+    call.out[0].valid = {c.n};
+    if (c.residual) call.in[2].valid = {c.n};
+  }
+  op->reference(call);
+  o.tol = op->tolerance(c.precision);
+
+  const int64_t words[1] = {c.valid};
+  for (int threads : {1, 2}) {
+    std::fill(y.begin(), y.end(), 12345.0f);
+    Run rr{kernel.get(), words};
+    cpu::ThreadPool::shared(2).run(threads, &job, &rr);
+    (threads == 1 ? o.got1 : o.got2) = y;
+  }
+  return o;
+}
+
+bool has_vnni() {
+  const cpu::Features& h = cpu::Features::host();
+  return h.avx512f && h.avx512bw && h.avx512vl && h.avx512dq && h.fma && h.f16c && h.avx512vnni;
+}
+cpu::Features without_vnni() {
+  cpu::Features f = cpu::Features::host();
+  f.avx512vnni = false;
+  return f;
+}
+
+// Checks every valid output against the reference; returns the largest |error| / allowed.
+double check(const Case& c) {
+  SCOPED_TRACE(describe(c));
+  Outcome o = run(c, cpu::Features::host());
+  double worst = 0;
+  for (const std::vector<float>* got : {&o.got1, &o.got2})
+    for (int64_t m = 0; m < c.rows; ++m)
+      for (int64_t j = 0; j < c.n; ++j) {
+        const size_t e = size_t(m * c.n + j);
+        const float v = (*got)[e];
+        if (m >= c.valid) {
+          EXPECT_EQ(v, 12345.0f) << "row " << m << " is past the valid rows";
+          continue;
+        }
+        const double want = o.ref[e];
+        const double allowed =
+            o.tol.atol + o.tol.rtol * std::abs(want) + 2 * ops::unit_roundoff(f32) * std::abs(want);
+        const double err = std::abs(double(v) - want);
+        worst = std::max(worst, err / allowed);
+        EXPECT_LE(err, allowed) << "row " << m << " column " << j << ": " << v << " vs " << want
+                                << (got == &o.got1 ? " (1 thread)" : " (2 threads)");
+      }
+  return worst;
+}
+
+const DType kWeights[] = {DType::q4_0, DType::q4_1, DType::q8_0};
+
+TEST(GemmInt8, ProjectionMediumEveryShape) {
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
+  double worst = 0;
+  for (DType t : kWeights)
+    for (int64_t k : {64, 576, 1536})
+      for (int64_t n : {1, 19, 577})
+        for (bool residual : {false, true}) {
+          Case c;
+          c.w = t, c.k = k, c.n = n, c.residual = residual;
+          for (auto [rows, valid] : {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {2, 1}}) {
+            c.rows = rows, c.valid = valid;
+            worst = std::max(worst, check(c));
+          }
+        }
+  std::printf("int8 path, U(-1, 1) x: largest error / tolerance %.3f\n", worst);
+}
+
+TEST(GemmInt8, OddBlocksAndEpilogues) {
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
+  for (DType t : kWeights)
+    for (const char* e : {"none", "relu", "silu", "gelu", "gelu_tanh"})
+      for (bool residual : {false, true}) {
+        Case c;
+        c.w = t, c.epilogue = e, c.residual = residual, c.rows = 2, c.valid = 2, c.n = 33;
+        c.k = 96;  // three blocks: a pair and a single one
+        check(c);
+        c.k = 32;
+        c.valid = 1;
+        check(c);
+      }
+}
+
+TEST(GemmInt8, GaussianActivationsMeetMediumTolerance) {
+  // x ~ N(0, 1): a block's largest |x| (its scale) is larger than for U(-1, 1).
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
+  double worst = 0;
+  for (DType t : kWeights)
+    for (int64_t k : {576, 1536}) {
+      Case c;
+      c.w = t, c.k = k, c.n = 577, c.rows = 2, c.valid = 2, c.gaussian = true;
+      worst = std::max(worst, check(c));
+    }
+  std::printf("int8 path, N(0, 1) x: largest error / tolerance %.3f\n", worst);
+}
+
+TEST(GemmInt8, OtherPrecisionsAndGemvNeverTakeIt) {
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
+  const cpu::Features plain = without_vnni();
+  for (DType t : kWeights)
+    for (bool residual : {false, true}) {
+      std::vector<Case> cases;
+      for (Precision p : {Precision::highest, Precision::high}) {
+        Case c;
+        c.w = t, c.k = 576, c.n = 577, c.rows = 2, c.valid = 2, c.precision = p,
+        c.residual = residual;
+        c.epilogue = "silu";
+        cases.push_back(c);
+      }
+      Case g;
+      g.op = "GEMV", g.w = t, g.k = 576, g.n = 577, g.precision = Precision::medium;
+      g.residual = residual;
+      cases.push_back(g);
+      for (const Case& c : cases) {
+        SCOPED_TRACE(describe(c));
+        Outcome a = run(c, cpu::Features::host()), b = run(c, plain);
+        EXPECT_EQ(0, std::memcmp(a.got1.data(), b.got1.data(), a.got1.size() * 4));
+        EXPECT_EQ(0, std::memcmp(a.got2.data(), b.got2.data(), a.got2.size() * 4));
+      }
+      // And ProjectionGEMM at medium does take it: its result differs from the f32 path's.
+      Case m;
+      m.w = t, m.k = 576, m.n = 577, m.rows = 2, m.valid = 2, m.residual = residual;
+      SCOPED_TRACE(describe(m));
+      Outcome a = run(m, cpu::Features::host()), b = run(m, plain);
+      EXPECT_NE(0, std::memcmp(a.got1.data(), b.got1.data(), a.got1.size() * 4));
+    }
+}
+
+}  // namespace
+}  // namespace iron
