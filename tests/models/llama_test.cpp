@@ -125,16 +125,19 @@ double kl_top32_rest(const nlohmann::json& position, const float* logits, int64_
   return kl;
 }
 
-TEST(SmolLM2, LogitsMatchAnIndependentNumpyReference) {
+// Scores every golden position at `precision` and checks top-1 (where the reference's margin is
+// clear of what that precision may move) and KL against `kl_bound`; prints the figures.
+void check_smollm2_against_reference(Precision precision, double margin_needed, double kl_bound) {
   std::string path = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent: run scripts/fetch-model.sh";
   std::ifstream file(std::string(IRON_SOURCE_DIR) + "/tests/golden/smollm2_logits.json");
   nlohmann::json golden = nlohmann::json::parse(file);
   RunnerOptions o;
   o.model.context = 256;
+  o.model.precision = precision;
   auto runner = LlamaRunner::open(path, o);
   double worst = 0, total = 0;
-  int positions = 0;
+  int positions = 0, top1_checked = 0, top1_agree = 0;
   for (const auto& prompt : golden["prompts"]) {
     std::vector<int32_t> ids = prompt["token_ids"].get<std::vector<int32_t>>();
     Tensor logits = runner->score(ids);
@@ -143,28 +146,41 @@ TEST(SmolLM2, LogitsMatchAnIndependentNumpyReference) {
       int64_t p = position["pos"].get<int64_t>();
       const float* row = logits.data_as<float>() + p * vocab;
       int64_t top1 = std::max_element(row, row + vocab) - row;
-      // The reference's runner-up is close at some positions: top-1 must agree wherever its
-      // margin is clear of what f32 accumulation can move (0.01 nats).
       double margin = position["top_logprobs"][0].get<double>() - position["top_logprobs"][1].get<double>();
-      if (margin > 0.01) {
-        EXPECT_EQ(top1, position["top1"].get<int64_t>()) << prompt["name"] << " position " << p;
+      bool agree = top1 == position["top1"].get<int64_t>();
+      top1_agree += agree;
+      if (margin > margin_needed) {
+        ++top1_checked;
+        EXPECT_TRUE(agree) << prompt["name"] << " position " << p << " (margin " << margin << ")";
       }
       double kl = kl_top32_rest(position, row, vocab);
       worst = std::max(worst, kl);
       total += kl;
       ++positions;
-      EXPECT_LT(kl, 1e-3) << prompt["name"] << " position " << p;
+      EXPECT_LT(kl, kl_bound) << prompt["name"] << " position " << p;
     }
-    // Greedy generation continues as the reference's did.
+    // Greedy generation continues as the reference's did, where its margins are clear.
     auto greedy = prompt["greedy_ids"].get<std::vector<int32_t>>();
+    auto margins = prompt["greedy_margins"].get<std::vector<double>>();
     std::vector<int32_t> out;
     runner->generate(ids, int64_t(greedy.size()), [&](int32_t id) { out.push_back(id); });
-    for (size_t i = 0; i < out.size(); ++i) {
+    for (size_t i = 0; i < out.size() && i < greedy.size(); ++i) {
+      if (margins[i] <= margin_needed) break;  // a near tie may go either way; later tokens differ then
       EXPECT_EQ(out[i], greedy[i]) << prompt["name"] << " greedy token " << i;
     }
   }
-  std::printf("SmolLM2 vs numpy reference: %d positions, KL mean %.3g, max %.3g nats\n", positions,
-              total / positions, worst);
+  std::printf("SmolLM2 at %s vs the numpy reference: %d positions, top-1 agrees at %d (all %d with a clear "
+              "margin checked), KL mean %.3g, max %.3g nats\n",
+              std::string(name(precision)).c_str(), positions, top1_agree, top1_checked, total / positions, worst);
+}
+
+TEST(SmolLM2, LogitsMatchAnIndependentNumpyReference) {
+  check_smollm2_against_reference(Precision::highest, 0.01, 1e-3);
+}
+
+TEST(SmolLM2, LogitsAtMediumPrecisionStayCloseToTheReference) {
+  // MEDIUM rounds each activation row to int8 blocks (as llama.cpp's quantised dot products do).
+  check_smollm2_against_reference(Precision::medium, 0.1, 2e-2);
 }
 
 }  // namespace

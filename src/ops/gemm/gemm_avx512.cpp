@@ -425,12 +425,15 @@ void quantise_x8(const QuantiseX8Args& a) {
     const float mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
     const __m512 id = _mm512_set1_ps(mx > 0 ? 127.0f / mx : 0.0f);
     // Rounded to nearest (even) by the default MXCSR mode; |q| <= 127, saturated for safety.
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q + b * 32),
-                     _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x0, id))));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q + b * 32 + 16),
-                     _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x1, id))));
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q + b * 32), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q + b * 32 + 16), _mm512_cvtsepi32_epi8(q1));
     a.scale[b] = mx / 127.0f;
-    a.xsum[b] = _mm512_reduce_add_ps(_mm512_add_ps(x0, x1));
+    // The sum of the block as rounded, not as given: the weights' offset term (q4_1's m, q4_0's
+    // -8 d) then meets the same x as the quants do, so the error stays sum(w e), as llama.cpp's
+    // q8_1 has it; the exact sum would add m * sum(e), doubling the error.
+    a.xsum[b] = a.scale[b] * float(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
   }
 }
 
