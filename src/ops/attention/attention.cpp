@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "iron/handle.hpp"
+#include "ops/attention/rows.hpp"
 #include "ops/op.hpp"
 
 namespace iron::ops {
@@ -74,6 +75,8 @@ class Kernel final : public cpu::Kernel {
     // Per thread: the scaled query, the output accumulator, a key or value row, a block's scores.
     per_thread_ = 3 * d_.d + block_;
     scratch_ = cpu::Scratch(size_t(per_thread_));
+    const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
+    if (k_.dtype == f32 && v_.dtype == f32 && f.avx512f) fast_ = attention::avx512_row(d_.d);
   }
 
   void run(const int64_t* w, int thread, int threads) const override {
@@ -96,6 +99,12 @@ class Kernel final : public cpu::Kernel {
       }
       load_row(q_, w, p * d, q, d);
       for (int64_t i = 0; i < d; ++i) q[i] *= scale;
+      if (fast_) {
+        const int64_t stride = d_.kv_heads * d;
+        fast_({q, k_.data<float>(w) + d_.at(0, g), v_.data<float>(w) + d_.at(0, g), stride, d, keys, block_, scores, acc});
+        store_row(y_, w, p * d, acc, d);
+        continue;
+      }
       // Online softmax over blocks of keys: a running maximum m and sum l; acc holds the
       // weighted sum of values, all relative to exp(m).
       float m = -std::numeric_limits<float>::infinity(), l = 0;
@@ -139,6 +148,7 @@ class Kernel final : public cpu::Kernel {
   int64_t block_;
   int64_t per_thread_;
   cpu::Scratch scratch_;
+  attention::RowFn fast_ = nullptr;  // the AVX-512 row loop, for f32 caches where the CPU has it
 };
 
 struct Attention : Operator {
