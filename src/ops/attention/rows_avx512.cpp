@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "devices/cpu/simd_avx512.hpp"
 #include "ops/attention/rows.hpp"
 
 namespace iron::ops::attention {
@@ -48,9 +49,18 @@ void row(const RowArgs& a) {
     l *= shrink;
     const __m512 sh = _mm512_set1_ps(shrink);
     for (int c = 0; c < C; ++c) acc[c] = _mm512_mul_ps(acc[c], sh);
+    // The block's weights e^(s - next), sixteen at a time, in place of the scores.
+    const __m512 top_lanes = _mm512_set1_ps(next);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+      const __m512 e = cpu::avx512::exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, a.scores + i), top_lanes));
+      _mm512_mask_storeu_ps(a.scores + i, m, e);
+      sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
+    }
+    l += _mm512_reduce_add_ps(sum);
     for (int64_t i = 0; i < n; ++i) {
-      const float e = std::exp(a.scores[i] - next);
-      l += e;
+      const float e = a.scores[i];
       const float* v = a.v + (j0 + i) * a.stride;
       const __m512 ev = _mm512_set1_ps(e);
       for (int c = 0; c < C; ++c)

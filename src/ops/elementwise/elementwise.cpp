@@ -6,6 +6,8 @@
 
 namespace iron::ops {
 
+void silu_mul_avx512(const float* a, const float* b, float* y, int64_t n);  // swiglu_avx512.cpp
+
 namespace {
 
 const Declaration kElementwise{"Elementwise", nullptr, {{"elements", int64_t(0)}, {"broadcast_row", false}}, {}};
@@ -35,6 +37,8 @@ class Kernel final : public cpu::Kernel {
   explicit Kernel(const cpu::KernelArgs& a) : a_(a.in.at(0)), b_(a.in.at(1)), y_(a.out.at(0)) {
     width_ = b_.shape.empty() ? 1 : element_count(b_.shape);
     broadcast_ = element_count(b_.shape) != element_count(a_.shape);
+    const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
+    vector_ = K == Kind::silu_mul && f.avx512f && !broadcast_ && a_.dtype == f32 && b_.dtype == f32 && y_.dtype == f32;
   }
   void run(const int64_t* w, int thread, int threads) const override {
     int64_t n = covered(y_.shape, y_.rows(w));
@@ -43,6 +47,10 @@ class Kernel final : public cpu::Kernel {
       const float* a = a_.data<float>(w);
       const float* b = b_.data<float>(w);
       float* y = y_.data<float>(w);
+      if (vector_) {
+        silu_mul_avx512(a + begin, b + begin, y + begin, end - begin);
+        return;
+      }
       if (!broadcast_) {
         for (int64_t i = begin; i < end; ++i) y[i] = apply<K>(a[i], b[i]);
       } else {
@@ -67,6 +75,7 @@ class Kernel final : public cpu::Kernel {
   cpu::Operand a_, b_, y_;
   int64_t width_ = 1;
   bool broadcast_ = false;
+  bool vector_ = false;  // SwiGLU over f32 with AVX-512
 };
 
 template <Kind K>
