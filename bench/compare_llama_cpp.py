@@ -20,9 +20,10 @@ import sys
 import time
 
 
-def iron_run(iron, model, threads, prompt, gen, batch):
+def iron_run(iron, model, threads, prompt, gen, batch, precision):
     out = subprocess.run(
-        [iron, "bench", "-m", model, "-t", str(threads), "-p", str(prompt), "-n", str(gen), "-r", "1", "-b", str(batch)],
+        [iron, "bench", "-m", model, "-t", str(threads), "-p", str(prompt), "-n", str(gen), "-r", "1", "-b", str(batch),
+         "--precision", precision],
         check=True, capture_output=True, text=True).stdout
     figures = {}
     for test, value in re.findall(r"\|\s*(pp\d+|tg\d+)\s*\|\s*\d+\s*\|\s*([\d.]+)", out):
@@ -62,6 +63,8 @@ def main():
     parser.add_argument("-n", "--n-gen", type=int, default=128, help="tokens to decode")
     parser.add_argument("-r", "--repetitions", type=int, default=5, help="alternating runs of each")
     parser.add_argument("-b", "--batch-size", type=int, default=512, help="prompt rows per call, for both")
+    parser.add_argument("--precision", default="medium", choices=["highest", "high", "medium"],
+                        help="IRON's matmul precision (medium rounds activations to int8 blocks, as llama.cpp does)")
     parser.add_argument("--iron", default=os.path.join(os.path.dirname(__file__), "..", "build", "iron"),
                         help="the iron binary (default: build/iron)")
     args = parser.parse_args()
@@ -77,12 +80,13 @@ def main():
     prompt_ids = [1 + (i * 7919) % (vocab - 1) for i in range(args.n_prompt)]
     for _ in range(2):  # warm up both at full size
         llama_cpp_run(llm, llama_cpp, prompt_ids, 8)
-    iron_run(args.iron, args.model, args.threads, args.n_prompt, 8, args.batch_size)
+    iron_run(args.iron, args.model, args.threads, args.n_prompt, 8, args.batch_size, args.precision)
 
     results = {"iron": {"pp": [], "tg": []}, "llama.cpp": {"pp": [], "tg": []}}
     peaks = []
     for rep in range(args.repetitions):
-        figures, peak, _ = iron_run(args.iron, args.model, args.threads, args.n_prompt, args.n_gen, args.batch_size)
+        figures, peak, _ = iron_run(args.iron, args.model, args.threads, args.n_prompt, args.n_gen, args.batch_size,
+                                    args.precision)
         peaks.append(peak)
         for k, v in figures.items():
             results["iron"][k].append(v)
@@ -97,7 +101,8 @@ def main():
         return f"{statistics.mean(xs):9.1f} ± {sd:6.1f}"
 
     name = os.path.basename(args.model)
-    print(f"\nmodel {name}, {args.threads} threads, {args.repetitions} alternating runs each, tokens/s:")
+    print(f"\nmodel {name}, {args.threads} threads, {args.repetitions} alternating runs each, iron at "
+          f"--precision {args.precision}, tokens/s:")
     print(f"| {'test':8} | {'iron':18} | {'llama.cpp':18} | {'ratio':6} |")
     print(f"| {'-'*8} | {'-'*18} | {'-'*18} | {'-'*6} |")
     for test, label in (("pp", f"pp{args.n_prompt}"), ("tg", f"tg{args.n_gen}")):
