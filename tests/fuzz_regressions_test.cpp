@@ -53,6 +53,6 @@ TEST_P(FuzzRegressions, SavedInputsAreAcceptedOrRefusedWithIronError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fuzz, FuzzRegressions, ::testing::ValuesIn(iron::fuzz::kTargets),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& test) { return std::string(test.param.name); });
 
 }  // namespace

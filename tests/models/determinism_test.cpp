@@ -70,7 +70,7 @@ void check_model(const std::string& name, const std::string& path) {
   std::printf("%s: 1-thread and 2-thread logits (%zu tokens) are %s (max |diff| %.3g)\n",
               name.c_str(), ids.size(), identical ? "bitwise identical" : "NOT bitwise identical",
               max_abs_diff(by_threads[0], by_threads[1]));
-  RecordProperty("threads_1_vs_2_bitwise_identical", identical ? "yes" : "no");
+  ::testing::Test::RecordProperty("threads_1_vs_2_bitwise_identical", identical ? "yes" : "no");
 }
 
 TEST(Determinism, Stories260KLogitsAreBitwiseRepeatableAtAFixedThreadCount) {
