@@ -48,11 +48,14 @@ const RealTokenizers& tokenizers() {
 void tokenizer_encode(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   if (const auto& stories = tokenizers().stories) {
-    // SentencePiece with byte fallback: the prefix space aside, every byte comes back.
+    // SentencePiece with byte fallback: the prefix space aside, every byte comes back, except
+    // that U+2581 written in the text is SentencePiece's own space marker and decodes as a space
+    // (as in llama.cpp and SentencePiece).
     const std::vector<int32_t> ids = exercise(*stories, text);
     text::DecodeOptions strip;
     strip.strip_prefix_space = true;
-    IRON_FUZZ_CHECK(stories->decode(ids, strip) == text);
+    if (text.find("\xE2\x96\x81") == std::string_view::npos)
+      IRON_FUZZ_CHECK(stories->decode(ids, strip) == text);
   }
   if (const auto& smollm2 = tokenizers().smollm2) {
     // Byte-level BPE is lossless for bytes the vocabulary has.

@@ -16,6 +16,17 @@ using namespace iron::models;
 using iron::io::testing::local_model_path;
 using iron::io::testing::stories_path;
 
+// Sanitizer builds (scripts/test.sh's build-asan/, build-tsan/) skip the SmolLM2 case: it checks
+// arithmetic the Release build already checks, the stories260K case covers the same code under
+// the sanitizer, and SmolLM2's forward passes take minutes there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define IRON_SANITIZED_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define IRON_SANITIZED_BUILD 1
+#endif
+#endif
+
 namespace {
 
 /// A prompt longer than one prefill chunk (64 rows), so chunking is part of what is checked.
@@ -46,13 +57,19 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
-void check_model(const std::string& name, const std::string& path) {
+/// `repeats` copies of the prompt: more than 64 tokens either way (stories260K's 512-token
+/// vocabulary spells it in more tokens than SmolLM2's, whose forward pass costs far more).
+void check_model(const std::string& name, const std::string& path, int repeats) {
   std::vector<Tensor> by_threads;
   std::vector<int32_t> ids;
   for (int threads : {1, 2}) {
     SCOPED_TRACE(name + " at " + std::to_string(threads) + " threads");
     auto runner = open(path, threads);
-    if (ids.empty()) ids = runner->prompt_ids(std::string(kPrompt) + " " + kPrompt, false);
+    if (ids.empty()) {
+      std::string prompt = kPrompt;
+      for (int i = 1; i < repeats; ++i) prompt += std::string(" ") + kPrompt;
+      ids = runner->prompt_ids(prompt, false);
+    }
     ASSERT_GT(ids.size(), 64u) << "the prompt should span two prefill chunks";
     const Tensor first = runner->score(ids).clone();
     const Tensor second = runner->score(ids).clone();
@@ -74,14 +91,17 @@ void check_model(const std::string& name, const std::string& path) {
 }
 
 TEST(Determinism, Stories260KLogitsAreBitwiseRepeatableAtAFixedThreadCount) {
-  check_model("stories260K", stories_path());
+  check_model("stories260K", stories_path(), 2);
 }
 
 TEST(Determinism, SmolLM2LogitsAreBitwiseRepeatableAtAFixedThreadCount) {
   const std::string path = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
   if (!std::filesystem::exists(path))
     GTEST_SKIP() << path << " is absent: run scripts/fetch-model.sh";
-  check_model("SmolLM2", path);
+#ifdef IRON_SANITIZED_BUILD
+  GTEST_SKIP() << "sanitizer build: the Release build runs this case";
+#endif
+  check_model("SmolLM2", path, 1);
 }
 
 }  // namespace
