@@ -35,13 +35,15 @@ ASAN_OPTIONS=detect_leaks=1 \
   ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
 
 stage "build-tsan: thread"
+# Warnings stay errors in the Release build; with -fsanitize=thread GCC 12 reports a false
+# -Wstringop-overflow inside std::vector::insert, so here they are only warnings.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIRON_SANITIZE=thread \
-  -DIRON_BUILD_BENCH=OFF
+  -DIRON_BUILD_BENCH=OFF -DIRON_WERROR=OFF
 cmake --build build-tsan -j "$jobs" --target iron_tests
 stage "test under TSan"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
-  -R '^(CarriedLoop|CarriedLoopDepth|Graph|Smoke|OpKernels|Attention|Stories260K|Determinism)\.'
+  -R '(^|/)(CarriedLoop|CarriedLoopDepth|Graph|Smoke|OpKernels|Attention|Stories260K|Determinism)\.'
 
 if command -v clang++ >/dev/null || command -v clang++-14 >/dev/null; then
   stage "fuzz: each target 30 s"

@@ -1,4 +1,6 @@
 // Hugging Face tokenizer.json (and tokenizer_config.json) for byte-level BPE models.
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -77,6 +79,16 @@ std::optional<std::string> config_token(const json& config, const char* key) {
   return std::nullopt;
 }
 
+/// A token id as the file writes it: an integer (a float such as 2.5e21 is refused, not cast:
+/// converting an out-of-range double to an integer is undefined); a huge one saturates, so the
+/// caller's range check refuses it.
+int64_t token_id(const json& id) {
+  if (id.is_number_unsigned()) return int64_t(std::min<uint64_t>(id.get<uint64_t>(), INT64_MAX));
+  if (!id.is_number_integer())
+    value_error("tokenizer.json: token id " + id.dump().substr(0, 40) + " is not an integer");
+  return id.get<int64_t>();
+}
+
 }  // namespace
 
 TokenizerData read_hf_tokenizer_json(const std::string& path) {
@@ -133,11 +145,11 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
       types[size_t(id)] = int32_t(type);
     };
     for (const auto& [text, id] : vocab.items()) {
-      place(text, id.get<int64_t>(), TokenType::normal);
+      place(text, token_id(id), TokenType::normal);
     }
     for (const json& added : added_tokens) {
       const bool special = added.value("special", false);
-      place(added.at("content").get<std::string>(), added.at("id").get<int64_t>(),
+      place(added.at("content").get<std::string>(), token_id(added.at("id")),
             special ? TokenType::control : TokenType::user_defined);
     }
     if (id_past_count) by_id.resize(size_t(max_tokens) + 1);  // the gap is at or below the count

@@ -397,6 +397,13 @@ TEST(HfTokenizerJson, RefusesWhatItCannotRun) {
       "merges": []}})"));
       },
       "no token has id 1");
+  expect_value_error(
+      [] {
+        from_hf_tokenizer_json(write_temp("float_id.json", R"({"pre_tokenizer":
+      {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 2.5e21},
+      "merges": []}})"));
+      },
+      "token id 2.5e+21 is not an integer");
   expect_value_error([] { from_hf_tokenizer_json(write_temp("bad.json", "{not json")); },
                      "not valid JSON");
   expect_value_error(
