@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages IRON builds with, where any is missing.
+# Installs the Debian packages IRON builds with, where any is missing (clang and its runtime
+# libraries build the libFuzzer targets, scripts/fuzz.sh).
 set -euo pipefail
 packages=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-  python3 python3-pip unzip)
+  python3 python3-pip unzip clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

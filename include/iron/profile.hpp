@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "iron/operator.hpp"
@@ -39,6 +40,8 @@ class Profile {
   void save(const std::string& path) const;
   /// Reads what save() wrote; names the file and the entry in every error.
   static Profile load(const std::string& path);
+  /// Parses the text of a profile file; `name` stands for the file in error messages.
+  static Profile parse(std::string_view text, const std::string& name = "profile");
   /// A profile file, or a directory holding `<device>.json` (an absent file: an empty profile).
   static Profile load_for_device(const std::string& path, std::string_view device);
 

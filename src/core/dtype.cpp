@@ -183,7 +183,7 @@ void to_f32(DType from, const void* src, float* dst, int64_t n) {
   const int64_t blocks = n / info(from).block;
   switch (from) {
     case DType::f32:
-      std::memcpy(dst, src, size_t(n) * 4);
+      if (n > 0) std::memcpy(dst, src, size_t(n) * 4);  // an empty tensor may have no memory
       return;
     case DType::f16: {
       const auto* s = static_cast<const uint16_t*>(src);
@@ -221,7 +221,7 @@ void to_f32(DType from, const void* src, float* dst, int64_t n) {
 void from_f32(DType to, const float* src, void* dst, int64_t n) {
   switch (to) {
     case DType::f32:
-      std::memcpy(dst, src, size_t(n) * 4);
+      if (n > 0) std::memcpy(dst, src, size_t(n) * 4);  // an empty tensor may have no memory
       return;
     case DType::f16: {
       auto* d = static_cast<uint16_t*>(dst);

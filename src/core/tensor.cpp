@@ -57,7 +57,7 @@ Tensor Tensor::from_ints(const std::vector<int32_t>& values, const Shape& shape)
   if (int64_t(values.size()) != element_count(shape))
     value_error(std::to_string(values.size()) + " values do not fill shape " + to_string(shape));
   Tensor t = empty(shape, i32);
-  std::memcpy(t.mutable_data(), values.data(), values.size() * 4);
+  if (!values.empty()) std::memcpy(t.mutable_data(), values.data(), values.size() * 4);
   return t;
 }
 

@@ -202,7 +202,10 @@ std::shared_ptr<Recording> Graph::record(const Shapes& shapes) {
     rec.outputs.push_back(dense(h));
   }
   for (const auto& [n, next] : result.carried.items) {
-    auto it = std::find_if(values_.begin(), values_.end(), [&](const PerCall& v) { return v.name == n; });
+    // Compared through a named reference: clang before 16 cannot capture a structured binding.
+    const std::string& carried_name = n;
+    auto it = std::find_if(values_.begin(), values_.end(),
+                           [&](const PerCall& v) { return v.name == carried_name; });
     if (it == values_.end() || it->kind != ValueKind::carried)
       type_error(name_ + ": carry names '" + n + "', which is not a carried value of this graph");
     if (const Handle* h = std::get_if<Handle>(&next)) {

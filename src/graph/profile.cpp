@@ -60,7 +60,9 @@ Fields Profile::tunables_for(const Declaration& op, const Fields& given) const {
     if (!op.is_a(*e.op) || !matches(e.dims, dims_of_call)) continue;
     size_t rank = e.dims.items().size();
     for (const auto& [name, value] : e.tunables.items()) {
-      auto it = std::find_if(chosen.begin(), chosen.end(), [&](auto& c) { return c.first == name; });
+      const std::string& tunable = name;  // clang before 16 cannot capture a structured binding
+      auto it =
+          std::find_if(chosen.begin(), chosen.end(), [&](auto& c) { return c.first == tunable; });
       if (it == chosen.end()) {
         chosen.emplace_back(name, Choice{rank, value});
       } else if (rank > it->second.rank) {
@@ -124,11 +126,18 @@ void Profile::save(const std::string& path) const {
 }
 
 Profile Profile::load(const std::string& path) {
-  std::ifstream file(path);
+  std::ifstream file(path, std::ios::binary);
   if (!file) io_error(path + ": cannot open the profile");
+  std::stringstream text;
+  text << file.rdbuf();
+  if (file.bad()) io_error(path + ": cannot read the profile");
+  return parse(text.str(), path);
+}
+
+Profile Profile::parse(std::string_view text, const std::string& path) {
   nlohmann::json data;
   try {
-    data = nlohmann::json::parse(file);
+    data = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
     value_error(path + ": not JSON: " + e.what());
   }

@@ -1,4 +1,6 @@
 // Hugging Face tokenizer.json (and tokenizer_config.json) for byte-level BPE models.
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -77,6 +79,16 @@ std::optional<std::string> config_token(const json& config, const char* key) {
   return std::nullopt;
 }
 
+/// A token id as the file writes it: an integer (a float such as 2.5e21 is refused, not cast:
+/// converting an out-of-range double to an integer is undefined); a huge one saturates, so the
+/// caller's range check refuses it.
+int64_t token_id(const json& id) {
+  if (id.is_number_unsigned()) return int64_t(std::min<uint64_t>(id.get<uint64_t>(), INT64_MAX));
+  if (!id.is_number_integer())
+    value_error("tokenizer.json: token id " + id.dump().substr(0, 40) + " is not an integer");
+  return id.get<int64_t>();
+}
+
 }  // namespace
 
 TokenizerData read_hf_tokenizer_json(const std::string& path) {
@@ -109,8 +121,22 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
 
     std::vector<std::optional<std::string>> by_id;
     std::vector<int32_t> types;
+    // Ids are dense (0..n-1 over the vocab and the added tokens, which may repeat vocab entries),
+    // so an id at or past their count means some smaller id has no token: that is reported
+    // below, and such an id is never used to size by_id (a tiny file could ask for 2^31 slots).
+    const json& vocab = model.at("vocab");
+    const json no_added = json::array();
+    const json& added_tokens = root.contains("added_tokens") && root["added_tokens"].is_array()
+                                   ? root["added_tokens"]
+                                   : no_added;
+    const int64_t max_tokens = int64_t(vocab.size() + added_tokens.size());
+    bool id_past_count = false;
     const auto place = [&](const std::string& text, int64_t id, TokenType type) {
       if (id < 0 || id > INT32_MAX) value_error("tokenizer.json: token id out of range");
+      if (id >= max_tokens) {
+        id_past_count = true;
+        return;
+      }
       if (size_t(id) >= by_id.size()) {
         by_id.resize(size_t(id) + 1);
         types.resize(size_t(id) + 1, int32_t(TokenType::normal));
@@ -118,16 +144,15 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
       by_id[size_t(id)] = text;
       types[size_t(id)] = int32_t(type);
     };
-    for (const auto& [text, id] : model.at("vocab").items()) {
-      place(text, id.get<int64_t>(), TokenType::normal);
+    for (const auto& [text, id] : vocab.items()) {
+      place(text, token_id(id), TokenType::normal);
     }
-    if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
-      for (const json& added : root["added_tokens"]) {
-        const bool special = added.value("special", false);
-        place(added.at("content").get<std::string>(), added.at("id").get<int64_t>(),
-              special ? TokenType::control : TokenType::user_defined);
-      }
+    for (const json& added : added_tokens) {
+      const bool special = added.value("special", false);
+      place(added.at("content").get<std::string>(), token_id(added.at("id")),
+            special ? TokenType::control : TokenType::user_defined);
     }
+    if (id_past_count) by_id.resize(size_t(max_tokens) + 1);  // the gap is at or below the count
     for (size_t i = 0; i < by_id.size(); ++i) {
       if (!by_id[i]) value_error("tokenizer.json: no token has id " + std::to_string(i));
       data.tokens.push_back(std::move(*by_id[i]));

@@ -389,6 +389,21 @@ TEST(HfTokenizerJson, RefusesWhatItCannotRun) {
       "merges": []}})"));
       },
       "id 1");
+  // A huge id in a tiny file is a gap like any other, found without sizing a table by it.
+  expect_value_error(
+      [] {
+        from_hf_tokenizer_json(write_temp("huge_id.json", R"({"pre_tokenizer":
+      {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 2000000000},
+      "merges": []}})"));
+      },
+      "no token has id 1");
+  expect_value_error(
+      [] {
+        from_hf_tokenizer_json(write_temp("float_id.json", R"({"pre_tokenizer":
+      {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 2.5e21},
+      "merges": []}})"));
+      },
+      "token id 2.5e+21 is not an integer");
   expect_value_error([] { from_hf_tokenizer_json(write_temp("bad.json", "{not json")); },
                      "not valid JSON");
   expect_value_error(
