@@ -6,7 +6,9 @@
 #   build-tsan/  the thread pool, carried loop, graph and multi-threaded model tests under
 #                ThreadSanitizer
 #   build-fuzz/  each libFuzzer target for 30 s (scripts/fuzz.sh), when clang is installed
-# IRON_QUICK=1 stops after the first ctest. Each stage prints how long it took.
+# IRON_QUICK=1 stops after the first ctest. Each stage prints the time so far. From scratch on 2
+# shared cores the whole script took 23 min (Release build 2.6, ASan build 9.7, ASan tests 1.3,
+# TSan build 2.6, fuzz build and 9 x 30 s fuzzing 6.3); with the build folders kept, 7 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${IRON_BUILD_JOBS:-$(nproc)}
