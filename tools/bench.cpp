@@ -32,30 +32,19 @@ double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 void add_bench_command(CLI::App& app) {
   struct Options {
-    std::string model, trace;
+    ModelOptions common;
+    std::string trace;
     int64_t prompt = 512, tokens = 128, chunk = 512;
-    std::string profile = "profiles";
-    std::string precision = "highest";
-    int threads = 0, reps = 5;
+    int reps = 5;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("bench",
                                      "Measure prefill and decode tokens/s of a Llama-family GGUF model (mean and "
                                      "spread over repetitions), the decode's fraction of the memory-bandwidth bound, "
                                      "and peak memory");
-  cmd->add_option("-m,--model", o->model, "The model: a GGUF file, or a Hugging Face directory (config.json, model.safetensors, tokenizer.json)")->required();
+  add_model_options(*cmd, o->common);
   cmd->add_option("-p,--n-prompt", o->prompt, "Prompt tokens to prefill (0: skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", o->tokens, "Tokens to decode (0: skip)")->capture_default_str();
-  cmd->add_option("--precision", o->precision,
-                  "How matmuls may round: highest (f32 sums rounded once), high, or medium (activations "
-                  "rounded to int8 blocks where the CPU has VNNI, as llama.cpp does)")
-      ->check(CLI::IsMember({"highest", "high", "medium"}))
-      ->capture_default_str();
-  cmd->add_option("--profile", o->profile,
-                  "Tunables: a profile file, or a directory holding cpu.json (written by `iron tune`); "
-                  "absent: the defaults")
-      ->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads to use (0: every core)")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->capture_default_str();
   cmd->add_option("-b,--batch-size", o->chunk, "Prompt rows a prefill call takes")->capture_default_str();
   cmd->add_option("--trace", o->trace,
@@ -64,16 +53,13 @@ void add_bench_command(CLI::App& app) {
   cmd->callback([o] {
     if (o->reps < 1) throw CLI::ValidationError("-r", "must be at least 1");
     if (o->prompt < 0 || o->tokens < 0) throw CLI::ValidationError("-p/-n", "must be at least 0");
-    models::RunnerOptions options;
-    options.threads = o->threads;
-    options.model.precision = precision_from_name(o->precision);
-    if (std::filesystem::exists(o->profile)) options.profile = Profile::load_for_device(o->profile, "cpu");
+    models::RunnerOptions options = runner_options(o->common);
     options.model.chunk = std::max<int64_t>(1, std::min(o->chunk, std::max<int64_t>(o->prompt, 1)));
     options.model.context = o->prompt + o->tokens + 2;
-    auto runner = models::LlamaRunner::open(o->model, options);
+    auto runner = models::LlamaRunner::open(o->common.model, options);
     const auto& c = runner->config();
-    int threads = o->threads > 0 ? o->threads : int(std::thread::hardware_concurrency());
-    std::printf("model: %s (%s)\n", std::filesystem::path(o->model).filename().c_str(), c.describe().c_str());
+    int threads = o->common.threads > 0 ? o->common.threads : int(std::thread::hardware_concurrency());
+    std::printf("model: %s (%s)\n", std::filesystem::path(o->common.model).filename().c_str(), c.describe().c_str());
     std::printf("cpu: %s; threads %d; load %.3f s\n\n", cpu_device::features().c_str(), threads,
                 runner->load_seconds());
 
@@ -112,7 +98,7 @@ void add_bench_command(CLI::App& app) {
                 bandwidth, bound);
     if (!tg.empty()) std::printf("; decode reached %.0f%% of it", 100.0 * d.mean / bound);
     std::printf("\npeak memory: %.1f MiB (mapped file %.1f MiB + states %.1f MiB + arena %.1f MiB)\n",
-                mib(peak), mib(double(std::filesystem::file_size(o->model))),
+                mib(peak), mib(double(std::filesystem::file_size(o->common.model))),
                 mib(double(runner->state_bytes())), mib(double(runner->scratch_bytes())));
     if (!o->trace.empty()) {
       trace::start();

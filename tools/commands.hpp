@@ -3,8 +3,23 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+
+#include "iron/models/runner.hpp"
 
 namespace iron::tools {
+
+/// What every model command takes: the model, threads, precision and profile.
+struct ModelOptions {
+  std::string model;
+  int threads = 0;
+  std::string precision = "highest";
+  std::string profile = "profiles";
+};
+/// Declares -m, -t, --precision and --profile on `cmd`.
+void add_model_options(CLI::App& cmd, ModelOptions& options);
+/// The runner options they give (the profile loaded when present).
+models::RunnerOptions runner_options(const ModelOptions& options);
 
 /// `iron info MODEL`: describes a GGUF or safetensors checkpoint.
 void add_info_command(CLI::App& app);

@@ -13,14 +13,12 @@ namespace iron::tools {
 
 void add_generate_command(CLI::App& app) {
   struct Options {
-    std::string model, prompt;
+    ModelOptions common;
+    std::string prompt;
     int64_t tokens = 128, context = 2048, chunk = 64;
     double temperature = 0.0, top_p = 0.95;
     int64_t top_k = 40;
     uint64_t seed = 0;
-    std::string profile = "profiles";
-    std::string precision = "highest";
-    int threads = 0;
     bool chat = false, ids = false;
   };
   auto o = std::make_shared<Options>();
@@ -28,7 +26,7 @@ void add_generate_command(CLI::App& app) {
       "generate",
       "Generate text with a Llama-family GGUF model: the prompt runs in chunks, then each token is "
       "sampled on the device and streamed as it is produced. Flags follow llama.cpp's names.");
-  cmd->add_option("-m,--model", o->model, "The model: a GGUF file, or a Hugging Face directory (config.json, model.safetensors, tokenizer.json)")->required();
+  add_model_options(*cmd, o->common);
   cmd->add_option("-p,--prompt", o->prompt, "The prompt (empty: start from BOS alone)");
   cmd->add_option("-n,--n-predict", o->tokens, "How many tokens to generate at most")->capture_default_str();
   cmd->add_option("--temp", o->temperature, "Sampling temperature; 0 is greedy")->capture_default_str();
@@ -37,16 +35,6 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-s,--seed", o->seed, "Random seed for sampling (the same seed gives the same output)")
       ->capture_default_str();
-  cmd->add_option("--precision", o->precision,
-                  "How matmuls may round: highest (f32 sums rounded once), high, or medium (activations "
-                  "rounded to int8 blocks where the CPU has VNNI, as llama.cpp does)")
-      ->check(CLI::IsMember({"highest", "high", "medium"}))
-      ->capture_default_str();
-  cmd->add_option("--profile", o->profile,
-                  "Tunables: a profile file, or a directory holding cpu.json (written by `iron tune`); "
-                  "absent: the defaults")
-      ->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads to use (0: every core)")->capture_default_str();
   cmd->add_option("-c,--ctx-size", o->context, "Context length: KV-cache rows (at most the model's)")
       ->capture_default_str();
   cmd->add_option("-b,--batch-size", o->chunk, "Prompt tokens a prefill call takes")->capture_default_str();
@@ -56,14 +44,11 @@ void add_generate_command(CLI::App& app) {
     if (o->tokens < 0) throw CLI::ValidationError("-n", "must be at least 0");
     if (o->temperature < 0) throw CLI::ValidationError("--temp", "must be at least 0");
     if (o->top_p <= 0 || o->top_p > 1) throw CLI::ValidationError("--top-p", "must be in (0, 1]");
-    models::RunnerOptions options;
-    options.threads = o->threads;
-    options.model.precision = precision_from_name(o->precision);
-    if (std::filesystem::exists(o->profile)) options.profile = Profile::load_for_device(o->profile, "cpu");
+    models::RunnerOptions options = runner_options(o->common);
     options.model.context = o->context;
     options.model.chunk = o->chunk;
     options.model.sampling = {o->temperature, o->top_k, o->top_p, o->seed};
-    auto runner = models::LlamaRunner::open(o->model, options);
+    auto runner = models::LlamaRunner::open(o->common.model, options);
     std::vector<int32_t> prompt = runner->prompt_ids(o->prompt, o->chat);
     text::StreamDecoder stream(runner->tokenizer());
     bool first = true;
