@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python3 fuzz/make_corpus.py >/dev/null  # the binary seeds are generated, not tracked
 seconds=${1:-30}
 shift || true
 all_targets=(gguf_reader safetensors_reader hf_config gguf_config tokenizer_json gguf_tokenizer

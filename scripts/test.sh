@@ -17,6 +17,7 @@ stage() { echo "=== $1 ($((SECONDS - start)) s so far)"; }
 
 scripts/install-deps.sh
 scripts/fetch-model.sh
+python3 fuzz/make_corpus.py >/dev/null  # binary fuzz seeds, replayed by the tests too
 stage "build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$jobs"
