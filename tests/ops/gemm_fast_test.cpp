@@ -11,6 +11,7 @@
 #include "devices/cpu/thread_pool.hpp"
 #include "iron/operator.hpp"
 #include "ops/op.hpp"
+#include "ops/gemm_test_util.hpp"
 
 namespace iron {
 namespace {
@@ -40,28 +41,9 @@ std::vector<char> random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
   return bytes;
 }
 
-cpu::Operand operand(DType t, Shape shape, char* base, cpu::WordRef rows) {
-  cpu::Operand o;
-  o.base = base;
-  o.dtype = t;
-  o.shape = shape;
-  o.strides.assign(shape.size(), 1);
-  for (int a = int(shape.size()) - 2; a >= 0; --a)
-    o.strides[size_t(a)] = o.strides[size_t(a) + 1] * shape[size_t(a) + 1];
-  o.offset = {-1, 0};
-  for (size_t a = 0; a < shape.size(); ++a) o.valid.push_back({-1, shape[a]});
-  if (!shape.empty()) o.valid[0] = rows;
-  return o;
-}
-
-struct Run {
-  const cpu::Kernel* kernel;
-  const int64_t* words;
-};
-void job(void* context, int thread, int threads) {
-  auto* r = static_cast<Run*>(context);
-  r->kernel->run(r->words, thread, threads);
-}
+using gemm_testing::job;
+using gemm_testing::operand;
+using gemm_testing::Run;
 
 struct Case {
   std::string op;  // GEMV, GEMM or ProjectionGEMM
