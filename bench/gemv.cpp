@@ -101,6 +101,8 @@ struct Setup {
       iron::Shape ys = rows > 1 || int8 ? iron::Shape{rows, s.n} : iron::Shape{s.n};
       args.in = {operand(f32, as, reinterpret_cast<char*>(a.data())),
                  operand(s.w, {s.n, s.k}, weights.back().data())};
+      // A weight, as a graph's are: the int8 path rearranges it once (outside the timing).
+      args.in[1].prepared = std::make_shared<PreparedForms>();
       args.out = {operand(f32, ys, reinterpret_cast<char*>(y.data()))};
       args.features = &features(fast);
       args.precision = precision;
@@ -135,17 +137,19 @@ BENCHMARK(BM_GEMV)
     ->MinTime(0.3);
 
 // One row of a ProjectionGEMM at Precision::medium: the int8 path (x quantised to int8 blocks,
-// VNNI dot products) where the host has AVX512_VNNI, else the f32 GEMV. Args: shape, cold.
+// VNNI dot products) where the host has AVX512_VNNI, else the f32 GEMV. Args: shape, cold,
+// threads.
 void BM_GEMVInt8(benchmark::State& state) {
   const Shape2& s = kShapes[state.range(0)];
   const bool cold = state.range(1) != 0;
+  const int threads = int(state.range(2));
   const int copies =
       cold ? int(std::max<int64_t>(2, (int64_t(128) << 20) / weight_bytes(s) + 1)) : 1;
   Setup setup(s, 1, copies, true, Precision::medium, true);
   size_t i = 0;
   for (auto _ : state) {
     Call c{setup.kernels[i].get()};
-    cpu::ThreadPool::shared(2).run(1, &job, &c);
+    cpu::ThreadPool::shared(2).run(threads, &job, &c);
     if (++i == setup.kernels.size()) i = 0;
   }
   benchmark::DoNotOptimize(setup.y.data());
@@ -154,19 +158,21 @@ void BM_GEMVInt8(benchmark::State& state) {
   state.SetLabel(s.name);
 }
 BENCHMARK(BM_GEMVInt8)
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 0}})
-    ->ArgNames({"shape", "cold"})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 0}, {1, 2}})
+    ->ArgNames({"shape", "cold", "threads"})
     ->UseRealTime()
     ->MinTime(0.3);
 
 // Args: shape (the four Q4_1 ones), rows, threads, fast (0 portable, 1 dispatched at highest,
-// 2 dispatched at medium: bf16 inputs where the host has AVX512_BF16).
+// 2 a ProjectionGEMM at medium: int8 blocks of x where the host has AVX512_VNNI, else bf16
+// inputs where it has AVX512_BF16).
 void BM_GEMM(benchmark::State& state) {
   const Shape2& s = kShapes[state.range(0)];
   const int64_t rows = state.range(1);
   const int threads = int(state.range(2));
   const bool fast = state.range(3) != 0;
-  Setup setup(s, rows, 1, fast, state.range(3) == 2 ? Precision::medium : Precision::highest);
+  const bool medium = state.range(3) == 2;
+  Setup setup(s, rows, 1, fast, medium ? Precision::medium : Precision::highest, medium);
   for (auto _ : state) {
     Call c{setup.kernels[0].get()};
     cpu::ThreadPool::shared(2).run(threads, &job, &c);
@@ -225,8 +231,9 @@ class Summary : public benchmark::ConsoleReporter {
       if (std::sscanf(name.c_str(), "BM_GEMV/shape:%ld/threads:%ld/fast:%ld/cold:%ld", &a0, &a1,
                       &a2, &a3) == 4)
         gemv_[{int(a0), int(a3)}][int(a1 * 2 + a2)] = ns;
-      else if (std::sscanf(name.c_str(), "BM_GEMVInt8/shape:%ld/cold:%ld", &a0, &a1) == 2)
-        gemv_[{int(a0), int(a1)}][6] = ns;  // column 6: int8, 1 thread
+      else if (std::sscanf(name.c_str(), "BM_GEMVInt8/shape:%ld/cold:%ld/threads:%ld", &a0, &a1,
+                           &a2) == 3)
+        gemv_[{int(a0), int(a1)}][int(5 + a2)] = ns;  // columns 6 and 7: int8, 1 and 2 threads
       else if (std::sscanf(name.c_str(), "BM_GEMM/shape:%ld/rows:%ld/threads:%ld/fast:%ld", &a0,
                            &a1, &a2, &a3) == 4)
         gemm_[{int(a0), int(a1)}][int(a2 * 3 + a3)] = ns;
@@ -241,20 +248,20 @@ class Summary : public benchmark::ConsoleReporter {
     std::printf(
         "\n\nGEMV (ns per call, GB/s of weight read; %% of the streaming read at that thread "
         "count)\n");
-    std::printf("%-17s %-5s %20s %20s %28s %28s %28s\n", "shape", "data", "portable 1t",
-                "portable 2t", "fast 1t", "fast 2t", "int8 (medium) 1t");
+    std::printf("%-17s %-5s %20s %20s %28s %28s %28s %28s\n", "shape", "data", "portable 1t",
+                "portable 2t", "fast 1t", "fast 2t", "int8 (medium) 1t", "int8 (medium) 2t");
     for (const auto& [key, by] : gemv_) {
       const Shape2& s = kShapes[key.first];
       std::printf("%-17s %-5s", s.name, key.second ? "cold" : "hot");
-      for (int col : {2, 4, 3, 5, 6}) {
+      for (int col : {2, 4, 3, 5, 6, 7}) {
         auto it = by.find(col);
         if (it == by.end()) {
           std::printf(" %20s", "-");
           continue;
         }
         const double gbs = double(weight_bytes(s)) / it->second;
-        const int threads = col == 6 ? 1 : col / 2;
-        if ((col % 2 || col == 6) && stream_.count(threads))
+        const int threads = col >= 6 ? col - 5 : col / 2;
+        if ((col % 2 || col >= 6) && stream_.count(threads))
           std::printf(" %9.0f ns %5.1f GB/s %3.0f%%", it->second, gbs,
                       100 * gbs / stream_[threads]);
         else
@@ -263,8 +270,8 @@ class Summary : public benchmark::ConsoleReporter {
       std::printf("\n");
     }
     std::printf("\nGEMM (us per call, GFLOP/s)\n");
-    std::printf("%-17s %-5s %22s %22s %22s %22s\n", "shape", "rows", "portable 1t", "portable 2t",
-                "fast 1t", "fast 2t");
+    std::printf("%-17s %-5s %22s %22s %22s %22s %22s %22s\n", "shape", "rows", "portable 1t",
+                "portable 2t", "fast 1t", "fast 2t", "medium 1t", "medium 2t");
     for (const auto& [key, by] : gemm_) {
       const Shape2& s = kShapes[key.first];
       std::printf("%-17s %-5d", s.name, key.second);

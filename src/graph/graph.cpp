@@ -139,9 +139,9 @@ void Graph::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& t
     const Tensor& t = *find(p);
     if (r->dtype == keep_dtype) {
       r->dtype = t.dtype();
-      r->tensor = t;  // borrowed: a mapped checkpoint is not copied
+      r->bind(t);  // borrowed: a mapped checkpoint is not copied
     } else {
-      r->tensor = t.dtype() == r->dtype ? t : t.to(r->dtype);  // torch's copy_: cast once
+      r->bind(t.dtype() == r->dtype ? t : t.to(r->dtype));  // torch's copy_: cast once
     }
   }
   bound_ = true;

@@ -138,6 +138,7 @@ cpu::Operand Image::operand(const Handle& h) {
   if (h.ids()) o.ids = std::make_shared<cpu::Operand>(operand(*h.ids()));
   o.fixed_rows = h.fixed_rows();
   o.table_rows = h.buffer()->shape.empty() ? 0 : h.buffer()->shape[0];
+  if (h.buffer()->resident && !h.buffer()->resident->is_state) o.prepared = h.buffer()->resident->prepared;
   return o;
 }
 

@@ -50,7 +50,7 @@ Param Module::param(const std::string& name, const Shape& shape, DType dtype) {
 
 Param Module::param(const std::string& name, const Tensor& value) {
   auto r = make_resident(name, value.shape(), value.dtype(), false);
-  r->tensor = value;
+  r->bind(value);
   own_.emplace_back(name, r);
   return Param(r);
 }
@@ -63,7 +63,7 @@ Param Module::tie(const std::string& name, const Param& other) {
 
 Weight Module::weight(const std::string& name, const Tensor& table) {
   auto r = make_resident(name, table.shape(), table.dtype(), false);
-  r->tensor = table;
+  r->bind(table);
   own_.emplace_back(name, r);
   return Weight(r);
 }

@@ -14,6 +14,7 @@
 #include "iron/precision.hpp"
 #include "iron/tensor.hpp"
 #include "iron/value.hpp"
+#include "graph/prepared.hpp"
 
 namespace iron {
 
@@ -34,6 +35,12 @@ struct Resident {
   DType dtype = f32;
   bool is_state = false;
   Tensor tensor;  // weights: the bound data; states: allocated by the arena
+  // Weights: what kernels made of `tensor` (bind() drops them with the data they came from).
+  std::shared_ptr<PreparedForms> prepared = std::make_shared<PreparedForms>();
+  void bind(Tensor t) {
+    tensor = std::move(t);
+    prepared = std::make_shared<PreparedForms>();
+  }
 };
 
 struct BufferNode {

@@ -5,8 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "iron/error.hpp"
 
@@ -29,6 +32,16 @@ struct FileDescriptor {
   }
 };
 
+// The live file mappings, so that release_pages touches nothing else.
+struct LiveMappings {
+  std::mutex mutex;
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // [begin, end)
+};
+LiveMappings& live_mappings() {
+  static LiveMappings live;
+  return live;
+}
+
 }  // namespace
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
@@ -48,6 +61,9 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   if (base == MAP_FAILED) system_error(path, "mmap", errno);
   mapped->mapping_ = base;
   mapped->data_ = static_cast<const uint8_t*>(base);
+  LiveMappings& live = live_mappings();
+  std::lock_guard<std::mutex> lock(live.mutex);
+  live.ranges.emplace_back(uintptr_t(base), uintptr_t(base) + mapped->size_);
   return mapped;
 }
 
@@ -62,7 +78,29 @@ std::shared_ptr<const MappedFile> MappedFile::from_bytes(std::string name,
 }
 
 MappedFile::~MappedFile() {
-  if (mapping_ != nullptr) ::munmap(mapping_, size_);
+  if (mapping_ == nullptr) return;
+  {
+    LiveMappings& live = live_mappings();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    std::erase(live.ranges, std::pair{uintptr_t(mapping_), uintptr_t(mapping_) + size_});
+  }
+  ::munmap(mapping_, size_);
+}
+
+void MappedFile::release_pages(const void* data, size_t bytes) {
+  const uintptr_t begin = uintptr_t(data), end = begin + bytes;
+  LiveMappings& live = live_mappings();
+  std::lock_guard<std::mutex> lock(live.mutex);
+  for (const auto& [b, e] : live.ranges) {
+    if (begin < b || end > e) continue;
+    // Whole pages inside the range only: a page it shares with a neighbour stays.
+    const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    // The mapping is read-only and private, so it holds no changes of its own to lose: dropping
+    // its pages only unmaps them, and a later read maps them again from the page cache.
+    if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    return;
+  }
 }
 
 }  // namespace iron::io

@@ -1,6 +1,7 @@
-// The int8-activation path of ProjectionGEMM at Precision::medium (AVX512_VNNI, one or two rows,
-// q4_0 / q4_1 / q8_0 weights) against the op's reference within tolerance(medium); and the ops
-// and precisions that must never take it (their results equal the f32 path's bit for bit).
+// The int8-activation path of ProjectionGEMM at Precision::medium (AVX512_VNNI, q4_0 / q4_1 /
+// q8_0 weights rearranged 16 rows to a load) against the op's reference within
+// tolerance(medium), for one row and many; the layout itself against the source blocks; and
+// the ops and precisions that must never take it (their results equal the f32 path's).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "devices/cpu/thread_pool.hpp"
 #include "iron/operator.hpp"
 #include "ops/op.hpp"
+#include "ops/gemm/kernels.hpp"
 #include "ops/gemm_test_util.hpp"
 
 namespace iron {
@@ -90,6 +92,7 @@ Outcome run(const Case& c, const cpu::Features& features) {
   cpu::KernelArgs args;
   args.in = {operand(f32, a_shape, reinterpret_cast<char*>(a.data()), {0, 0}),
              operand(c.w, {c.n, c.k}, w.data(), {-1, c.n})};
+  args.in[1].prepared = std::make_shared<PreparedForms>();  // a weight: it may be rearranged
   if (c.residual)
     args.in.push_back(operand(f32, y_shape, reinterpret_cast<char*>(r.data()), {0, 0}));
   args.out = {operand(f32, y_shape, reinterpret_cast<char*>(y.data()), {0, 0})};
@@ -167,12 +170,56 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
         for (bool residual : {false, true}) {
           Case c;
           c.w = t, c.k = k, c.n = n, c.residual = residual;
-          for (auto [rows, valid] : {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {2, 1}}) {
+          // One row (decode), a few, and more than a chunk of 32 with a ragged valid count.
+          for (auto [rows, valid] :
+               {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {2, 1}, {5, 5}, {40, 37}}) {
             c.rows = rows, c.valid = valid;
             worst = std::max(worst, check(c));
           }
         }
   std::printf("int8 path, U(-1, 1) x: largest error / tolerance %.3f\n", worst);
+}
+
+// The rearranged layout read back as kernels.hpp describes it equals the source weight, for
+// every row (a ragged last group included) and column; padding rows are zero.
+TEST(GemmInt8, LayoutReadsBackAsTheSource) {
+  for (DType t : kWeights) {
+    SCOPED_TRACE(name(t));
+    const int64_t n = 37, k = 96, blocks = k / 32, groups = 3;
+    std::vector<char> w = random_weight(t, n, k, 7);
+    std::vector<float> want(size_t(n * k));
+    to_f32(t, w.data(), want.data(), n * k);
+    const int64_t group_bytes = blocks * ops::gemm::int8_block_bytes(t);
+    std::vector<char> packed(size_t(groups * group_bytes), char(0x55));
+    ops::gemm::pack_int8(t, w.data(), k / 32 * info(t).bytes, n, k, packed.data());
+    const int64_t quant_bytes = ops::gemm::int8_quant_bytes(t);
+    for (int64_t row = 0; row < groups * 16; ++row)
+      for (int64_t col = 0; col < k; ++col) {
+        const int64_t g = row / 16, j = row % 16, b = col / 32, c = col % 32;
+        const auto* group = reinterpret_cast<const uint8_t*>(packed.data() + g * group_bytes);
+        const uint8_t* quants = group + b * quant_bytes;
+        auto half = [&](int64_t at) {
+          uint16_t h;
+          std::memcpy(&h, group + at, 2);
+          return f16_to_f32(h);
+        };
+        const float d = half(blocks * quant_bytes + 32 * b + 2 * j);
+        float v;
+        if (t == DType::q8_0) {
+          v = d * float(int(quants[64 * (c / 4) + 4 * j + c % 4]) - 128);
+        } else {
+          const uint8_t byte = quants[64 * (c / 8) + 4 * j + c % 4];
+          const int q = c % 8 < 4 ? byte & 0x0f : byte >> 4;
+          v = t == DType::q4_0 ? d * float(q - 8)
+                               : d * float(q) + half(blocks * quant_bytes + 32 * (blocks + b) + 2 * j);
+        }
+        if (row >= n) {
+          ASSERT_EQ(v, 0.0f) << "padding row " << row;
+        } else {
+          ASSERT_EQ(v, want[size_t(row * k + col)]) << "row " << row << " column " << col;
+        }
+      }
+  }
 }
 
 TEST(GemmInt8, OddBlocksAndEpilogues) {

@@ -31,6 +31,12 @@ class MappedFile {
   /// The path it was opened from (or the name it was given), for error messages.
   const std::string& path() const { return path_; }
 
+  /// Says that [data, data + bytes) will not be read again soon (a kernel copied it into another
+  /// layout): where it lies inside a live file mapping, its whole pages leave the process's
+  /// resident memory, to be read back from the page cache if touched again. Other memory is
+  /// left alone.
+  static void release_pages(const void* data, size_t bytes);
+
  private:
   MappedFile() = default;
 

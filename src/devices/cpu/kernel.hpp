@@ -12,6 +12,7 @@
 #include "iron/dtype.hpp"
 #include "iron/precision.hpp"
 #include "iron/tensor.hpp"
+#include "graph/prepared.hpp"
 
 namespace iron::cpu {
 
@@ -35,6 +36,9 @@ struct Operand {
   std::shared_ptr<Operand> ids;
   std::vector<int64_t> fixed_rows;
   int64_t table_rows = 0;  // rows of the table a gather reads (ids outside it read nothing)
+  // A weight's rearranged forms (null for inputs, scratch and states): a kernel that wants the
+  // weight in another layout makes it here once, at lowering, for every kernel reading it.
+  std::shared_ptr<PreparedForms> prepared;
 
   int rank() const { return int(shape.size()); }
   int64_t extent(int axis, const int64_t* words) const { return valid[size_t(axis)].get(words); }

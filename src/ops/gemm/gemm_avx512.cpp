@@ -2,9 +2,9 @@
 // GEMV: four weight rows at a time share each load of x; blocks are unpacked with byte ops and
 // converted to f32, summed per block, then scaled; q4_1's minimum (and q4_0's -8) multiplies
 // the block's sum of x. Tiles: 8 rows of a x 32 columns of packed W in 16 accumulators.
-// Int8 GEMV (Precision::medium, AVX512_VNNI): x quantised to int8 blocks, vpdpbusd of the
-// weight's quants (q4 nibbles unsigned; q8_0 as |w| with x taking w's sign) with x, int32 sums
-// per block scaled in f32 by d_w * d_x.
+// Int8 (Precision::medium, AVX512_VNNI): x quantised to int8 blocks, vpdpbusd of W's quants
+// rearranged 16 rows to a load (kernels.hpp) with 4 values of x, int32 sums per block scaled in
+// f32 by d_w * d_x.
 // Only intrinsics and plain loops here: no library code built for AVX-512 can leak out.
 // GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsics as maybe
 // uninitialised (a known false positive); the placeholders are never read.
@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "ops/gemm/kernels.hpp"
+
 
 namespace iron::ops::gemm {
 
@@ -417,7 +418,7 @@ void tile_bf16(const TileBf16Args& t) {
   }
 }
 
-// ---- int8 GEMV (Precision::medium, AVX512_VNNI) ---------------------------------------------
+// ---- int8 (Precision::medium, AVX512_VNNI) ---------------------------------------------
 
 void quantise_x8(const QuantiseX8Args& a) {
   for (int64_t b = 0; b < a.k / 32; ++b) {
@@ -437,131 +438,101 @@ void quantise_x8(const QuantiseX8Args& a) {
   }
 }
 
-template <DType T>
-constexpr int64_t block_bytes() {
-  return T == DType::q8_0 ? 34 : T == DType::q4_1 ? 20 : 18;
-}
-
-// Two blocks (b, b + 1) per step, or the last one alone (Two false: the second half zero).
-// q8_0: the 64 bytes are the blocks' quants in order, int32 lanes 0-7 block b, 8-15 block b + 1;
-// the signed weights become |w| (unsigned) and x takes w's sign. q4: the 128-bit lanes hold the
-// low nibbles of b, of b + 1, the high nibbles of b, of b + 1 (x permuted to match), so int32
-// lanes 0-3 and 8-11 belong to block b, 4-7 and 12-15 to b + 1.
-template <DType T, bool Two>
-inline __m512i x_pair(const GemvInt8Args& g, int64_t b) {
-  __m512i x = Two ? _mm512_loadu_si512(g.q + b * 32)
-                  : _mm512_zextsi256_si512(
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q + b * 32)));
-  if constexpr (T != DType::q8_0) x = _mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(3, 1, 2, 0));
-  return x;
-}
-
-template <DType T, bool Two>
-inline __m128 header(const char* blk) {
-  constexpr int64_t kB = block_bytes<T>();
-  if constexpr (T == DType::q4_1) {  // [d0, m0, d1, m1]
-    uint32_t h0 = 0, h1 = 0;
-    __builtin_memcpy(&h0, blk, 4);
-    if (Two) __builtin_memcpy(&h1, blk + kB, 4);
-    return _mm_cvtph_ps(_mm_setr_epi32(int(h0), int(h1), 0, 0));
-  } else {  // [d0, d1, 0, 0]
-    uint16_t h0 = 0, h1 = 0;
-    __builtin_memcpy(&h0, blk, 2);
-    if (Two) __builtin_memcpy(&h1, blk + kB, 2);
-    return _mm_cvtph_ps(_mm_cvtsi32_si128(int(uint32_t(h0) | uint32_t(h1) << 16)));
-  }
-}
-
+// R rows of x against one group of 16 rows of W: 16 output columns per row. Per block, each
+// 64-byte load of W feeds one vpdpbusd per row of x (4 columns of the 16 rows against 4 values
+// of x broadcast), then the block's int32 sums meet d_w * scale (and the offset term) in f32.
 template <DType T, int R>
-void gemv_int8_rows(const GemvInt8Args& g, const char* w, float* y) {
-  constexpr int64_t kB = block_bytes<T>();
-  __m512 acc[R];
-  __m128 corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps(), corr[r] = _mm_setzero_ps();
-  // Which lane of the 4-lane (d_w * d_x) each int32 lane of the dot takes.
-  const __m512i spread =
-      T == DType::q8_0   ? _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)
-      : T == DType::q4_0 ? _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1)
-                         : _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
-  const __m256i low = _mm256_set1_epi8(0x0f);
+inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, float* y) {
+  constexpr int64_t kQuants = int8_quant_bytes(T);
+  // The offset each quant carries, met by x's block sum: q4_0 w = d (q - 8), q8_0 w = d (u - 128).
+  constexpr float kOffset = T == DType::q8_0 ? -128.0f : T == DType::q4_0 ? -8.0f : 0.0f;
   const int64_t blocks = g.k / 32;
-  auto step = [&](auto two, int64_t b) {
-    constexpr bool Two = decltype(two)::value;
-    const __m512i x = x_pair<T, Two>(g, b);
-    const float dx0 = g.scale[b], dx1 = Two ? g.scale[b + 1] : 0.0f;
-    const float s0 = g.xsum[b], s1 = Two ? g.xsum[b + 1] : 0.0f;
-    // d_x in the lanes of d_w in the header; the offsets' lanes (m, or -8 d) meet the sums of x.
-    const __m128 dx = T == DType::q4_1 ? _mm_setr_ps(dx0, 0, dx1, 0) : _mm_setr_ps(dx0, dx1, 0, 0);
-    const __m128 xs = T == DType::q4_1   ? _mm_setr_ps(0, s0, 0, s1)
-                      : T == DType::q4_0 ? _mm_setr_ps(-8.0f * s0, -8.0f * s1, 0, 0)
-                                         : _mm_setzero_ps();
-    for (int r = 0; r < R; ++r) {
-      const char* blk = w + r * g.row_bytes + b * kB;
-      _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
-      if constexpr (T == DType::q8_0) _mm_prefetch(blk + 64 + kAhead * g.row_bytes, _MM_HINT_T0);
-      const __m128 dm = header<T, Two>(blk);
-      __m512i dot;
-      if constexpr (T == DType::q8_0) {
-        const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-        const __m512i q =
-            Two ? _mm512_inserti64x4(
-                      _mm512_castsi256_si512(q0),
-                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kB + 2)), 1)
-                : _mm512_zextsi256_si512(q0);
-        const __m512i sx =
-            _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(q), _mm512_setzero_si512(), x);
-        dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(q), sx);
-      } else {
-        constexpr int64_t kQ = T == DType::q4_1 ? 4 : 2;
-        const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQ));
-        const __m256i v =
-            Two ? _mm256_inserti128_si256(
-                      _mm256_castsi128_si256(q0),
-                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kB + kQ)), 1)
-                : _mm256_zextsi128_si256(q0);
-        const __m256i lo = _mm256_and_si256(v, low);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                  _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), x);
-      }
-      const __m512 scale =
-          _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_mul_ps(dm, dx)));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r]);
-      if constexpr (T != DType::q8_0) corr[r] = _mm_fmadd_ps(dm, xs, corr[r]);
-    }
-  };
-  int64_t b = 0;
-  for (; b + 2 <= blocks; b += 2) step(std::true_type{}, b);
-  if (b < blocks) step(std::false_type{}, b);
+  const int8_t* q[R];
+  const float *scale[R], *xsum[R];
+  __m512 acc[R];
   for (int r = 0; r < R; ++r) {
-    __m128 c = _mm_add_ps(corr[r], _mm_movehl_ps(corr[r], corr[r]));
-    c = _mm_add_ss(c, _mm_movehdup_ps(c));
-    y[r] = _mm512_reduce_add_ps(acc[r]) + _mm_cvtss_f32(c);
+    q[r] = g.q + (i0 + r) * g.k;
+    scale[r] = g.scale + (i0 + r) * blocks;
+    xsum[r] = g.xsum + (i0 + r) * blocks;
+    acc[r] = _mm512_setzero_ps();
   }
+  // Four values of row r of x from column `at`, in every int32 lane.
+  auto x4 = [&](int r, int64_t at) {
+    int32_t v;
+    __builtin_memcpy(&v, q[r] + at, 4);
+    return _mm512_set1_epi32(v);
+  };
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const char* scales = group + blocks * kQuants;  // then q4_1's minimums
+  auto halves = [](const char* at) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+  };
+  for (int64_t b = 0; b < blocks; ++b) {
+    const char* quants = group + b * kQuants;
+    const __m512 d = halves(scales + 32 * b);
+    __m512i dot[R];
+    for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
+    if constexpr (T == DType::q8_0) {
+      for (int c = 0; c < 8; ++c) {
+        const __m512i w = _mm512_loadu_si512(quants + 64 * c);
+        for (int r = 0; r < R; ++r) dot[r] = _mm512_dpbusd_epi32(dot[r], w, x4(r, b * 32 + 4 * c));
+      }
+    } else {
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_loadu_si512(quants + 64 * c);
+        const __m512i lo = _mm512_and_si512(v, low);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        for (int r = 0; r < R; ++r) {
+          dot[r] = _mm512_dpbusd_epi32(dot[r], lo, x4(r, b * 32 + 8 * c));
+          dot[r] = _mm512_dpbusd_epi32(dot[r], hi, x4(r, b * 32 + 8 * c + 4));
+        }
+      }
+    }
+    if constexpr (T == DType::q4_1) {
+      const __m512 m = halves(scales + 32 * (blocks + b));
+      for (int r = 0; r < R; ++r) {
+        const __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_set1_ps(scale[r][b]));
+        acc[r] = _mm512_fmadd_ps(d, sum, _mm512_fmadd_ps(m, _mm512_set1_ps(xsum[r][b]), acc[r]));
+      }
+    } else {
+      for (int r = 0; r < R; ++r) {
+        const __m512 sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_set1_ps(scale[r][b]),
+                                           _mm512_set1_ps(kOffset * xsum[r][b]));
+        acc[r] = _mm512_fmadd_ps(d, sum, acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * g.ldy, acc[r]);
 }
 
 template <DType T>
-void gemv_int8_all(const GemvInt8Args& g) {
-  int64_t r = 0;
-  for (; r + 4 <= g.rows; r += 4) gemv_int8_rows<T, 4>(g, g.w + r * g.row_bytes, g.y + r);
-  for (; r < g.rows; ++r) gemv_int8_rows<T, 1>(g, g.w + r * g.row_bytes, g.y + r);
+void gemm_int8_all(const GemmInt8Args& g) {
+  const int64_t group_bytes = PackedInt8::group_bytes(g.k, T);
+  // Group by group, so a group of W (16 rows, a few KiB) stays in L1 while every row meets it.
+  for (int64_t j = 0; j < g.groups; ++j) {
+    const char* group = g.w + j * group_bytes;
+    float* y = g.y + j * kInt8Rows;
+    int64_t i = 0;
+    for (; i + 4 <= g.m; i += 4) int8_group<T, 4>(g, i, group, y + i * g.ldy);
+    for (; i < g.m; ++i) int8_group<T, 1>(g, i, group, y + i * g.ldy);
+  }
 }
 
-void gemv_int8(const GemvInt8Args& g) {
+void gemm_int8(const GemmInt8Args& g) {
   switch (g.dtype) {
     case DType::q8_0:
-      return gemv_int8_all<DType::q8_0>(g);
+      return gemm_int8_all<DType::q8_0>(g);
     case DType::q4_0:
-      return gemv_int8_all<DType::q4_0>(g);
+      return gemm_int8_all<DType::q4_0>(g);
     case DType::q4_1:
-      return gemv_int8_all<DType::q4_1>(g);
+      return gemm_int8_all<DType::q4_1>(g);
     default:
       return;
   }
 }
 
 const Isa kIsa{"avx512",   kNR,        &gemv,      &pack,        &tile,
-               &pack_bf16, &rows_bf16, &tile_bf16, &quantise_x8, &gemv_int8};
+               &pack_bf16, &rows_bf16, &tile_bf16, &quantise_x8, &gemm_int8};
 
 }  // namespace
 

@@ -3,8 +3,9 @@
 // straight from memory with f32 sums; more rows dequantise a tile of W rows to f32 once,
 // transposed, and run a register-blocked tile over every row of `a`. Epilogues are applied to
 // the f32 sums, then each output is rounded once to its dtype. At Precision::medium with
-// AVX512_VNNI, one or two rows of a ProjectionGEMM on a q4_0 / q4_1 / q8_0 weight instead
-// quantise x to int8 blocks once per row and take the int8 GEMV (int32 dot products).
+// AVX512_VNNI, a ProjectionGEMM on a q4_0 / q4_1 / q8_0 weight instead quantises x to int8
+// blocks and takes int32 dot products against W rearranged once for them (kernels.hpp), for
+// one row and many alike: as llama.cpp does, and twice the products per instruction of bf16.
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"
 
@@ -42,6 +43,8 @@ namespace {
 
 // Rows of `a` below this take the GEMV loop once per row instead of packing tiles of W.
 constexpr int64_t kPackRows = 3;
+// Rows of x the int8 path quantises at a time (its scratch holds their int8 blocks and sums).
+constexpr int64_t kInt8Chunk = 32;
 
 // Floats of per-thread scratch, each region starting on a 64-byte boundary.
 int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
@@ -55,8 +58,10 @@ class FastKernel final : public cpu::Kernel {
         c_(c),
         isa_(isa),
         bf16_(bf16),
-        int8_(int8 && isa.gemv_int8 && isa.quantise_x8 && a_.dtype == f32 &&
+        int8_(int8 && isa.gemm_int8 && isa.quantise_x8 && a_.dtype == f32 &&
               int8_weight(b_.dtype) && c.k % 32 == 0) {
+    if (int8_) w8_ = packed_int8(b_, c_.n, c_.k);
+    int8_ = w8_ != nullptr;
     if (c_.residual) r_ = a.in.at(2);
     const DTypeInfo& wi = info(b_.dtype);
     row_bytes_ = c_.k / wi.block * wi.bytes;
@@ -67,13 +72,19 @@ class FastKernel final : public cpu::Kernel {
     abuf_ = a_.dtype == f32 ? 0 : padded(max_rows_ * k);
     xsum_ = padded(k / 32 + 1);
     ybuf_ = padded(c_.n);
-    rowbuf_ = max_rows_ >= kPackRows ? padded(nr * k) : 0;
-    packed_ = max_rows_ >= kPackRows ? padded(nr * k) : 0;
-    cbuf_ = max_rows_ >= kPackRows ? padded(max_rows_ * nr) : 0;
+    const bool tiles = max_rows_ >= kPackRows && !int8_;
+    rowbuf_ = tiles ? padded(nr * k) : 0;
+    packed_ = tiles ? padded(nr * k) : 0;
+    cbuf_ = tiles ? padded(max_rows_ * nr) : 0;
     // bf16: a's rows as bf16 pairs (the tile's bf16 pairs reuse rowbuf, free once packed).
-    a16_ = bf16_ && max_rows_ >= kPackRows ? padded(max_rows_ * (k + 2) / 2) : 0;
-    // int8: a row of x as int8 blocks and their scales (the block sums go to xsum).
-    q8_ = int8_ ? padded(k / 4) + padded(k / 32 + 1) : 0;
+    a16_ = bf16_ && tiles ? padded(max_rows_ * (k + 2) / 2) : 0;
+    // int8: a chunk of x's rows as int8 blocks, their scales and sums, and their rows of y.
+    chunk_ = std::min(max_rows_, kInt8Chunk);
+    if (int8_) {
+      xsum_ = padded(chunk_ * (k / 32));
+      ybuf_ = chunk_ * padded(c_.n);
+      q8_ = padded(chunk_ * k / 4) + padded(chunk_ * (k / 32));
+    }
     per_thread_ = abuf_ + xsum_ + ybuf_ + rowbuf_ + packed_ + cbuf_ + a16_ + q8_;
     scratch_ = cpu::Scratch(size_t(per_thread_));
     // A row of zeros the kernels read (never written): the kernel's own, so shared scratch
@@ -96,23 +107,40 @@ class FastKernel final : public cpu::Kernel {
     float* cbuf = packed + packed_;
     auto* a16 = reinterpret_cast<uint16_t*>(cbuf + cbuf_);
     float* qscale = cbuf + cbuf_ + a16_;
-    auto* q8 = reinterpret_cast<int8_t*>(qscale + padded(k / 32 + 1));
+    auto* q8 = reinterpret_cast<int8_t*>(qscale + padded(chunk_ * (k / 32)));
     const char* wbase = b_.address(w);
+
+    if (int8_) {
+      // Threads split W by groups of 16 rows; each quantises the chunk of x it needs itself
+      // (a few microseconds a row, cheaper than a barrier to share it).
+      auto [begin, end] = cpu::split(n, thread, threads, kInt8Rows);
+      if (begin >= end) return;
+      const int64_t groups = (end - begin + kInt8Rows - 1) / kInt8Rows, width = groups * kInt8Rows;
+      const int64_t blocks = k / 32;
+      float* qsum = xsum;
+      for (int64_t m0 = 0; m0 < rows; m0 += chunk_) {
+        const int64_t mc = std::min(chunk_, rows - m0);
+        for (int64_t i = 0; i < mc; ++i)
+          isa_.quantise_x8(
+              {row_of_a(w, m0 + i, abuf), k, q8 + i * k, qscale + i * blocks, qsum + i * blocks});
+        isa_.gemm_int8({b_.dtype, q8, qscale, qsum, mc, k, w8_->group(begin / kInt8Rows, k, b_.dtype),
+                        groups, ybuf, width});
+        for (int64_t i = 0; i < mc; ++i) {
+          float* y = ybuf + i * width;
+          finish_all(c_.epilogue, y, end - begin);
+          if (c_.residual) add_residual(r_, w, (m0 + i) * n + begin, y, end - begin);
+          store_row(y_, w, (m0 + i) * n + begin, y, end - begin);
+        }
+      }
+      return;
+    }
 
     if (rows < kPackRows) {
       auto [begin, end] = cpu::split(n, thread, threads, 8);
       if (begin >= end) return;
       for (int64_t m = 0; m < rows; ++m) {
         const float* x = row_of_a(w, m, abuf);
-        if (int8_) {
-          // Each thread quantises the row once into its own scratch, then runs its rows of W.
-          isa_.quantise_x8({x, k, q8, qscale, xsum});
-          isa_.gemv_int8({b_.dtype, q8, qscale, xsum, wbase + begin * row_bytes_, row_bytes_, k,
-                          end - begin, ybuf});
-        } else {
-          isa_.gemv(
-              {b_.dtype, x, xsum, wbase + begin * row_bytes_, row_bytes_, k, end - begin, ybuf});
-        }
+        isa_.gemv({b_.dtype, x, xsum, wbase + begin * row_bytes_, row_bytes_, k, end - begin, ybuf});
         finish_all(c_.epilogue, ybuf, end - begin);
         if (c_.residual) add_residual(r_, w, m * n + begin, ybuf, end - begin);
         store_row(y_, w, m * n + begin, ybuf, end - begin);
@@ -157,7 +185,8 @@ class FastKernel final : public cpu::Kernel {
   MatmulConfig c_;
   const Isa& isa_;
   bool bf16_, int8_;
-  int64_t row_bytes_ = 0, max_rows_ = 1;
+  std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W
+  int64_t row_bytes_ = 0, max_rows_ = 1, chunk_ = 1;
   int64_t abuf_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0, cbuf_ = 0, a16_ = 0, q8_ = 0,
           per_thread_ = 0;
   cpu::Scratch scratch_;

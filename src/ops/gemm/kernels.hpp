@@ -132,18 +132,39 @@ struct QuantiseX8Args {
   float* xsum;   // k / 32 values
 };
 
-/// y[r] = sum over blocks of d_w * scale * (int32 dot of W's quants with q) (+ the block's offset
-/// times xsum) for `rows` rows of a q4_0, q4_1 or q8_0 W from `w` (f32 sums, no epilogue).
-struct GemvInt8Args {
+// ---- W rearranged for int8 dot products (Precision::medium, AVX512_VNNI) ----------------------
+//
+// A q4_0 / q4_1 / q8_0 W (N, K) as groups of 16 rows. A group holds, block (32 columns) after
+// block, the quants, laid out so that one 64-byte load holds 4 consecutive columns of each of
+// the 16 rows in row order: the operand of one vpdpbusd whose 16 int32 lanes are the 16 rows,
+// against 4 values of x broadcast;
+//   q8_0: 8 loads a block; byte 4j + i of load c is row j's quant at column 4c + i, plus 128
+//         (unsigned, as vpdpbusd wants: w = d (u - 128), the -128 meeting x's block sum);
+//   q4_0, q4_1: 4 loads; byte 4j + i of load c holds row j's column 8c + i in its low nibble
+//         and column 8c + 4 + i in its high nibble;
+// then each block's 16 scales d (f16), then (q4_1) each block's 16 minimums m (f16), so that
+// every load is aligned when the group is. A group takes as many bytes as its 16 rows did;
+// rows past N are zero. Made once per weight at lowering (packed_int8.cpp) and shared by every
+// kernel that reads the weight.
+constexpr int64_t kInt8Rows = 16;
+constexpr int64_t int8_quant_bytes(DType t) { return t == DType::q8_0 ? 512 : 256; }
+/// Bytes of one block (32 columns) of one group: quants, d and (q4_1) m.
+constexpr int64_t int8_block_bytes(DType t) { return int8_quant_bytes(t) + (t == DType::q4_1 ? 64 : 32); }
+
+/// y[i, j] = sum over blocks of d_w(j) * scale_i * (int32 dot of W's quants with row i of q)
+/// (+ the block's offset times xsum) for `m` rows of quantised x and `groups` groups of 16 rows
+/// of a rearranged W from `w`; f32 sums, no epilogue, y rows `ldy` floats apart.
+struct GemmInt8Args {
   DType dtype;
-  const int8_t* q;
-  const float* scale;
-  const float* xsum;
-  const char* w;
-  int64_t row_bytes;
+  const int8_t* q;     // m rows of k values
+  const float* scale;  // m rows of k / 32
+  const float* xsum;   // m rows of k / 32
+  int64_t m;
   int64_t k;
-  int64_t rows;
-  float* y;
+  const char* w;  // the first group
+  int64_t groups;
+  float* y;  // groups * 16 columns of each of the m rows
+  int64_t ldy;
 };
 
 struct Isa {
@@ -156,18 +177,33 @@ struct Isa {
   void (*pack_bf16)(const PackBf16Args&) = nullptr;
   void (*rows_bf16)(const RowsBf16Args&) = nullptr;
   void (*tile_bf16)(const TileBf16Args&) = nullptr;
-  // Optional: int8 activations and int32 dot products (Precision::medium, AVX512_VNNI, few rows).
+  // Optional: int8 activations and int32 dot products (Precision::medium, AVX512_VNNI).
   void (*quantise_x8)(const QuantiseX8Args&) = nullptr;
-  void (*gemv_int8)(const GemvInt8Args&) = nullptr;
+  void (*gemm_int8)(const GemmInt8Args&) = nullptr;
 };
 
-/// Whether the int8 GEMV takes a weight of this dtype.
+/// Whether the int8 path takes a weight of this dtype.
 inline bool int8_weight(DType t) {
   return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1;
 }
 
 const Isa& avx512_isa();
 const Isa& avx2_isa();
+
+/// W (n rows of row_bytes, k columns) rearranged as above into `out` (groups * 16 rows' bytes).
+void pack_int8(DType t, const char* w, int64_t row_bytes, int64_t n, int64_t k, char* out);
+
+/// A weight operand's rearranged form, made on first request and shared through its prepared
+/// forms; null when the operand cannot have one (not a weight, or read at a per-call offset).
+struct PackedInt8 {
+  std::shared_ptr<char> bytes;  // 64-byte aligned
+  int64_t groups = 0;
+  const char* group(int64_t g, int64_t k, DType t) const {
+    return bytes.get() + g * (k / 32) * int8_block_bytes(t);
+  }
+  static int64_t group_bytes(int64_t k, DType t) { return k / 32 * int8_block_bytes(t); }
+};
+std::shared_ptr<const PackedInt8> packed_int8(const cpu::Operand& w, int64_t n, int64_t k);
 
 /// Whether the fast kernels take a weight of this dtype.
 inline bool fast_weight(DType t) {
@@ -180,8 +216,8 @@ const Isa* select_isa(const cpu::Features& f);
 
 std::unique_ptr<cpu::Kernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
 /// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16).
-/// `int8`: one or two rows take int8 blocks of x and int32 dot products (Precision::medium,
-/// AVX512_VNNI, a q4_0 / q4_1 / q8_0 weight, f32 activations).
+/// `int8`: rows take int8 blocks of x and int32 dot products against W rearranged once
+/// (Precision::medium, AVX512_VNNI, a q4_0 / q4_1 / q8_0 weight, f32 activations).
 std::unique_ptr<cpu::Kernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
                                          const Isa& isa, bool bf16, bool int8 = false);
 

@@ -1,0 +1,106 @@
+// W rearranged for the int8 path (the layout is described in kernels.hpp): plain loops, run once
+// per weight when the first kernel that wants it is made.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "iron/error.hpp"
+#include "iron/io/mapped_file.hpp"
+#include "ops/gemm/kernels.hpp"
+
+namespace iron::ops::gemm {
+
+namespace {
+
+// Bytes of one block of one row as the file stores it: d (f16), q4_1's m (f16), the quants.
+constexpr int64_t source_block_bytes(DType t) {
+  return t == DType::q8_0 ? 34 : t == DType::q4_1 ? 20 : 18;
+}
+
+// One block of one row (`src`, as the file stores it) into its place in a group: row j of the
+// quants at `quants`, its d (and m) into the group's scale arrays.
+template <DType T>
+void pack_row_block(const uint8_t* src, int64_t j, uint8_t* quants, uint8_t* d, uint8_t* m) {
+  std::memcpy(d + 2 * j, src, 2);
+  if constexpr (T == DType::q4_1) std::memcpy(m + 2 * j, src + 2, 2);
+  const uint8_t* qs = src + (T == DType::q4_1 ? 4 : 2);
+  if constexpr (T == DType::q8_0) {
+    // Column 4c + i to byte 4j + i of load c, shifted to unsigned.
+    for (int c = 0; c < 8; ++c)
+      for (int i = 0; i < 4; ++i) quants[64 * c + 4 * j + i] = uint8_t(qs[4 * c + i] ^ 0x80);
+  } else {
+    // GGUF's 4-bit blocks: byte i holds column i (low nibble) and column i + 16 (high nibble).
+    uint8_t col[32];
+    for (int i = 0; i < 16; ++i) col[i] = qs[i] & 0x0f, col[i + 16] = qs[i] >> 4;
+    // Columns 8c + i and 8c + 4 + i to the low and high nibbles of byte 4j + i of load c.
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < 4; ++i)
+        quants[64 * c + 4 * j + i] = uint8_t(col[8 * c + i] | col[8 * c + 4 + i] << 4);
+  }
+}
+
+template <DType T>
+void pack_all(const char* w, int64_t row_bytes, int64_t n, int64_t k, char* out) {
+  const int64_t blocks = k / 32, quant_bytes = int8_quant_bytes(T);
+  const int64_t groups = (n + kInt8Rows - 1) / kInt8Rows, group_bytes = blocks * int8_block_bytes(T);
+  // Rows past n (the last group's padding) stay zero.
+  if (n % kInt8Rows) std::memset(out + (groups - 1) * group_bytes, 0, size_t(group_bytes));
+  for (int64_t g = 0; g < groups; ++g) {
+    auto* group = reinterpret_cast<uint8_t*>(out + g * group_bytes);
+    uint8_t* scales = group + blocks * quant_bytes;  // d of each block, then q4_1's m
+    for (int64_t j = 0; j < kInt8Rows && g * kInt8Rows + j < n; ++j) {
+      const auto* row = reinterpret_cast<const uint8_t*>(w + (g * kInt8Rows + j) * row_bytes);
+      for (int64_t b = 0; b < blocks; ++b)
+        pack_row_block<T>(row + b * source_block_bytes(T), j, group + b * quant_bytes,
+                          scales + 32 * b, scales + 32 * (blocks + b));
+    }
+  }
+}
+
+}  // namespace
+
+void pack_int8(DType t, const char* w, int64_t row_bytes, int64_t n, int64_t k, char* out) {
+  switch (t) {
+    case DType::q8_0:
+      return pack_all<DType::q8_0>(w, row_bytes, n, k, out);
+    case DType::q4_0:
+      return pack_all<DType::q4_0>(w, row_bytes, n, k, out);
+    case DType::q4_1:
+      return pack_all<DType::q4_1>(w, row_bytes, n, k, out);
+    default:
+      value_error(std::string("pack_int8: no int8 layout for ") + std::string(name(t)));
+  }
+}
+
+std::shared_ptr<const PackedInt8> packed_int8(const cpu::Operand& w, int64_t n, int64_t k) {
+  if (!w.prepared || w.offset.per_call() || !int8_weight(w.dtype) || k % 32 != 0) return nullptr;
+  const char* source = w.address(nullptr);
+  const int64_t row_bytes = k / 32 * source_block_bytes(w.dtype);
+  // One form per place in the weight (a view may start past its first row) and shape.
+  const std::string key = "int8x16 " + std::to_string(source - w.base) + " " +
+                          std::to_string(n) + "x" + std::to_string(k);
+  auto form = w.prepared->get(key, [&]() -> PreparedForms::Form {
+    auto packed = std::make_shared<PackedInt8>();
+    packed->groups = (n + kInt8Rows - 1) / kInt8Rows;
+    const size_t bytes = size_t(packed->groups * PackedInt8::group_bytes(k, w.dtype));
+    void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!memory) value_error("cannot allocate " + std::to_string(bytes) + " bytes for a weight's int8 layout");
+    packed->bytes = std::shared_ptr<char>(static_cast<char*>(memory), std::free);
+    // Slice by slice, each slice's pages of the file released once copied: the kernels read the
+    // copy from now on, so the weight is never held twice, not even while it is rearranged.
+    // Rows read elsewhere (a tied embedding's gather) are mapped again as they are touched.
+    constexpr int64_t kSliceRows = 64 * kInt8Rows;
+    const int64_t group_bytes = PackedInt8::group_bytes(k, w.dtype);
+    for (int64_t r = 0; r < n; r += kSliceRows) {
+      const int64_t rows = std::min(kSliceRows, n - r);
+      pack_int8(w.dtype, source + r * row_bytes, row_bytes, rows, k,
+                packed->bytes.get() + r / kInt8Rows * group_bytes);
+      io::MappedFile::release_pages(source + r * row_bytes, size_t(rows * row_bytes));
+    }
+    return packed;
+  });
+  return std::static_pointer_cast<const PackedInt8>(form);
+}
+
+}  // namespace iron::ops::gemm
