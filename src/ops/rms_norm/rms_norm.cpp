@@ -11,10 +11,16 @@ const Declaration kRMSNorm{"RMSNorm", nullptr, {{"N", std::nullopt}, {"epsilon",
 struct RMSNorm : RowwiseOp {
   RMSNorm(Fields p, Fields t) : RowwiseOp(kRMSNorm, std::move(p), std::move(t)) {}
   void row(const float* x, const float* weight, float* y, int64_t n) const override {
-    double ss = 0;
-    for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * double(x[i]);
+    // Eight running sums in double: the additions overlap instead of waiting on one another (a
+    // decode step runs this on one thread while the others wait for it).
+    double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) part[j] += double(x[i + j]) * double(x[i + j]);
+    for (; i < n; ++i) part[0] += double(x[i]) * double(x[i]);
+    const double ss = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
     double scale = 1.0 / std::sqrt(ss / double(n) + epsilon());
-    for (int64_t i = 0; i < n; ++i) y[i] = float(double(x[i]) * scale * (weight ? double(weight[i]) : 1.0));
+    for (i = 0; i < n; ++i) y[i] = float(double(x[i]) * scale * (weight ? double(weight[i]) : 1.0));
   }
   Tolerance tolerance(Precision) const override { return {1e-6, 1e-5}; }
 };
