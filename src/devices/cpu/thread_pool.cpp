@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -47,8 +48,11 @@ namespace {
 // How long a worker spins for the next job before sleeping: long enough to span the host's
 // work between two decode steps, short enough not to burn a core when idle.
 constexpr int kSpinsBeforeSleep = 20000;
-// How long a thread waits at a barrier before sleeping on it.
-constexpr int kBarrierSpins = 4000;
+// How long a thread spins at a barrier before sleeping on it. Longer than a sleeping thread
+// takes to wake (over 100 us in a VM whose idle vCPU halts): with a shorter spin, a waiter woken
+// late finds the other thread already asleep at the next barrier, and the two take turns
+// sleeping, one wake-up per phase (seen as ~110 us gaps at every phase of a decode step).
+constexpr auto kBarrierSpin = std::chrono::microseconds(2000);
 }  // namespace
 
 void Barrier::wait(bool& sense) {
@@ -61,9 +65,11 @@ void Barrier::wait(bool& sense) {
   }
   // Spin a little (the other threads are usually microseconds away), then sleep: on a machine
   // busier than its cores, a spinning waiter would hold the core the last thread needs.
-  for (int spin = 0; spin < kBarrierSpins; ++spin) {
+  const auto give_up = std::chrono::steady_clock::now() + kBarrierSpin;
+  for (int spin = 1;; ++spin) {
     if (release_.load(std::memory_order_acquire) == sense) return;
     IRON_PAUSE();
+    if ((spin & 63) == 0 && std::chrono::steady_clock::now() > give_up) break;
   }
   while (release_.load(std::memory_order_acquire) != sense) release_.wait(!sense, std::memory_order_acquire);
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "devices/cpu/weight_memory.hpp"
 #include "iron/error.hpp"
 #include "iron/io/mapped_file.hpp"
 #include "ops/gemm/kernels.hpp"
@@ -84,9 +85,7 @@ std::shared_ptr<const PackedInt8> packed_int8(const cpu::Operand& w, int64_t n, 
     auto packed = std::make_shared<PackedInt8>();
     packed->groups = (n + kInt8Rows - 1) / kInt8Rows;
     const size_t bytes = size_t(packed->groups * PackedInt8::group_bytes(k, w.dtype));
-    void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!memory) value_error("cannot allocate " + std::to_string(bytes) + " bytes for a weight's int8 layout");
-    packed->bytes = std::shared_ptr<char>(static_cast<char*>(memory), std::free);
+    packed->bytes = cpu::weight_memory(bytes);
     // Slice by slice, each slice's pages of the file released once copied: the kernels read the
     // copy from now on, so the weight is never held twice, not even while it is rearranged.
     // Rows read elsewhere (a tied embedding's gather) are mapped again as they are touched.
