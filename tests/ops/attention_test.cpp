@@ -42,6 +42,20 @@ TEST(Attention, KernelMatchesReference) {
           }
 }
 
+// Long enough for whole runs of sixteen keys (the vector kernel sums their products together)
+// beside a ragged rest, for head sizes of whole and part registers.
+TEST(Attention, ManyKeysKernelMatchesReference) {
+  uint32_t seed = 900;
+  for (int64_t d : {64, 72, 128})
+    for (int64_t start : {0, 50})
+      for (int64_t block : {32, 64, 128}) {
+        Case c = attention_case(5, 5, 9, 3, d, 96, start, f32, f32);
+        c.tunables = {{"block", block}};
+        c.seed = seed++;
+        run_case(c);
+      }
+}
+
 TEST(Attention, WindowHeldToTheCache) {
   // Positions 30, 31, 32 in a cache of 32 rows: the last row attends to all 32 keys.
   Case end = attention_case(5, 3, 4, 2, 16, 32, 30, f32, f32);

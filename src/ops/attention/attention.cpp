@@ -21,7 +21,7 @@ const Declaration kAttention{"Attention",
                               {"head_dim", std::nullopt},
                               {"ctx", std::nullopt},
                               {"scale", 0.0}},
-                             {{"block", int64_t(32), {int64_t(16), int64_t(32), int64_t(64), int64_t(128)}}}};
+                             {{"block", int64_t(128), {int64_t(16), int64_t(32), int64_t(64), int64_t(128), int64_t(256)}}}};
 
 struct Dims {
   int64_t heads, kv_heads, d, ctx;
@@ -84,7 +84,7 @@ class Kernel final : public cpu::Kernel {
     const int64_t start = start_.get(w);
     const int64_t cache_rows = std::min(k_.extent(0, w), v_.extent(0, w));
     const float scale = float(d_.scale);
-    auto [begin, end] = cpu::split(rows * heads, thread, threads);
+    auto [begin, end] = balanced_split(rows, start, cache_rows, thread, threads);
     float* q = scratch_.get(thread);
     float* acc = q + d;
     float* row = acc + d;
@@ -134,6 +134,31 @@ class Kernel final : public cpu::Kernel {
   }
 
  private:
+  // The (row, head) pairs thread `thread` takes: equal shares of the keys read, not of the rows.
+  // A causal prefill's last rows read many more keys than its first (an even split of 512 rows
+  // left one thread idle for 38% of the call).
+  std::pair<int64_t, int64_t> balanced_split(int64_t rows, int64_t start, int64_t cache_rows, int thread,
+                                             int threads) const {
+    const int64_t pairs = rows * d_.heads;
+    if (threads <= 1) return {0, pairs};
+    // Each pair also pays a fixed cost (its query, its output) worth a few keys.
+    auto cost = [&](int64_t p) { return d_.keys(start + p / d_.heads, cache_rows) + 8; };
+    int64_t total = 0;
+    for (int64_t r = 0; r < rows; ++r) total += cost(r * d_.heads) * d_.heads;
+    const int64_t lo = total * thread / threads, hi = total * (thread + 1) / threads;
+    int64_t begin = -1, end = pairs, before = 0;
+    for (int64_t p = 0; p < pairs; ++p) {
+      if (begin < 0 && before >= lo) begin = p;
+      if (before >= hi) {
+        end = p;
+        break;
+      }
+      before += cost(p);
+    }
+    if (begin < 0) begin = pairs;
+    return {begin, std::max(begin, end)};
+  }
+
   // Row j of kv head g of a cache as f32: in place for an f32 cache, else converted into `buffer`.
   const float* cache_row(const cpu::Operand& c, const int64_t* w, int64_t j, int64_t g,
                          float* buffer) const {
