@@ -61,8 +61,8 @@ CarriedLoop::Steps::~Steps() {
 
 // The device side: run k starts once the host is at most depth - 1 steps behind. The host is
 // woken (a futex call, and on a machine with as many busy threads as cores a compute thread
-// displaced) only when it has waited a while, when the device is about to wait for it, or at
-// the end: a fast loop then wakes it once per `depth` steps instead of once a step.
+// displaced) only when it has waited a while, when the device is half a window ahead of it, or
+// at the end: a fast loop then wakes it about once per depth / 2 steps instead of once a step.
 void CarriedLoop::Steps::device() {
   using Clock = std::chrono::steady_clock;
   // How stale the host's view may grow: short next to what a person notices in streamed text.
@@ -83,7 +83,10 @@ void CarriedLoop::Steps::device() {
       image.fill_result(loop_.body_.result_);
       completed_.store(k + 1);
       const auto now = Clock::now();
-      if (k + 1 == count_ || k + 1 >= consumed_.load() + loop_.depth_ || now - notified_at >= kNotifyEvery) {
+      // Half the window ahead: the host is woken while the device still has steps to run, so
+      // its wake-up (100 us and more in a VM) overlaps them instead of stalling the device.
+      const int64_t ahead = k + 1 - consumed_.load();
+      if (k + 1 == count_ || 2 * ahead >= loop_.depth_ || now - notified_at >= kNotifyEvery) {
         completed_.notify_all();
         notified_at = now;
       }
