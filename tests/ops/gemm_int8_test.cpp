@@ -185,25 +185,24 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
 TEST(GemmInt8, LayoutReadsBackAsTheSource) {
   for (DType t : kWeights) {
     SCOPED_TRACE(name(t));
-    const int64_t n = 37, k = 96, blocks = k / 32, groups = 3;
+    const int64_t n = 37, k = 96, groups = 3;  // three blocks: a pair and an odd one
     std::vector<char> w = random_weight(t, n, k, 7);
     std::vector<float> want(size_t(n * k));
     to_f32(t, w.data(), want.data(), n * k);
-    const int64_t group_bytes = blocks * ops::gemm::int8_block_bytes(t);
+    const int64_t group_bytes = ops::gemm::PackedInt8::group_bytes(k, t);
     std::vector<char> packed(size_t(groups * group_bytes), char(0x55));
     ops::gemm::pack_int8(t, w.data(), k / 32 * info(t).bytes, n, k, packed.data());
-    const int64_t quant_bytes = ops::gemm::int8_quant_bytes(t);
     for (int64_t row = 0; row < groups * 16; ++row)
       for (int64_t col = 0; col < k; ++col) {
         const int64_t g = row / 16, j = row % 16, b = col / 32, c = col % 32;
         const auto* group = reinterpret_cast<const uint8_t*>(packed.data() + g * group_bytes);
-        const uint8_t* quants = group + b * quant_bytes;
+        const uint8_t* quants = group + ops::gemm::int8_quants_at(t, b);
         auto half = [&](int64_t at) {
           uint16_t h;
           std::memcpy(&h, group + at, 2);
           return f16_to_f32(h);
         };
-        const float d = half(blocks * quant_bytes + 32 * b + 2 * j);
+        const float d = half(ops::gemm::int8_d_at(t, b) + 2 * j);
         float v;
         if (t == DType::q8_0) {
           v = d * float(int(quants[64 * (c / 4) + 4 * j + c % 4]) - 128);
@@ -211,7 +210,7 @@ TEST(GemmInt8, LayoutReadsBackAsTheSource) {
           const uint8_t byte = quants[64 * (c / 8) + 4 * j + c % 4];
           const int q = c % 8 < 4 ? byte & 0x0f : byte >> 4;
           v = t == DType::q4_0 ? d * float(q - 8)
-                               : d * float(q) + half(blocks * quant_bytes + 32 * (blocks + b) + 2 * j);
+                               : d * float(q) + half(ops::gemm::int8_m_at(t, b) + 2 * j);
         }
         if (row >= n) {
           ASSERT_EQ(v, 0.0f) << "padding row " << row;

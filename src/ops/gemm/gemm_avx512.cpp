@@ -443,7 +443,6 @@ void quantise_x8(const QuantiseX8Args& a) {
 // of x broadcast), then the block's int32 sums meet d_w * scale (and the offset term) in f32.
 template <DType T, int R>
 inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, float* y) {
-  constexpr int64_t kQuants = int8_quant_bytes(T);
   // The offset each quant carries, met by x's block sum: q4_0 w = d (q - 8), q8_0 w = d (u - 128).
   constexpr float kOffset = T == DType::q8_0 ? -128.0f : T == DType::q4_0 ? -8.0f : 0.0f;
   const int64_t blocks = g.k / 32;
@@ -463,13 +462,12 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
     return _mm512_set1_epi32(v);
   };
   const __m512i low = _mm512_set1_epi8(0x0f);
-  const char* scales = group + blocks * kQuants;  // then q4_1's minimums
   auto halves = [](const char* at) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
   };
   for (int64_t b = 0; b < blocks; ++b) {
-    const char* quants = group + b * kQuants;
-    const __m512 d = halves(scales + 32 * b);
+    const char* quants = group + int8_quants_at(T, b);
+    const __m512 d = halves(group + int8_d_at(T, b));
     __m512i dot[R];
     for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
     if constexpr (T == DType::q8_0) {
@@ -489,7 +487,7 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
       }
     }
     if constexpr (T == DType::q4_1) {
-      const __m512 m = halves(scales + 32 * (blocks + b));
+      const __m512 m = halves(group + int8_m_at(T, b));
       for (int r = 0; r < R; ++r) {
         const __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_set1_ps(scale[r][b]));
         acc[r] = _mm512_fmadd_ps(d, sum, _mm512_fmadd_ps(m, _mm512_set1_ps(xsum[r][b]), acc[r]));

@@ -43,18 +43,17 @@ void pack_row_block(const uint8_t* src, int64_t j, uint8_t* quants, uint8_t* d, 
 
 template <DType T>
 void pack_all(const char* w, int64_t row_bytes, int64_t n, int64_t k, char* out) {
-  const int64_t blocks = k / 32, quant_bytes = int8_quant_bytes(T);
-  const int64_t groups = (n + kInt8Rows - 1) / kInt8Rows, group_bytes = blocks * int8_block_bytes(T);
-  // Rows past n (the last group's padding) stay zero.
-  if (n % kInt8Rows) std::memset(out + (groups - 1) * group_bytes, 0, size_t(group_bytes));
+  const int64_t blocks = k / 32;
+  const int64_t groups = (n + kInt8Rows - 1) / kInt8Rows, group_bytes = PackedInt8::group_bytes(k, T);
+  // Rows past n (the last group's padding) and an odd last block's partner stay zero.
+  std::memset(out, 0, size_t(groups * group_bytes));
   for (int64_t g = 0; g < groups; ++g) {
     auto* group = reinterpret_cast<uint8_t*>(out + g * group_bytes);
-    uint8_t* scales = group + blocks * quant_bytes;  // d of each block, then q4_1's m
     for (int64_t j = 0; j < kInt8Rows && g * kInt8Rows + j < n; ++j) {
       const auto* row = reinterpret_cast<const uint8_t*>(w + (g * kInt8Rows + j) * row_bytes);
       for (int64_t b = 0; b < blocks; ++b)
-        pack_row_block<T>(row + b * source_block_bytes(T), j, group + b * quant_bytes,
-                          scales + 32 * b, scales + 32 * (blocks + b));
+        pack_row_block<T>(row + b * source_block_bytes(T), j, group + int8_quants_at(T, b),
+                          group + int8_d_at(T, b), group + int8_m_at(T, b));
     }
   }
 }
