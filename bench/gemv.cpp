@@ -62,13 +62,7 @@ cpu::Operand operand(DType t, iron::Shape shape, char* base) {
   return o;
 }
 
-struct Call {
-  const cpu::Kernel* kernel;
-};
-void job(void* context, int thread, int threads) {
-  static const int64_t words[1] = {0};
-  static_cast<Call*>(context)->kernel->run(words, thread, threads);
-}
+const int64_t kWords[1] = {0};  // the kernels here read no per-call word
 
 const cpu::Features& features(bool fast) {
   static const cpu::Features portable = cpu::Features::host().limited_to("portable");
@@ -121,8 +115,7 @@ void BM_GEMV(benchmark::State& state) {
   Setup setup(s, 1, copies, fast);
   size_t i = 0;
   for (auto _ : state) {
-    Call c{setup.kernels[i].get()};
-    cpu::ThreadPool::shared(2).run(threads, &job, &c);
+    cpu::run_kernel(*setup.kernels[i], kWords, threads);
     if (++i == setup.kernels.size()) i = 0;
   }
   benchmark::DoNotOptimize(setup.y.data());
@@ -148,8 +141,7 @@ void BM_GEMVInt8(benchmark::State& state) {
   Setup setup(s, 1, copies, true, Precision::medium, true);
   size_t i = 0;
   for (auto _ : state) {
-    Call c{setup.kernels[i].get()};
-    cpu::ThreadPool::shared(2).run(threads, &job, &c);
+    cpu::run_kernel(*setup.kernels[i], kWords, threads);
     if (++i == setup.kernels.size()) i = 0;
   }
   benchmark::DoNotOptimize(setup.y.data());
@@ -174,8 +166,7 @@ void BM_GEMM(benchmark::State& state) {
   const bool medium = state.range(3) == 2;
   Setup setup(s, rows, 1, fast, medium ? Precision::medium : Precision::highest, medium);
   for (auto _ : state) {
-    Call c{setup.kernels[0].get()};
-    cpu::ThreadPool::shared(2).run(threads, &job, &c);
+    cpu::run_kernel(*setup.kernels[0], kWords, threads);
   }
   benchmark::DoNotOptimize(setup.y.data());
   state.counters["GFLOP/s"] =

@@ -41,9 +41,7 @@ std::vector<char> random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
   return bytes;
 }
 
-using gemm_testing::job;
 using gemm_testing::operand;
-using gemm_testing::Run;
 
 struct Case {
   std::string op;  // GEMV, GEMM or ProjectionGEMM
@@ -113,8 +111,7 @@ void check(const Case& c, const cpu::Features& features) {
     const float sentinel = 12345.0f;
     std::vector<float> fill(size_t(c.rows * c.n), sentinel);
     from_f32(out, fill.data(), y_bytes.data(), int64_t(fill.size()));
-    Run r{kernel.get(), words};
-    cpu::ThreadPool::shared(2).run(threads, &job, &r);
+    cpu::run_kernel(*kernel, words, threads);
     std::vector<float> got(fill.size());
     to_f32(out, y_bytes.data(), got.data(), int64_t(got.size()));
     for (int64_t m = 0; m < c.rows; ++m)

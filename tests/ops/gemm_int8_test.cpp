@@ -38,9 +38,7 @@ std::vector<char> random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
   return bytes;
 }
 
-using gemm_testing::job;
 using gemm_testing::operand;
-using gemm_testing::Run;
 
 struct Case {
   std::string op = "ProjectionGEMM";  // or GEMV
@@ -117,8 +115,7 @@ Outcome run(const Case& c, const cpu::Features& features) {
   const int64_t words[1] = {c.valid};
   for (int threads : {1, 2}) {
     std::fill(y.begin(), y.end(), 12345.0f);
-    Run rr{kernel.get(), words};
-    cpu::ThreadPool::shared(2).run(threads, &job, &rr);
+    cpu::run_kernel(*kernel, words, threads);
     (threads == 1 ? o.got1 : o.got2) = y;
   }
   return o;

@@ -1,5 +1,5 @@
-// What the matmul kernel tests share: a dense operand over a host buffer, and running a kernel
-// on the pool.
+// What the matmul kernel tests share: a dense operand over a host buffer (they run kernels with
+// cpu::run_kernel).
 #pragma once
 
 #include "devices/cpu/kernel.hpp"
@@ -19,15 +19,6 @@ inline cpu::Operand operand(DType t, const Shape& shape, char* base, cpu::WordRe
   for (int64_t d : shape) o.valid.push_back({-1, d});
   if (!shape.empty()) o.valid[0] = rows;
   return o;
-}
-
-struct Run {
-  const cpu::Kernel* kernel;
-  const int64_t* words;
-};
-inline void job(void* context, int thread, int threads) {
-  auto* r = static_cast<Run*>(context);
-  r->kernel->run(r->words, thread, threads);
 }
 
 }  // namespace iron::gemm_testing

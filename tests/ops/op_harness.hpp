@@ -152,17 +152,6 @@ inline int64_t buffer_elements(const Arg& a, const Shape& strides) {
   return (n + block - 1) / block * block;
 }
 
-namespace detail {
-struct Job {
-  const cpu::Kernel* kernel;
-  const int64_t* words;
-  static void run(void* context, int thread, int threads) {
-    auto* j = static_cast<Job*>(context);
-    j->kernel->run(j->words, thread, threads);
-  }
-};
-}  // namespace detail
-
 /// Whether `got` is within `op`'s tolerance at `precision` of `ref`, plus one rounding to `dtype`.
 inline bool admits(const Tolerance& tol, DType dtype, double got, double ref) {
   if (std::isnan(ref)) return std::isnan(got);
@@ -267,8 +256,7 @@ inline Result run_case(const Case& c) {
   for (int threads : {1, 2}) {
     // Reset the outputs, run, compare.
     for (size_t k = 0; k < c.out.size(); ++k) out_buffers[k]->write(initial_out[k]);
-    detail::Job job{kernel.get(), words.data()};
-    cpu::ThreadPool::shared(2).run(kernel->parallel() ? threads : 1, &detail::Job::run, &job);
+    cpu::run_kernel(*kernel, words.data(), threads);
     auto& got = threads == 1 ? result.one_thread : result.two_threads;
     for (size_t k = 0; k < c.out.size(); ++k) {
       got.push_back(out_buffers[k]->read());

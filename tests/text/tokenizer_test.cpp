@@ -364,54 +364,37 @@ TEST(HfTokenizerJson, RecognisesLlama3AndQwen2Patterns) {
 }
 
 TEST(HfTokenizerJson, RefusesWhatItCannotRun) {
-  expect_value_error(
-      [] {
-        from_hf_tokenizer_json(write_temp("wp.json", R"({"model":
-      {"type": "WordPiece", "vocab": {}}})"));
-      },
-      "WordPiece");
-  expect_value_error(
-      [] {
-        from_hf_tokenizer_json(write_temp("norm.json", R"({"normalizer":
-      {"type": "NFC"}, "model": {"type": "BPE", "vocab": {}, "merges": []}})"));
-      },
-      "NFC");
-  expect_value_error(
-      [] {
-        from_hf_tokenizer_json(write_temp("pre.json", R"({"pre_tokenizer":
-      {"type": "Whitespace"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})"));
-      },
-      "Whitespace");
-  expect_value_error(
-      [] {
-        from_hf_tokenizer_json(write_temp("gap.json", R"({"pre_tokenizer":
-      {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 2},
-      "merges": []}})"));
-      },
-      "id 1");
-  // A huge id in a tiny file is a gap like any other, found without sizing a table by it.
-  expect_value_error(
-      [] {
-        from_hf_tokenizer_json(write_temp("huge_id.json", R"({"pre_tokenizer":
-      {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 2000000000},
-      "merges": []}})"));
-      },
-      "no token has id 1");
-  expect_value_error(
-      [] {
-        from_hf_tokenizer_json(write_temp("float_id.json", R"({"pre_tokenizer":
-      {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 2.5e21},
-      "merges": []}})"));
-      },
-      "token id 2.5e+21 is not an integer");
-  expect_value_error([] { from_hf_tokenizer_json(write_temp("bad.json", "{not json")); },
-                     "not valid JSON");
-  expect_value_error(
-      [] {
-        from_hf_tokenizer_json(write_temp("merge.json", R"({"pre_tokenizer":
-      {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": [1]}})"));
-      },
-      "merge");
+  struct Case {
+    const char* file;
+    const char* json;
+    const char* message;  // a part of the error's message
+  };
+  const Case cases[] = {
+      {"wp.json", R"({"model": {"type": "WordPiece", "vocab": {}}})", "WordPiece"},
+      {"norm.json", R"({"normalizer": {"type": "NFC"}, "model": {"type": "BPE", "vocab": {}, "merges": []}})",
+       "NFC"},
+      {"pre.json",
+       R"({"pre_tokenizer": {"type": "Whitespace"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})",
+       "Whitespace"},
+      {"gap.json",
+       R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 2}, "merges": []}})",
+       "id 1"},
+      // A huge id in a tiny file is a gap like any other, found without sizing a table by it.
+      {"huge_id.json",
+       R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 2000000000}, "merges": []}})",
+       "no token has id 1"},
+      {"float_id.json",
+       R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 2.5e21}, "merges": []}})",
+       "token id 2.5e+21 is not an integer"},
+      {"bad.json", "{not json", "not valid JSON"},
+      {"merge.json",
+       R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": [1]}})",
+       "merge"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    expect_value_error([&] { from_hf_tokenizer_json(write_temp(c.file, c.json)); }, c.message);
+  }
   try {
     from_hf_tokenizer_json("/nonexistent/tokenizer.json");
     ADD_FAILURE();

@@ -111,6 +111,18 @@ void ThreadPool::run(int threads, Job job, void* context) {
   }
 }
 
+void run_kernel(const Kernel& kernel, const int64_t* words, int threads) {
+  struct Call {
+    const Kernel& kernel;
+    const int64_t* words;
+  } call{kernel, words};
+  auto job = [](void* context, int thread, int count) {
+    auto* c = static_cast<Call*>(context);
+    c->kernel.run(c->words, thread, count);
+  };
+  ThreadPool::shared(threads).run(kernel.parallel() ? threads : 1, job, &call);
+}
+
 void ThreadPool::work(int index) {
   uint32_t seen = 0;
   for (;;) {

@@ -53,6 +53,11 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
 };
 
+class Kernel;
+/// Runs one kernel on `threads` threads of the shared pool (thread 0 alone for a serial kernel),
+/// as a phase of a program would: how tests and benchmarks call a kernel by itself.
+void run_kernel(const Kernel& kernel, const int64_t* words, int threads);
+
 /// The part [begin, end) of n items that thread `t` of `threads` takes, in multiples of `align`.
 inline std::pair<int64_t, int64_t> split(int64_t n, int t, int threads, int64_t align = 1) {
   int64_t units = (n + align - 1) / align;

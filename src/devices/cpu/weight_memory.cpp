@@ -25,7 +25,7 @@ std::shared_ptr<char> huge_mapping(size_t bytes) {
   // Trim to the 2 MiB boundary: the slack before and after goes back.
   const uintptr_t begin = uintptr_t(raw), aligned = (begin + kHuge - 1) / kHuge * kHuge;
   if (aligned > begin) ::munmap(raw, aligned - begin);
-  if (aligned + bytes < begin + bytes + kHuge) ::munmap(reinterpret_cast<void*>(aligned + bytes), begin + kHuge - aligned);
+  ::munmap(reinterpret_cast<void*>(aligned + bytes), begin + kHuge - aligned);  // never empty
   char* base = reinterpret_cast<char*>(aligned);
   // Advice only: where huge pages are off or scarce, the mapping works in small pages.
   ::madvise(base, bytes, MADV_HUGEPAGE);

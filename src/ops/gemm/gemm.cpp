@@ -100,9 +100,9 @@ class Matmul : public Operator {
     if (isa && col_maj_ && gemm::fast_weight(a.in.at(1).dtype) && plain_float(a.in.at(0).dtype) &&
         plain_float(a.out.at(0).dtype) && (!info(a.in.at(1).dtype).quantised || k_ % 32 == 0)) {
       const bool medium = a.precision == Precision::medium && !gemv_;
-      // ProjectionGEMM at medium may round x to int8 blocks (AVX512_VNNI).
-      const bool int8 = medium && projection_ && f.avx512vnni && isa->gemm_int8 &&
-                        gemm::int8_weight(a.in.at(1).dtype) && a.in.at(0).dtype == f32;
+      // ProjectionGEMM at medium may round x to int8 blocks (AVX512_VNNI), where its weight has
+      // an int8 layout (packed_int8 decides).
+      const bool int8 = medium && projection_ && f.avx512vnni && isa->gemm_int8 && a.in.at(0).dtype == f32;
       return gemm::fast_kernel(a, c, *isa, medium && f.avx512bf16 && isa->tile_bf16, int8);
     }
     return gemm::portable_kernel(a, c);

@@ -58,10 +58,8 @@ class FastKernel final : public cpu::Kernel {
         c_(c),
         isa_(isa),
         bf16_(bf16),
-        int8_(int8 && isa.gemm_int8 && isa.quantise_x8 && a_.dtype == f32 &&
-              int8_weight(b_.dtype) && c.k % 32 == 0) {
-    if (int8_) w8_ = packed_int8(b_, c_.n, c_.k);
-    int8_ = w8_ != nullptr;
+        w8_(int8 ? packed_int8(b_, c.n, c.k) : nullptr),
+        int8_(w8_ != nullptr) {
     if (c_.residual) r_ = a.in.at(2);
     const DTypeInfo& wi = info(b_.dtype);
     row_bytes_ = c_.k / wi.block * wi.bytes;
@@ -184,8 +182,9 @@ class FastKernel final : public cpu::Kernel {
   cpu::Operand a_, b_, y_, r_;
   MatmulConfig c_;
   const Isa& isa_;
-  bool bf16_, int8_;
-  std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W
+  bool bf16_;
+  std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken
+  bool int8_;
   int64_t row_bytes_ = 0, max_rows_ = 1, chunk_ = 1;
   int64_t abuf_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0, cbuf_ = 0, a16_ = 0, q8_ = 0,
           per_thread_ = 0;
