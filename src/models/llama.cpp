@@ -81,9 +81,12 @@ Handle LlamaModel::block(LlamaBlock& b, Handle x, const Affine& start, int64_t n
   // every query row attends to the cache up to its own position.
   Handle k_rows = Handle(b.k_cache)[window(start, n)], v_rows = Handle(b.v_cache)[window(start, n)];
   const bool direct = options_.cache_dtype == f32;  // else each is rounded into the cache by a copy
-  Handle q = F::rope_cos_sin(heads(F::linear(h, b.attn.q, {}, p), c.heads), table, c.rope_mode);
-  Handle k = F::rope_cos_sin(heads(F::linear(h, b.attn.k, {}, p), c.kv_heads), table, c.rope_mode, direct ? k_rows : Handle());
+  // The three projections first, then both turns: each group reads only what the one before it
+  // wrote, so it runs as one phase between two barriers.
+  Handle q_lin = F::linear(h, b.attn.q, {}, p), k_lin = F::linear(h, b.attn.k, {}, p);
   Handle v = F::linear(h, b.attn.v, {}, p, {}, direct ? v_rows : Handle());
+  Handle q = F::rope_cos_sin(heads(q_lin, c.heads), table, c.rope_mode);
+  Handle k = F::rope_cos_sin(heads(k_lin, c.kv_heads), table, c.rope_mode, direct ? k_rows : Handle());
   if (!direct) {
     k_rows.assign(k);
     v_rows.assign(heads(v, c.kv_heads));
