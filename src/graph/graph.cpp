@@ -5,6 +5,7 @@
 
 #include "graph/arena.hpp"
 #include "graph/image.hpp"
+#include "graph/fold.hpp"
 #include "graph/recording.hpp"
 #include "graph/reference.hpp"
 #include "iron/error.hpp"
@@ -234,6 +235,7 @@ std::shared_ptr<Recording> Graph::record(const Shapes& shapes) {
     emit.out = {rec.emitted};
     recorder.add_step(std::move(emit));
   }
+  fold_norms(rec, recorder);
   return std::make_shared<Recording>(std::move(rec));
 }
 

@@ -5,8 +5,30 @@
 
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"
+#include "ops/rms_norm/rms_norm.hpp"
 
 namespace iron::ops {
+
+namespace gemm {
+
+RowsOfA::RowsOfA(const cpu::KernelArgs& a, const MatmulConfig& c)
+    : a_(a.in.at(0)), k_(c.k), norm_(c.norm), epsilon_(c.norm_epsilon), in_place_(a_.dtype == f32 && !c.norm) {
+  if (norm_ && c.norm_weighted) {
+    // The norm's weight is resident and never changes while this kernel lives: converted once.
+    const cpu::Operand& g = a.in.back();
+    weight_.resize(size_t(k_));
+    to_f32(g.dtype, g.address(nullptr), weight_.data(), k_);
+  }
+}
+
+const float* RowsOfA::row(const int64_t* w, int64_t m, float* buffer) const {
+  if (in_place_) return a_.data<float>(w) + m * k_;
+  load_row(a_, w, m * k_, buffer, k_);
+  if (norm_) rms_norm_row(buffer, weight_.empty() ? nullptr : weight_.data(), buffer, k_, epsilon_);
+  return buffer;
+}
+
+}  // namespace gemm
 
 namespace {
 
@@ -20,7 +42,10 @@ const Declaration kGEMM{"GEMM",
                          {"N", std::nullopt},
                          {"b_col_maj", false},
                          {"precision", std::string("highest")},
-                         {"residual", false}},
+                         {"residual", false},
+                         {"norm", false},
+                         {"norm_weighted", false},
+                         {"norm_epsilon", 1e-6}},
                         {{"tile_n", int64_t(16), {int64_t(8), int64_t(16), int64_t(32)}}}};
 const Declaration kProjectionGEMM{
     "ProjectionGEMM",
@@ -31,11 +56,19 @@ const Declaration kProjectionGEMM{
      {"b_col_maj", false},
      {"precision", std::string("high")},
      {"epilogue", std::string("none")},
-     {"residual", false}},
+     {"residual", false},
+     {"norm", false},
+     {"norm_weighted", false},
+     {"norm_epsilon", 1e-6}},
     {{"tile_n", int64_t(16), {int64_t(8), int64_t(16), int64_t(32)}}}};
 const Declaration kGEMV{"GEMV",
                         nullptr,
-                        {{"K", std::nullopt}, {"N", std::nullopt}, {"residual", false}},
+                        {{"K", std::nullopt},
+                         {"N", std::nullopt},
+                         {"residual", false},
+                         {"norm", false},
+                         {"norm_weighted", false},
+                         {"norm_epsilon", 1e-6}},
                         {{"tile_n", int64_t(16), {int64_t(8), int64_t(16), int64_t(32)}}}};
 
 Epilogue epilogue_from(const std::string& e) {
@@ -57,17 +90,31 @@ class Matmul : public Operator {
         params_.contains("epilogue") ? epilogue_from(params_.text("epilogue")) : Epilogue::none;
     if (params_.contains("precision")) precision_from_name(params_.text("precision"));
     residual_ = params_.flag("residual");
+    norm_ = params_.flag("norm");
+    norm_weighted_ = params_.flag("norm_weighted");
+    norm_epsilon_ = params_.number("norm_epsilon");
+    if (norm_ && !(norm_epsilon_ >= 0)) value_error(d.name + ": norm_epsilon is at least 0, got " + params_.str());
     if (k_ <= 0 || n_ <= 0) value_error(d.name + ": K and N are positive, got " + params_.str());
   }
 
   void reference(const RefCall& c) const override {
-    const RefOperand &a = c.in[0], &b = c.in[1], &y = c.out[0];
-    const int64_t rows = a.shape.size() < 2 ? 1 : valid_rows(a);
+    const RefOperand &b = c.in[1], &y = c.out[0];
+    const int64_t rows = c.in[0].shape.size() < 2 ? 1 : valid_rows(c.in[0]);
+    // A folded RMSNorm: a's rows normalised as the RMSNorm operator would have written them.
+    std::vector<float> normed;
+    const float* a = c.in[0].data;
+    if (norm_) {
+      normed.assign(a, a + rows * k_);
+      const float* g = norm_weighted_ ? c.in.back().data : nullptr;
+      for (int64_t m = 0; m < rows; ++m)
+        rms_norm_row(&normed[size_t(m * k_)], g, &normed[size_t(m * k_)], k_, norm_epsilon_);
+      a = normed.data();
+    }
     for (int64_t m = 0; m < rows; ++m)
       for (int64_t n = 0; n < n_; ++n) {
         double s = 0;
         for (int64_t k = 0; k < k_; ++k)
-          s += double(a.data[m * k_ + k]) *
+          s += double(a[m * k_ + k]) *
                double(col_maj_ ? b.data[n * k_ + k] : b.data[k * n_ + n]);
         double r = residual_ ? double(c.in.at(2).data[m * n_ + n]) : 0.0;
         y.data[m * n_ + n] = round_to(y.dtype, float(finish(epilogue_, s) + r));
@@ -90,8 +137,8 @@ class Matmul : public Operator {
   }
 
   std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
-    gemm::MatmulConfig c{k_,    n_,       col_maj_, epilogue_, tunables_.integer("tile_n"),
-                         gemv_, residual_};
+    gemm::MatmulConfig c{k_,    n_,    col_maj_, epilogue_, tunables_.integer("tile_n"),
+                         gemv_, residual_, norm_, norm_weighted_, norm_epsilon_};
     // The fast kernels take a weight (N, K) of a float or 32-block kind and float activations;
     // everything else, and a processor without AVX2/FMA/F16C, takes the portable loops.
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
@@ -115,6 +162,9 @@ class Matmul : public Operator {
   bool gemv_ = false;
   bool projection_ = false;  // ProjectionGEMM: medium may take int8 activations
   bool residual_ = false;    // y = epilogue(a @ b) + r, r a third input of y's shape
+  // a's rows through an RMSNorm first (folded in by the planner), its weight the last input
+  bool norm_ = false, norm_weighted_ = false;
+  double norm_epsilon_ = 0;
 };
 
 struct GEMM : Matmul {

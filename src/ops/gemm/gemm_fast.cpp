@@ -59,15 +59,16 @@ class FastKernel final : public cpu::Kernel {
         isa_(isa),
         bf16_(bf16),
         w8_(int8 ? packed_int8(b_, c.n, c.k) : nullptr),
-        int8_(w8_ != nullptr) {
+        int8_(w8_ != nullptr),
+        rows_of_a_(a, c) {
     if (c_.residual) r_ = a.in.at(2);
     const DTypeInfo& wi = info(b_.dtype);
     row_bytes_ = c_.k / wi.block * wi.bytes;
     max_rows_ = a_.shape.size() < 2 ? 1 : a_.shape[0];
     const int64_t k = c_.k, nr = isa_.nr;
-    // Per thread: a's rows as f32 (when a is not f32), the block sums of x, a row of y, and for
+    // Per thread: a's rows as f32 (unless read in place), the block sums of x, a row of y, and for
     // the tile path W rows dequantised, their transposed tile and the tile's outputs.
-    abuf_ = a_.dtype == f32 ? 0 : padded(max_rows_ * k);
+    abuf_ = rows_of_a_.in_place() ? 0 : padded(max_rows_ * k);
     xsum_ = padded(k / 32 + 1);
     ybuf_ = padded(c_.n);
     const bool tiles = max_rows_ >= kPackRows && !int8_;
@@ -120,7 +121,7 @@ class FastKernel final : public cpu::Kernel {
         const int64_t mc = std::min(chunk_, rows - m0);
         for (int64_t i = 0; i < mc; ++i)
           isa_.quantise_x8(
-              {row_of_a(w, m0 + i, abuf), k, q8 + i * k, qscale + i * blocks, qsum + i * blocks});
+              {rows_of_a_.row(w, m0 + i, abuf), k, q8 + i * k, qscale + i * blocks, qsum + i * blocks});
         isa_.gemm_int8({b_.dtype, q8, qscale, qsum, mc, k, w8_->group(begin / kInt8Rows, k, b_.dtype),
                         groups, ybuf, width});
         for (int64_t i = 0; i < mc; ++i) {
@@ -137,7 +138,7 @@ class FastKernel final : public cpu::Kernel {
       auto [begin, end] = cpu::split(n, thread, threads, 8);
       if (begin >= end) return;
       for (int64_t m = 0; m < rows; ++m) {
-        const float* x = row_of_a(w, m, abuf);
+        const float* x = rows_of_a_.row(w, m, abuf);
         isa_.gemv({b_.dtype, x, xsum, wbase + begin * row_bytes_, row_bytes_, k, end - begin, ybuf});
         finish_all(c_.epilogue, ybuf, end - begin);
         if (c_.residual) add_residual(r_, w, m * n + begin, ybuf, end - begin);
@@ -149,8 +150,9 @@ class FastKernel final : public cpu::Kernel {
     const int64_t nr = isa_.nr;
     auto [begin, end] = cpu::split(n, thread, threads, nr);
     if (begin >= end) return;
-    const float* a = a_.dtype == f32 ? a_.data<float>(w) : abuf;
-    if (a_.dtype != f32) load_row(a_, w, 0, abuf, rows * k);
+    const float* a = rows_of_a_.in_place() ? a_.data<float>(w) : abuf;
+    if (!rows_of_a_.in_place())
+      for (int64_t m = 0; m < rows; ++m) rows_of_a_.row(w, m, abuf + m * k);
     const int64_t pairs = (k + 1) / 2;
     if (bf16_) isa_.rows_bf16({a, k, rows, k, a16});
     for (int64_t n0 = begin; n0 < end; n0 += nr) {
@@ -173,18 +175,13 @@ class FastKernel final : public cpu::Kernel {
   }
 
  private:
-  const float* row_of_a(const int64_t* w, int64_t m, float* buffer) const {
-    if (a_.dtype == f32) return a_.data<float>(w) + m * c_.k;
-    load_row(a_, w, m * c_.k, buffer, c_.k);
-    return buffer;
-  }
-
   cpu::Operand a_, b_, y_, r_;
   MatmulConfig c_;
   const Isa& isa_;
   bool bf16_;
   std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken
   bool int8_;
+  RowsOfA rows_of_a_;
   int64_t row_bytes_ = 0, max_rows_ = 1, chunk_ = 1;
   int64_t abuf_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0, cbuf_ = 0, a16_ = 0, q8_ = 0,
           per_thread_ = 0;

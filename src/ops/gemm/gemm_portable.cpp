@@ -28,7 +28,8 @@ class MatmulKernel final : public cpu::Kernel {
         n_(c.n),
         col_maj_(c.col_maj),
         epilogue_(c.epilogue),
-        tile_n_(std::max<int64_t>(1, c.tile_n)) {
+        tile_n_(std::max<int64_t>(1, c.tile_n)),
+        rows_of_a_(a, c) {
     if (!col_maj_ && info(b_.dtype).quantised)
       value_error("a quantised GEMM weight is (N, K), as a Linear stores it: use b_col_maj");
     if (c.residual) r_ = a.in.at(2);
@@ -57,7 +58,7 @@ class MatmulKernel final : public cpu::Kernel {
           b = b_rows;
         }
         for (int64_t m = 0; m < rows; ++m) {
-          const float* a = row_of_a(w, m, a_row);
+          const float* a = rows_of_a_.row(w, m, a_row);
           for (int64_t j = 0; j < nt; ++j) {
             float v = float(finish(epilogue_, dot(a, b + j * k_, k_)));
             if (residual_) add_residual(r_, w, m * n_ + n0 + j, &v, 1);
@@ -70,7 +71,7 @@ class MatmulKernel final : public cpu::Kernel {
     // b (K, N): accumulate rows of b scaled by a's entries, over this thread's columns.
     const int64_t width = end - begin;
     for (int64_t m = 0; m < rows; ++m) {
-      const float* a = row_of_a(w, m, a_row);
+      const float* a = rows_of_a_.row(w, m, a_row);
       std::fill(y_row, y_row + width, 0.0f);
       for (int64_t kk = 0; kk < k_; ++kk) {
         load_row(b_, w, kk * n_ + begin, b_row, width);
@@ -84,18 +85,13 @@ class MatmulKernel final : public cpu::Kernel {
   }
 
  private:
-  const float* row_of_a(const int64_t* w, int64_t m, float* buffer) const {
-    if (a_.dtype == f32) return a_.data<float>(w) + m * k_;
-    load_row(a_, w, m * k_, buffer, k_);
-    return buffer;
-  }
-
   cpu::Operand a_, b_, y_, r_;
   int64_t k_, n_;
   bool residual_ = false;
   bool col_maj_;
   Epilogue epilogue_;
   int64_t tile_n_;
+  RowsOfA rows_of_a_;
   int64_t per_thread_;
   cpu::Scratch scratch_;
 };

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "devices/cpu/kernel.hpp"
 
@@ -43,6 +44,30 @@ struct MatmulConfig {
   int64_t tile_n = 16;
   bool gemv = false;      // the GEMV op: one row
   bool residual = false;  // add the third input (y's shape) after the epilogue
+  // An RMSNorm folded in by the planner (graph/fold.cpp): each row of `a` is normalised (times
+  // the last input, when weighted) before it is multiplied.
+  bool norm = false;
+  bool norm_weighted = false;
+  double norm_epsilon = 0;
+};
+
+/// The rows of a matmul's `a` as f32, each normalised first when an RMSNorm is folded in: what
+/// every matmul kernel reads.
+class RowsOfA {
+ public:
+  RowsOfA(const cpu::KernelArgs& a, const MatmulConfig& c);
+  /// Whether rows are read in place (f32 and no norm): row() then never writes `buffer`.
+  bool in_place() const { return in_place_; }
+  /// Row m of `a` (k floats): in place, or made in `buffer`.
+  const float* row(const int64_t* w, int64_t m, float* buffer) const;
+
+ private:
+  cpu::Operand a_;
+  int64_t k_;
+  bool norm_;
+  double epsilon_;
+  std::vector<float> weight_;  // the norm's weight as f32 (empty: none)
+  bool in_place_;
 };
 
 /// v[i] += r[at + i] for n entries of a dense operand (the residual, before the one rounding).

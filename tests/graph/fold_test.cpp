@@ -1,0 +1,161 @@
+// The planner folds an RMSNorm that only matmuls read into those matmuls (graph/fold.cpp): the
+// step disappears, every output is bitwise what the unfolded recording gives, and a norm that
+// anything else reads, or whose input changes before its readers run, stays a step of its own.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "graph/recording.hpp"
+#include "iron/iron.hpp"
+#include "test_util.hpp"
+
+namespace F = iron::functional;
+using namespace iron;
+using iron::testing::random_tensor;
+
+namespace {
+
+constexpr int64_t kIn = 64, kOut = 48;
+
+int norm_steps(const CompiledGraph& v) {
+  int n = 0;
+  for (const auto& s : v.recording().steps) n += s.op->name() == "RMSNorm";
+  return n;
+}
+
+// A q8_0 weight (rows, k) of random int8 values and small scales, as a trained Linear's.
+Tensor q8_weight(int64_t rows, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<char> bytes(size_t(rows * k / 32 * 34));
+  for (size_t b = 0; b < bytes.size(); b += 34) {
+    uint16_t scale = f32_to_f16(0.001f + 0.002f * float(rng() % 100) / 100.0f);
+    std::memcpy(&bytes[b], &scale, 2);
+    for (size_t i = 2; i < 34; ++i) bytes[b + i] = char(rng() & 0xff);
+  }
+  auto keep = std::make_shared<std::vector<char>>(std::move(bytes));
+  return Tensor::wrap(keep->data(), {rows, k}, DType::q8_0, keep);
+}
+
+// h = rms_norm(x) read by two projections (one with a residual); `keep_norm` also returns h,
+// which stops the fold.
+struct Block : Graph {
+  Input x = input("x");
+  Param g = param("g", {kIn});
+  Param w1 = param("w1", {kOut, kIn}, keep_dtype);
+  Param w2 = param("w2", {kIn, kIn}, keep_dtype);
+  Precision precision;
+  bool keep_norm;
+  Block(Precision p, bool keep) : Graph("block"), precision(p), keep_norm(keep) {}
+  Outputs body() override {
+    Handle h = F::rms_norm(x, kIn, g, 1e-5);
+    std::vector<Handle> out{F::linear(h, w1, {}, precision), F::linear_residual(h, w2, x, precision)};
+    if (keep_norm) out.push_back(h);
+    return Outputs(out);
+  }
+};
+
+TEST(Fold, ANormOnlyMatmulsReadRunsInsideThemWithTheSameBits) {
+  for (Precision p : {Precision::highest, Precision::medium})
+    for (bool quantised : {false, true})
+      for (int64_t rows : {1, 3, 40}) {
+        SCOPED_TRACE(std::string(name(p)) + (quantised ? " q8_0" : " f32") + " rows " + std::to_string(rows));
+        std::vector<std::pair<std::string, Tensor>> weights{
+            {"g", random_tensor({kIn}, f32, 1)},
+            {"w1", quantised ? q8_weight(kOut, kIn, 2) : random_tensor({kOut, kIn}, f32, 2, 0.2f)},
+            {"w2", quantised ? q8_weight(kIn, kIn, 3) : random_tensor({kIn, kIn}, f32, 3, 0.2f)}};
+        Block folded(p, false), kept(p, true);
+        folded.load_state_dict(weights);
+        kept.load_state_dict(weights);
+        Tensor x = random_tensor({rows, kIn}, f32, 4, 3.0f);
+        CompiledGraph& fv = folded.compile({{"x", {rows, kIn}}});
+        CompiledGraph& kv = kept.compile({{"x", {rows, kIn}}});
+        EXPECT_EQ(norm_steps(fv), 0);
+        EXPECT_EQ(norm_steps(kv), 1);
+        const auto fo = fv({x}).outputs;
+        const auto ko = kv({x}).outputs;
+        for (size_t o = 0; o < 2; ++o) {
+          auto a = fo[o].to_floats(), b = ko[o].to_floats();
+          ASSERT_EQ(a.size(), b.size());
+          for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "output " << o << " element " << i;
+        }
+        // Each folded matmul against its own reference (norm included), step by step.
+        Block checked(p, false);
+        checked.load_state_dict(weights);
+        EXPECT_NO_THROW(checked.compile({{"x", {rows, kIn}}}, {.check = true})({x}));
+      }
+}
+
+TEST(Fold, MatchesAnIndependentComputation) {
+  Block g(Precision::highest, false);
+  Tensor gt = random_tensor({kIn}, f32, 1), w1 = random_tensor({kOut, kIn}, f32, 2, 0.2f),
+         w2 = random_tensor({kIn, kIn}, f32, 3, 0.2f);
+  g.load_state_dict({{"g", gt}, {"w1", w1}, {"w2", w2}});
+  Tensor x = random_tensor({2, kIn}, f32, 4, 3.0f);
+  const auto out = g.compile({{"x", {2, kIn}}})({x}).outputs;
+  auto xs = x.to_floats(), gs = gt.to_floats(), a = w1.to_floats(), b = w2.to_floats();
+  auto y1 = out[0].to_floats(), y2 = out[1].to_floats();
+  for (int64_t r = 0; r < 2; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < kIn; ++i) ss += double(xs[size_t(r * kIn + i)]) * xs[size_t(r * kIn + i)];
+    const double inv = 1.0 / std::sqrt(ss / kIn + 1e-5);
+    for (int64_t n = 0; n < kOut; ++n) {
+      double s = 0;
+      for (int64_t i = 0; i < kIn; ++i) s += xs[size_t(r * kIn + i)] * inv * gs[size_t(i)] * a[size_t(n * kIn + i)];
+      EXPECT_NEAR(y1[size_t(r * kOut + n)], s, 1e-5);
+    }
+    for (int64_t n = 0; n < kIn; ++n) {
+      double s = xs[size_t(r * kIn + n)];
+      for (int64_t i = 0; i < kIn; ++i) s += xs[size_t(r * kIn + i)] * inv * gs[size_t(i)] * b[size_t(n * kIn + i)];
+      EXPECT_NEAR(y2[size_t(r * kIn + n)], s, 1e-5);
+    }
+  }
+}
+
+TEST(Fold, ANormAnythingElseReadsStaysAStep) {
+  struct Net : Graph {
+    Input x = input("x");
+    Param w = param("w", {kOut, kIn});
+    Outputs body() override {
+      Handle h = F::rms_norm(x, kIn);
+      return {F::linear(h, w), F::silu(h)};
+    }
+  } g;
+  g.load_state_dict({{"w", random_tensor({kOut, kIn}, f32, 2)}});
+  EXPECT_EQ(norm_steps(g.compile({{"x", {1, kIn}}})), 1);
+}
+
+TEST(Fold, ANormWhoseInputIsOverwrittenBeforeItsReaderStaysAStep) {
+  // h is the norm of the state's old contents; the state is overwritten before the matmul runs,
+  // so folding (normalising the state when the matmul reads it) would change the result.
+  struct Net : Graph {
+    Input x = input("x");
+    Param w = param("w", {kOut, kIn});
+    State s = state("s", {1, kIn});
+    Outputs body() override {
+      Handle h = F::rms_norm(s, kIn);
+      Handle(s).assign(x);
+      return {F::linear(h, w)};
+    }
+  } g;
+  Tensor w = random_tensor({kOut, kIn}, f32, 2);
+  g.load_state_dict({{"w", w}});
+  CompiledGraph& v = g.compile({{"x", {1, kIn}}});
+  EXPECT_EQ(norm_steps(v), 1);
+  Tensor first = random_tensor({1, kIn}, f32, 5), second = random_tensor({1, kIn}, f32, 6);
+  v({first});
+  const Tensor got = v({second}).outputs[0];
+  // The second call normalises what the first left in the state: `first`.
+  auto xs = first.to_floats(), ws = w.to_floats(), y = got.to_floats();
+  double ss = 0;
+  for (float f : xs) ss += double(f) * f;
+  const double inv = 1.0 / std::sqrt(ss / kIn + double(std::numeric_limits<float>::epsilon()));
+  for (int64_t n = 0; n < kOut; ++n) {
+    double want = 0;
+    for (int64_t i = 0; i < kIn; ++i) want += xs[size_t(i)] * inv * ws[size_t(n * kIn + i)];
+    EXPECT_NEAR(y[size_t(n)], want, 1e-5);
+  }
+}
+
+}  // namespace
