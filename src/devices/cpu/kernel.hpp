@@ -3,10 +3,12 @@
 // reading its words.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "iron/dtype.hpp"
@@ -23,6 +25,15 @@ struct WordRef {
   int64_t get(const int64_t* words) const { return index < 0 ? constant : words[index]; }
   bool per_call() const { return index >= 0; }
 };
+
+/// The part [begin, end) of n items that thread `t` of `threads` takes, in multiples of `align`.
+inline std::pair<int64_t, int64_t> split(int64_t n, int t, int threads, int64_t align = 1) {
+  int64_t units = (n + align - 1) / align;
+  int64_t per = units / threads, extra = units % threads;
+  int64_t begin = (t * per + std::min<int64_t>(t, extra)) * align;
+  int64_t end = begin + (per + (t < extra ? 1 : 0)) * align;
+  return {std::min(begin, n), std::min(end, n)};
+}
 
 /// A buffer view as a kernel reads or writes it.
 struct Operand {

@@ -58,13 +58,4 @@ class Kernel;
 /// as a phase of a program would: how tests and benchmarks call a kernel by itself.
 void run_kernel(const Kernel& kernel, const int64_t* words, int threads);
 
-/// The part [begin, end) of n items that thread `t` of `threads` takes, in multiples of `align`.
-inline std::pair<int64_t, int64_t> split(int64_t n, int t, int threads, int64_t align = 1) {
-  int64_t units = (n + align - 1) / align;
-  int64_t per = units / threads, extra = units % threads;
-  int64_t begin = (t * per + std::min<int64_t>(t, extra)) * align;
-  int64_t end = begin + (per + (t < extra ? 1 : 0)) * align;
-  return {std::min(begin, n), std::min(end, n)};
-}
-
 }  // namespace iron::cpu

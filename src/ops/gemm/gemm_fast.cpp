@@ -49,7 +49,7 @@ constexpr int64_t kInt8Chunk = 32;
 // Floats of per-thread scratch, each region starting on a 64-byte boundary.
 int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
 
-class FastKernel final : public cpu::Kernel {
+class FastKernel final : public RowRangeKernel {
  public:
   FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8)
       : a_(a.in.at(0)),
@@ -93,10 +93,17 @@ class FastKernel final : public cpu::Kernel {
     zero_row_ = zeros_.data() + ((64 - addr % 64) % 64) / 4;
   }
 
-  void run(const int64_t* w, int thread, int threads) const override {
-    const int64_t rows = a_.shape.size() < 2 ? 1 : a_.rows(w);
+  int64_t rows_of_w() const override { return c_.n; }
+
+  int64_t unit(const int64_t* w) const override {
+    if (int8_) return kInt8Rows;
+    return rows_of_a(w) < kPackRows ? 8 : isa_.nr;
+  }
+
+  void run_rows(const int64_t* w, int thread, int64_t begin, int64_t end) const override {
+    const int64_t rows = rows_of_a(w);
     if (rows <= 0) return;
-    const int64_t k = c_.k, n = c_.n;
+    const int64_t k = c_.k;
     const float* zeros = zero_row_;
     float* abuf = scratch_.get(thread);
     float* xsum = abuf + abuf_;
@@ -110,10 +117,8 @@ class FastKernel final : public cpu::Kernel {
     const char* wbase = b_.address(w);
 
     if (int8_) {
-      // Threads split W by groups of 16 rows; each quantises the chunk of x it needs itself
-      // (a few microseconds a row, cheaper than a barrier to share it).
-      auto [begin, end] = cpu::split(n, thread, threads, kInt8Rows);
-      if (begin >= end) return;
+      // Groups of 16 rows of W (begin is a multiple of 16); each thread quantises the chunk of x
+      // it needs itself (a few microseconds a row, cheaper than a barrier to share it).
       const int64_t groups = (end - begin + kInt8Rows - 1) / kInt8Rows, width = groups * kInt8Rows;
       const int64_t blocks = k / 32;
       float* qsum = xsum;
@@ -124,32 +129,21 @@ class FastKernel final : public cpu::Kernel {
               {rows_of_a_.row(w, m0 + i, abuf), k, q8 + i * k, qscale + i * blocks, qsum + i * blocks});
         isa_.gemm_int8({b_.dtype, q8, qscale, qsum, mc, k, w8_->group(begin / kInt8Rows, k, b_.dtype),
                         groups, ybuf, width});
-        for (int64_t i = 0; i < mc; ++i) {
-          float* y = ybuf + i * width;
-          finish_all(c_.epilogue, y, end - begin);
-          if (c_.residual) add_residual(r_, w, (m0 + i) * n + begin, y, end - begin);
-          store_row(y_, w, (m0 + i) * n + begin, y, end - begin);
-        }
+        for (int64_t i = 0; i < mc; ++i) finish_row(w, m0 + i, begin, end, ybuf + i * width);
       }
       return;
     }
 
     if (rows < kPackRows) {
-      auto [begin, end] = cpu::split(n, thread, threads, 8);
-      if (begin >= end) return;
       for (int64_t m = 0; m < rows; ++m) {
         const float* x = rows_of_a_.row(w, m, abuf);
         isa_.gemv({b_.dtype, x, xsum, wbase + begin * row_bytes_, row_bytes_, k, end - begin, ybuf});
-        finish_all(c_.epilogue, ybuf, end - begin);
-        if (c_.residual) add_residual(r_, w, m * n + begin, ybuf, end - begin);
-        store_row(y_, w, m * n + begin, ybuf, end - begin);
+        finish_row(w, m, begin, end, ybuf);
       }
       return;
     }
 
     const int64_t nr = isa_.nr;
-    auto [begin, end] = cpu::split(n, thread, threads, nr);
-    if (begin >= end) return;
     const float* a = rows_of_a_.in_place() ? a_.data<float>(w) : abuf;
     if (!rows_of_a_.in_place())
       for (int64_t m = 0; m < rows; ++m) rows_of_a_.row(w, m, abuf + m * k);
@@ -165,16 +159,20 @@ class FastKernel final : public cpu::Kernel {
       } else {
         isa_.tile({a, k, rows, packed, k, cbuf, nr});
       }
-      for (int64_t m = 0; m < rows; ++m) {
-        float* c = cbuf + m * nr;
-        finish_all(c_.epilogue, c, nt);
-        if (c_.residual) add_residual(r_, w, m * n + n0, c, nt);
-        store_row(y_, w, m * n + n0, c, nt);
-      }
+      for (int64_t m = 0; m < rows; ++m) finish_row(w, m, n0, n0 + nt, cbuf + m * nr);
     }
   }
 
  private:
+  int64_t rows_of_a(const int64_t* w) const { return a_.shape.size() < 2 ? 1 : a_.rows(w); }
+
+  // Outputs [begin, end) of row m, as f32 sums in y: the epilogue, the residual, one rounding.
+  void finish_row(const int64_t* w, int64_t m, int64_t begin, int64_t end, float* y) const {
+    finish_all(c_.epilogue, y, end - begin);
+    if (c_.residual) add_residual(r_, w, m * c_.n + begin, y, end - begin);
+    store_row(y_, w, m * c_.n + begin, y, end - begin);
+  }
+
   cpu::Operand a_, b_, y_, r_;
   MatmulConfig c_;
   const Isa& isa_;
@@ -192,8 +190,8 @@ class FastKernel final : public cpu::Kernel {
 
 }  // namespace
 
-std::unique_ptr<cpu::Kernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                         const Isa& isa, bool bf16, bool int8) {
+std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
+                                            const Isa& isa, bool bf16, bool int8) {
   return std::make_unique<FastKernel>(a, c, isa, bf16, int8);
 }
 

@@ -18,7 +18,7 @@ inline float dot(const float* a, const float* b, int64_t k) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
 }
 
-class MatmulKernel final : public cpu::Kernel {
+class MatmulKernel final : public RowRangeKernel {
  public:
   MatmulKernel(const cpu::KernelArgs& a, const MatmulConfig& c)
       : a_(a.in.at(0)),
@@ -39,10 +39,11 @@ class MatmulKernel final : public cpu::Kernel {
     scratch_ = cpu::Scratch(size_t(per_thread_));
   }
 
-  void run(const int64_t* w, int thread, int threads) const override {
+  int64_t rows_of_w() const override { return n_; }
+  int64_t unit(const int64_t*) const override { return tile_n_; }
+
+  void run_rows(const int64_t* w, int thread, int64_t begin, int64_t end) const override {
     const int64_t rows = a_.shape.size() < 2 ? 1 : a_.rows(w);
-    auto [begin, end] = cpu::split(n_, thread, threads, tile_n_);
-    if (begin >= end) return;
     float* a_row = scratch_.get(thread);
     float* b_rows = a_row + k_;
     float* y_row = b_rows + k_ * tile_n_;
@@ -98,7 +99,7 @@ class MatmulKernel final : public cpu::Kernel {
 
 }  // namespace
 
-std::unique_ptr<cpu::Kernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c) {
+std::unique_ptr<RowRangeKernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c) {
   return std::make_unique<MatmulKernel>(a, c);
 }
 

@@ -70,6 +70,23 @@ class RowsOfA {
   bool in_place_;
 };
 
+/// A matmul kernel over one weight whose threads each take a range of W's rows (y's columns).
+/// run() splits them evenly; a step of several weights (gemm_parts.cpp) gives each weight's
+/// kernel its ranges itself.
+class RowRangeKernel : public cpu::Kernel {
+ public:
+  void run(const int64_t* w, int thread, int threads) const final {
+    auto [begin, end] = cpu::split(rows_of_w(), thread, threads, unit(w));
+    if (begin < end) run_rows(w, thread, begin, end);
+  }
+  /// W's rows.
+  virtual int64_t rows_of_w() const = 0;
+  /// What a thread's range should be a multiple of this call (the loop's rows at a time).
+  virtual int64_t unit(const int64_t* w) const = 0;
+  /// y's columns [begin, end) for every valid row of a, on thread `thread`'s scratch.
+  virtual void run_rows(const int64_t* w, int thread, int64_t begin, int64_t end) const = 0;
+};
+
 /// v[i] += r[at + i] for n entries of a dense operand (the residual, before the one rounding).
 inline void add_residual(const cpu::Operand& r, const int64_t* w, int64_t at, float* v, int64_t n) {
   float chunk[256];
@@ -247,11 +264,11 @@ inline bool fast_weight(DType t) {
 /// The instruction set `f` offers for these loops, or none (the portable kernel).
 const Isa* select_isa(const cpu::Features& f);
 
-std::unique_ptr<cpu::Kernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
+std::unique_ptr<RowRangeKernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
 /// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16).
 /// `int8`: rows take int8 blocks of x and int32 dot products against W rearranged once
 /// (Precision::medium, AVX512_VNNI, a q4_0 / q4_1 / q8_0 weight, f32 activations).
-std::unique_ptr<cpu::Kernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                         const Isa& isa, bool bf16, bool int8 = false);
+std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
+                                            const Isa& isa, bool bf16, bool int8 = false);
 
 }  // namespace iron::ops::gemm
