@@ -112,8 +112,10 @@ class Graph : public Module {
   void set_profile(const std::string& path);
   const Profile& profile() const { return profile_; }
 
-  /// Records body() on handles of these shapes.
-  std::shared_ptr<Recording> record(const Shapes& shapes);
+  /// Records body() on handles of these shapes, then lets the planner fold and merge steps
+  /// (src/graph/fold.hpp). `checking`: for a check-mode version, which compares every step
+  /// with its operator's reference: a SwiGLU then stays a step of its own.
+  std::shared_ptr<Recording> record(const Shapes& shapes, bool checking = false);
   /// The version for these input shapes, compiled on first use and cached; calling with a new
   /// shape compiles a new version (and logs that it did).
   CompiledGraph& compile(const Shapes& shapes, CompileOptions options = {});

@@ -76,6 +76,60 @@ std::vector<size_t> foldable_readers(const Recording& rec, size_t i) {
   return readers;
 }
 
+// Whether buffer `b` is read or written anywhere but by the steps in `skip`: other steps, the
+// outputs, carried values, host steps.
+bool used_elsewhere(const Recording& rec, const BufferNode* b, const std::vector<size_t>& skip) {
+  for (size_t j = 0; j < rec.steps.size(); ++j) {
+    if (std::find(skip.begin(), skip.end(), j) != skip.end()) continue;
+    for (const auto* list : {&rec.steps[j].in, &rec.steps[j].out})
+      for (const Handle& h : *list)
+        if (reads_or_writes(h, b)) return true;
+  }
+  for (const Handle& o : rec.outputs)
+    if (reads_or_writes(o, b)) return true;
+  if (reads_or_writes(rec.emitted, b)) return true;
+  for (const CarryItem& c : rec.carry)
+    if (const Handle* ch = std::get_if<Handle>(&c.next); ch && reads_or_writes(*ch, b)) return true;
+  for (const HostStep& hs : rec.host)
+    for (const auto* list : {&hs.reads, &hs.writes})
+      for (const Handle& h : *list)
+        if (reads_or_writes(h, b)) return true;
+  return false;
+}
+
+// A matmul's params without its weight's rows: what two mergeable matmuls share.
+Fields shared_params(const Step& s) {
+  Fields f;
+  for (const auto& [k, v] : s.op->params().items())
+    if (k != "N") f.set(k, v);
+  return f;
+}
+
+// Whether matmul step `s` can join a merge that starts with `first`: the same op, params and
+// precision, a plain weight of (N, K) and nothing after the epilogue, the same a (and norm
+// weight), and no input that an earlier member writes.
+bool weight_is_n_by_k(const Step& s) {
+  const Fields& p = s.op->params();
+  return !p.contains("b_col_maj") || p.flag("b_col_maj");  // GEMV's weight is always (N, K)
+}
+
+bool joins(const Step& first, const std::vector<const Step*>& members, const Step& s) {
+  if (!is_matmul(s) || s.op->name() != first.op->name() || s.precision != first.precision) return false;
+  const Fields& p = s.op->params();
+  if (p.flag("residual") || p.integer("parts") != 1 || p.text("then") != "none" || !weight_is_n_by_k(s)) return false;
+  // Tunables too: a profile (or an inline() under another graph's) may have chosen differently.
+  if (!(shared_params(s) == shared_params(first)) || !(s.op->tunables() == first.op->tunables()) ||
+      s.in.size() != first.in.size())
+    return false;
+  if (!same_view(s.in[0], first.in[0])) return false;
+  if (s.in.size() == 3 && s.in[2].buffer() != first.in[2].buffer()) return false;  // the norm's weight
+  for (const Step* m : members)
+    for (const Handle& o : m->out)
+      for (const Handle& i : s.in)
+        if (reads_or_writes(i, o.buffer().get())) return false;
+  return true;
+}
+
 }  // namespace
 
 int fold_norms(Recording& rec, Recorder& recorder) {
@@ -111,6 +165,81 @@ int fold_norms(Recording& rec, Recorder& recorder) {
     if (!removed[i]) kept.push_back(std::move(rec.steps[i]));
   rec.steps = std::move(kept);
   return folded;
+}
+
+}  // namespace iron
+
+namespace iron {
+
+int merge_matmuls(Recording& rec, Recorder& recorder, bool with_swiglu) {
+  std::vector<Step> kept;
+  kept.reserve(rec.steps.size());
+  std::vector<size_t> new_index(rec.steps.size() + 1, 0);  // for host steps: old index -> new
+  size_t removed = 0;
+  for (size_t i = 0; i < rec.steps.size();) {
+    const Step& first = rec.steps[i];
+    size_t end = i + 1;
+    std::vector<const Step*> members{&first};
+    const bool plain = is_matmul(first) && !first.op->params().flag("residual") &&
+                       first.op->params().integer("parts") == 1 && weight_is_n_by_k(first);
+    // Host steps run between steps: a merge never spans one.
+    auto host_between = [&](size_t at) {
+      return std::any_of(rec.host.begin(), rec.host.end(), [&](const HostStep& h) { return h.after_step == at; });
+    };
+    while (plain && end < rec.steps.size() && !host_between(end) && joins(first, members, rec.steps[end]))
+      members.push_back(&rec.steps[end++]);
+    if (members.size() == 1) {
+      new_index[i] = kept.size();
+      kept.push_back(std::move(rec.steps[i]));
+      ++i;
+      continue;
+    }
+    Step merged;
+    merged.precision = first.precision;
+    merged.in = {first.in[0]};
+    int64_t rows = 0;
+    for (const Step* m : members) {
+      merged.in.push_back(m->in[1]);
+      merged.out.push_back(m->out[0]);
+      rows += m->op->params().integer("N");
+    }
+    if (first.in.size() == 3) merged.in.push_back(first.in[2]);
+    Fields params = first.op->params();
+    params.set("N", rows);
+    params.set("parts", int64_t(members.size()));
+    // gate and up read by a SwiGLU (silu(gate) * up) and by nothing else: it joins them.
+    size_t swiglu = end;
+    std::vector<size_t> pair_and_swiglu{i, i + 1, swiglu};
+    if (with_swiglu && members.size() == 2 && swiglu < rec.steps.size() && !host_between(swiglu)) {
+      const Step& s = rec.steps[swiglu];
+      // The pair may have been recorded up first (a function's arguments are evaluated in any
+      // order): the parts then swap, so that part 0 is the gate.
+      if (s.op->name() == "SwiGLU" && s.in.size() == 2 && same_view(s.in[0], merged.out[1]) &&
+          same_view(s.in[1], merged.out[0])) {
+        std::swap(merged.in[1], merged.in[2]);
+        std::swap(merged.out[0], merged.out[1]);
+      }
+      const Handle &gate = merged.out[0], &up = merged.out[1];
+      if (s.op->name() == "SwiGLU" && s.in.size() == 2 && same_view(s.in[0], gate) && same_view(s.in[1], up) &&
+          whole(gate) && whole(up) && gate.dtype() == f32 && up.dtype() == f32 && s.out[0].dtype() == f32 &&
+          s.out[0].shape() == gate.shape() && gate.buffer()->role == Role::scratch &&
+          up.buffer()->role == Role::scratch && !used_elsewhere(rec, gate.buffer().get(), pair_and_swiglu) &&
+          !used_elsewhere(rec, up.buffer().get(), pair_and_swiglu)) {
+        params.set("then", std::string("silu_mul"));
+        merged.out.push_back(s.out[0]);
+        ++end;
+      }
+    }
+    merged.op = recorder.make(first.op->name(), params, first.op->tunables());
+    for (size_t j = i; j < end; ++j) new_index[j] = kept.size();
+    removed += end - i - 1;
+    kept.push_back(std::move(merged));
+    i = end;
+  }
+  new_index[rec.steps.size()] = kept.size();
+  for (HostStep& hs : rec.host) hs.after_step = new_index[hs.after_step];
+  rec.steps = std::move(kept);
+  return int(removed);
 }
 
 }  // namespace iron

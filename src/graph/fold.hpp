@@ -13,4 +13,14 @@ namespace iron {
 /// instead. Returns the number of norms folded.
 int fold_norms(Recording& recording, Recorder& recorder);
 
+/// Merges consecutive matmuls over the same `a` (the same op and params but their weights' rows,
+/// no residual: a block's q, k and v, or gate and up) into one step of several weights, whose
+/// threads split the weights' rows as one list: one phase and one long run of weight bytes per
+/// thread where each matmul was a phase with a short run. A merged pair that a SwiGLU reads and
+/// nothing else takes the SwiGLU in too when `with_swiglu` (each thread finishes silu(gate) * up
+/// on its own rows). Its result is bitwise the SwiGLU step's, but it has no reference of its
+/// own that a check-mode comparison could hold it to: the product compounds the two matmuls'
+/// rounding beyond either's tolerance. Returns the number of steps removed.
+int merge_matmuls(Recording& recording, Recorder& recorder, bool with_swiglu);
+
 }  // namespace iron

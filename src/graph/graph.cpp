@@ -164,7 +164,7 @@ std::string Graph::signature(const Shapes& shapes) const {
   return s;
 }
 
-std::shared_ptr<Recording> Graph::record(const Shapes& shapes) {
+std::shared_ptr<Recording> Graph::record(const Shapes& shapes, bool checking) {
   std::vector<std::string> missing, unknown;
   for (size_t i = 0; i < input_names_.size(); ++i) {
     bool given = std::any_of(shapes.begin(), shapes.end(), [&](auto& p) { return p.first == input_names_[i]; });
@@ -236,6 +236,7 @@ std::shared_ptr<Recording> Graph::record(const Shapes& shapes) {
     recorder.add_step(std::move(emit));
   }
   fold_norms(rec, recorder);
+  merge_matmuls(rec, recorder, /*with_swiglu=*/!checking);
   return std::make_shared<Recording>(std::move(rec));
 }
 
@@ -249,7 +250,7 @@ CompiledGraph& Graph::compile(const Shapes& shapes, CompileOptions options) {
   if (!unloaded.empty())
     type_error(name_ + ": " + join(unloaded) + (unloaded.size() == 1 ? " was" : " were") +
                " never loaded: call load_state_dict first");
-  std::shared_ptr<Recording> recording = record(shapes);
+  std::shared_ptr<Recording> recording = record(shapes, options.check);
   auto version = std::make_unique<CompiledGraph>(*this, recording, options);
   log(LogLevel::info, name_ + ": compiled a version for " + signature(shapes) + " " + version->report());
   CompiledGraph& ref = *version;

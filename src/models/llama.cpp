@@ -94,7 +94,8 @@ Handle LlamaModel::block(LlamaBlock& b, Handle x, const Affine& start, int64_t n
   Handle attended = F::attention(q, b.k_cache, b.v_cache, start);
   x = F::linear_residual(attended.reshape({n, c.heads * c.head_dim}).bounded(0, *x.valid(0)), b.attn.o, x, p);
   h = F::rms_norm(x, c.dim, b.ffn_norm, eps);
-  Handle ffn = F::silu_mul(F::linear(h, b.ffn.gate, {}, p), F::linear(h, b.ffn.up, {}, p));
+  Handle gate = F::linear(h, b.ffn.gate, {}, p), up = F::linear(h, b.ffn.up, {}, p);  // in this order
+  Handle ffn = F::silu_mul(gate, up);
   return F::linear_residual(ffn, b.ffn.down, x, p);
 }
 

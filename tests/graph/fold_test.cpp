@@ -159,3 +159,128 @@ TEST(Fold, ANormWhoseInputIsOverwrittenBeforeItsReaderStaysAStep) {
 }
 
 }  // namespace
+
+namespace {
+
+constexpr int64_t kFfn = 80;
+
+int steps_named(const CompiledGraph& v, const std::string& op) {
+  int n = 0;
+  for (const auto& s : v.recording().steps) n += s.op->name() == op;
+  return n;
+}
+
+int64_t parts_of_first_matmul(const CompiledGraph& v) {
+  for (const auto& s : v.recording().steps)
+    if (s.op->params().contains("parts")) return s.op->params().integer("parts");
+  return 0;
+}
+
+// A block's projections: q, k, v over one normalised x, then gate and up into a SwiGLU.
+// `apart` records a step between each pair, which stops every merge (the reference run).
+struct Projections : Graph {
+  Input x = input("x");
+  Input z = input("z");
+  Param g = param("g", {kIn});
+  Param q = param("q", {kIn, kIn}, keep_dtype);
+  Param k = param("k", {32, kIn}, keep_dtype);
+  Param v = param("v", {32, kIn}, keep_dtype);
+  Param gate = param("gate", {kFfn, kIn}, keep_dtype);
+  Param up = param("up", {kFfn, kIn}, keep_dtype);
+  Precision precision;
+  bool apart;
+  Projections(Precision p, bool a) : Graph("projections"), precision(p), apart(a) {}
+  Outputs body() override {
+    std::vector<Handle> out;
+    auto between = [&] {
+      if (apart) out.push_back(F::silu(z));
+    };
+    Handle h = F::rms_norm(x, kIn, g, 1e-5);
+    out.push_back(F::linear(h, q, {}, precision));
+    between();
+    out.push_back(F::linear(h, k, {}, precision));
+    between();
+    out.push_back(F::linear(h, v, {}, precision));
+    Handle gl = F::linear(x, gate, {}, precision);
+    between();
+    Handle ul = F::linear(x, up, {}, precision);
+    between();
+    out.push_back(F::silu_mul(gl, ul));
+    return Outputs(out);
+  }
+};
+
+TEST(Merge, ProjectionsOverOneInputAreOneStepWithTheSameBits) {
+  for (Precision p : {Precision::highest, Precision::medium})
+    for (bool quantised : {false, true})
+      for (int64_t rows : {1, 3, 40}) {
+        SCOPED_TRACE(std::string(name(p)) + (quantised ? " q8_0" : " f32") + " rows " + std::to_string(rows));
+        auto weight = [&](int64_t n, uint32_t seed) {
+          return quantised ? q8_weight(n, kIn, seed) : random_tensor({n, kIn}, f32, seed, 0.2f);
+        };
+        std::vector<std::pair<std::string, Tensor>> weights{{"g", random_tensor({kIn}, f32, 1)},
+                                                            {"q", weight(kIn, 2)},
+                                                            {"k", weight(32, 3)},
+                                                            {"v", weight(32, 4)},
+                                                            {"gate", weight(kFfn, 5)},
+                                                            {"up", weight(kFfn, 6)}};
+        Projections merged(p, false), apart(p, true);
+        merged.load_state_dict(weights);
+        apart.load_state_dict(weights);
+        Tensor x = random_tensor({rows, kIn}, f32, 7, 3.0f), z = random_tensor({rows, kIn}, f32, 8);
+        const Shapes shapes{{"x", {rows, kIn}}, {"z", {rows, kIn}}};
+        CompiledGraph& mv = merged.compile(shapes);
+        CompiledGraph& av = apart.compile(shapes);
+        // q, k and v one step of three weights; gate, up and the SwiGLU one step.
+        EXPECT_EQ(mv.recording().steps.size(), 2u);
+        EXPECT_EQ(parts_of_first_matmul(mv), 3);
+        EXPECT_EQ(steps_named(mv, "SwiGLU"), 0);
+        EXPECT_EQ(steps_named(av, "SwiGLU"), 1);
+        const auto mo = mv({x, z}).outputs;
+        const auto ao = av({x, z}).outputs;
+        const std::vector<size_t> same_in_apart{0, 2, 4, 7};  // q, k, v, SwiGLU among apart's outputs
+        for (size_t o = 0; o < 4; ++o) {
+          auto a = mo[o].to_floats(), b = ao[same_in_apart[o]].to_floats();
+          ASSERT_EQ(a.size(), b.size());
+          for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "output " << o << " element " << i;
+        }
+        Projections checked(p, false);
+        checked.load_state_dict(weights);
+        try {
+          checked.compile(shapes, {.check = true})({x, z});
+        } catch (const Error& e) {
+          ADD_FAILURE() << e.what();
+        }
+      }
+}
+
+TEST(Merge, AGateReadElsewhereKeepsItsSwiGLUAStep) {
+  struct Net : Graph {
+    Input x = input("x");
+    Param gate = param("gate", {kFfn, kIn});
+    Param up = param("up", {kFfn, kIn});
+    Outputs body() override {
+      Handle g = F::linear(x, gate), u = F::linear(x, up);
+      return {F::silu_mul(g, u), g};
+    }
+  } n;
+  n.load_state_dict({{"gate", random_tensor({kFfn, kIn}, f32, 1)}, {"up", random_tensor({kFfn, kIn}, f32, 2)}});
+  CompiledGraph& v = n.compile({{"x", {2, kIn}}});
+  EXPECT_EQ(parts_of_first_matmul(v), 2);  // the two projections still share a step
+  EXPECT_EQ(steps_named(v, "SwiGLU"), 1);
+}
+
+TEST(Merge, AMatmulReadingAnotherOnesOutputIsNotMergedWithIt) {
+  struct Net : Graph {
+    Input x = input("x");
+    Param a = param("a", {kIn, kIn});
+    Param b = param("b", {kIn, kIn});
+    Outputs body() override { return {F::linear(F::linear(x, a), b)}; }
+  } n;
+  n.load_state_dict({{"a", random_tensor({kIn, kIn}, f32, 1)}, {"b", random_tensor({kIn, kIn}, f32, 2)}});
+  CompiledGraph& v = n.compile({{"x", {1, kIn}}});
+  EXPECT_EQ(v.recording().steps.size(), 2u);
+  EXPECT_EQ(parts_of_first_matmul(v), 1);
+}
+
+}  // namespace

@@ -114,6 +114,14 @@ struct SwiGLU : Op<Kind::silu_mul> {
 
 }  // namespace
 
+void silu_mul_f32(const float* a, const float* b, float* y, int64_t n, const cpu::Features& f) {
+  if (f.avx512f) {
+    silu_mul_avx512(a, b, y, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = apply<Kind::silu_mul>(a[i], b[i]);
+}
+
 std::vector<CatalogEntry> elementwise_entries() {
   return {entry<Add>(kAdd), entry<Sub>(kSub), entry<Mul>(kMul), entry<Div>(kDiv), entry<SwiGLU>(kSwiGLU)};
 }

@@ -1,7 +1,13 @@
 #pragma once
+#include <cstdint>
 #include <vector>
+
+#include "devices/cpu/kernel.hpp"
 #include "iron/operator.hpp"
 namespace iron::ops {
 /// Add, Sub, Mul and Div (each a subclass of Elementwise for profiles).
 std::vector<CatalogEntry> elementwise_entries();
+/// silu(a) * b over n f32 values as the SwiGLU step computes them on a processor with `f`, so a
+/// matmul the planner merged a SwiGLU into (gemm_parts.cpp) gives the same bits.
+void silu_mul_f32(const float* a, const float* b, float* y, int64_t n, const cpu::Features& f);
 }  // namespace iron::ops

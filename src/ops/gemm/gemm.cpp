@@ -35,41 +35,44 @@ namespace {
 using gemm::Epilogue;
 using gemm::finish;
 
+// Params every matmul has that only the planner sets (graph/fold.cpp): an RMSNorm folded into
+// a's rows (its weight the last input), and several weights over one `a` (inputs 1..parts,
+// outputs 0..parts-1; "N" their rows together), two of them finished by silu(y0) * y1 into a
+// third output ("then": "silu_mul").
+std::vector<FieldDecl> with_planner_params(std::vector<FieldDecl> own) {
+  for (FieldDecl f : std::initializer_list<FieldDecl>{{"norm", false},
+                                                      {"norm_weighted", false},
+                                                      {"norm_epsilon", 1e-6},
+                                                      {"parts", int64_t(1)},
+                                                      {"then", std::string("none")}})
+    own.push_back(std::move(f));
+  return own;
+}
+
+const std::vector<FieldDecl> kTileN{{"tile_n", int64_t(16), {int64_t(8), int64_t(16), int64_t(32)}}};
 const Declaration kGEMM{"GEMM",
                         nullptr,
-                        {{"M", std::nullopt},
-                         {"K", std::nullopt},
-                         {"N", std::nullopt},
-                         {"b_col_maj", false},
-                         {"precision", std::string("highest")},
-                         {"residual", false},
-                         {"norm", false},
-                         {"norm_weighted", false},
-                         {"norm_epsilon", 1e-6}},
-                        {{"tile_n", int64_t(16), {int64_t(8), int64_t(16), int64_t(32)}}}};
-const Declaration kProjectionGEMM{
-    "ProjectionGEMM",
-    &kGEMM,
-    {{"M", std::nullopt},
-     {"K", std::nullopt},
-     {"N", std::nullopt},
-     {"b_col_maj", false},
-     {"precision", std::string("high")},
-     {"epilogue", std::string("none")},
-     {"residual", false},
-     {"norm", false},
-     {"norm_weighted", false},
-     {"norm_epsilon", 1e-6}},
-    {{"tile_n", int64_t(16), {int64_t(8), int64_t(16), int64_t(32)}}}};
+                        with_planner_params({{"M", std::nullopt},
+                                             {"K", std::nullopt},
+                                             {"N", std::nullopt},
+                                             {"b_col_maj", false},
+                                             {"precision", std::string("highest")},
+                                             {"residual", false}}),
+                        kTileN};
+const Declaration kProjectionGEMM{"ProjectionGEMM",
+                                  &kGEMM,
+                                  with_planner_params({{"M", std::nullopt},
+                                                       {"K", std::nullopt},
+                                                       {"N", std::nullopt},
+                                                       {"b_col_maj", false},
+                                                       {"precision", std::string("high")},
+                                                       {"epilogue", std::string("none")},
+                                                       {"residual", false}}),
+                                  kTileN};
 const Declaration kGEMV{"GEMV",
                         nullptr,
-                        {{"K", std::nullopt},
-                         {"N", std::nullopt},
-                         {"residual", false},
-                         {"norm", false},
-                         {"norm_weighted", false},
-                         {"norm_epsilon", 1e-6}},
-                        {{"tile_n", int64_t(16), {int64_t(8), int64_t(16), int64_t(32)}}}};
+                        with_planner_params({{"K", std::nullopt}, {"N", std::nullopt}, {"residual", false}}),
+                        kTileN};
 
 Epilogue epilogue_from(const std::string& e) {
   if (e == "none") return Epilogue::none;
@@ -94,11 +97,17 @@ class Matmul : public Operator {
     norm_weighted_ = params_.flag("norm_weighted");
     norm_epsilon_ = params_.number("norm_epsilon");
     if (norm_ && !(norm_epsilon_ >= 0)) value_error(d.name + ": norm_epsilon is at least 0, got " + params_.str());
+    parts_ = params_.integer("parts");
+    const std::string& then = params_.text("then");
+    if (then != "none" && then != "silu_mul") value_error(d.name + ": then is none or silu_mul, not '" + then + "'");
+    silu_mul_ = then == "silu_mul";
+    if (parts_ < 1 || (parts_ > 1 && (residual_ || !col_maj_)) || (silu_mul_ && parts_ != 2))
+      value_error(d.name + ": parts is 1, or more over (N, K) weights without a residual, and silu_mul takes 2; got " +
+                  params_.str());
     if (k_ <= 0 || n_ <= 0) value_error(d.name + ": K and N are positive, got " + params_.str());
   }
 
   void reference(const RefCall& c) const override {
-    const RefOperand &b = c.in[1], &y = c.out[0];
     const int64_t rows = c.in[0].shape.size() < 2 ? 1 : valid_rows(c.in[0]);
     // A folded RMSNorm: a's rows normalised as the RMSNorm operator would have written them.
     std::vector<float> normed;
@@ -110,15 +119,26 @@ class Matmul : public Operator {
         rms_norm_row(&normed[size_t(m * k_)], g, &normed[size_t(m * k_)], k_, norm_epsilon_);
       a = normed.data();
     }
-    for (int64_t m = 0; m < rows; ++m)
-      for (int64_t n = 0; n < n_; ++n) {
-        double s = 0;
-        for (int64_t k = 0; k < k_; ++k)
-          s += double(a[m * k_ + k]) *
-               double(col_maj_ ? b.data[n * k_ + k] : b.data[k * n_ + n]);
-        double r = residual_ ? double(c.in.at(2).data[m * n_ + n]) : 0.0;
-        y.data[m * n_ + n] = round_to(y.dtype, float(finish(epilogue_, s) + r));
+    for (int64_t part = 0; part < parts_; ++part) {
+      const RefOperand &b = c.in[size_t(1 + part)], &y = c.out[size_t(part)];
+      const int64_t width = parts_ == 1 ? n_ : b.shape[0];
+      for (int64_t m = 0; m < rows; ++m)
+        for (int64_t n = 0; n < width; ++n) {
+          double s = 0;
+          for (int64_t k = 0; k < k_; ++k)
+            s += double(a[m * k_ + k]) * double(col_maj_ ? b.data[n * k_ + k] : b.data[k * width + n]);
+          double r = residual_ ? double(c.in.at(2).data[m * width + n]) : 0.0;
+          y.data[m * width + n] = round_to(y.dtype, float(finish(epilogue_, s) + r));
+        }
+    }
+    if (silu_mul_) {
+      // As the SwiGLU step's reference: silu(gate) * up in double, rounded once.
+      const RefOperand &gate = c.out[0], &up = c.out[1], &y = c.out[2];
+      for (int64_t i = 0; i < rows * row_elements(y.shape); ++i) {
+        const double g = gate.data[i];
+        y.data[i] = round_to(y.dtype, float(g / (1.0 + std::exp(-g)) * double(up.data[i])));
       }
+    }
   }
 
   Tolerance tolerance(Precision p) const override {
@@ -137,7 +157,23 @@ class Matmul : public Operator {
   }
 
   std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
-    gemm::MatmulConfig c{k_,    n_,    col_maj_, epilogue_, tunables_.integer("tile_n"),
+    if (parts_ == 1) return part_kernel(a, n_);
+    // A kernel per weight, each over a, its weight (and the norm's weight) into its output.
+    std::vector<std::unique_ptr<gemm::RowRangeKernel>> parts;
+    for (int64_t part = 0; part < parts_; ++part) {
+      cpu::KernelArgs one = a;
+      one.in = {a.in.at(0), a.in.at(size_t(1 + part))};
+      if (norm_weighted_) one.in.push_back(a.in.back());
+      one.out = {a.out.at(size_t(part))};
+      parts.push_back(part_kernel(one, one.in[1].shape.at(0)));
+    }
+    return gemm::parts_kernel(std::move(parts), a, silu_mul_);
+  }
+
+ private:
+  // The kernel of one weight (N rows) over a.
+  std::unique_ptr<gemm::RowRangeKernel> part_kernel(const cpu::KernelArgs& a, int64_t n) const {
+    gemm::MatmulConfig c{k_,    n,     col_maj_, epilogue_, tunables_.integer("tile_n"),
                          gemv_, residual_, norm_, norm_weighted_, norm_epsilon_};
     // The fast kernels take a weight (N, K) of a float or 32-block kind and float activations;
     // everything else, and a processor without AVX2/FMA/F16C, takes the portable loops.
@@ -165,6 +201,8 @@ class Matmul : public Operator {
   // a's rows through an RMSNorm first (folded in by the planner), its weight the last input
   bool norm_ = false, norm_weighted_ = false;
   double norm_epsilon_ = 0;
+  int64_t parts_ = 1;      // weights over the same a
+  bool silu_mul_ = false;  // a third output, silu(y0) * y1
 };
 
 struct GEMM : Matmul {

@@ -270,5 +270,9 @@ std::unique_ptr<RowRangeKernel> portable_kernel(const cpu::KernelArgs& a, const 
 /// (Precision::medium, AVX512_VNNI, a q4_0 / q4_1 / q8_0 weight, f32 activations).
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
                                             const Isa& isa, bool bf16, bool int8 = false);
+/// One step over several weights (gemm_parts.cpp), a kernel per weight; `silu_mul`: two weights,
+/// and a third output silu(y0) * y1 (a.out).
+std::unique_ptr<cpu::Kernel> parts_kernel(std::vector<std::unique_ptr<RowRangeKernel>> parts,
+                                          const cpu::KernelArgs& a, bool silu_mul);
 
 }  // namespace iron::ops::gemm

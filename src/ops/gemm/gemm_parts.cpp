@@ -1,0 +1,71 @@
+// A matmul step over several weights that read the same `a` (the planner merges q, k and v, or
+// gate and up: graph/fold.cpp). Each weight keeps its own kernel; the threads split the rows of
+// all the weights as one list, so a thread reads one unbroken run of weight bytes where a step
+// per weight gave it a short piece of each, and the step is one phase instead of several.
+// With a SwiGLU merged in, each thread takes the same rows of both weights and finishes
+// silu(gate) * up on them itself: no phase, no barrier, for the SwiGLU.
+#include "ops/elementwise/elementwise.hpp"
+#include "ops/gemm/kernels.hpp"
+#include "ops/op.hpp"
+
+namespace iron::ops::gemm {
+
+namespace {
+
+class PartsKernel final : public cpu::Kernel {
+ public:
+  PartsKernel(std::vector<std::unique_ptr<RowRangeKernel>> parts, const cpu::KernelArgs& a, bool silu_mul)
+      : parts_(std::move(parts)), silu_mul_(silu_mul), features_(a.features ? *a.features : cpu::Features::host()) {
+    if (silu_mul_) {
+      for (const cpu::Operand& o : a.out)
+        if (o.dtype != f32) value_error("a matmul finished by silu_mul writes f32 outputs, not " + std::string(name(o.dtype)));
+      gate_ = a.out.at(0);
+      up_ = a.out.at(1);
+      y_ = a.out.at(2);
+    }
+  }
+
+  void run(const int64_t* w, int thread, int threads) const override {
+    if (silu_mul_) {
+      // The same rows of both weights, then silu(gate) * up on them, all on this thread (the
+      // units are powers of two: the larger is a multiple of the other).
+      const RowRangeKernel &gate = *parts_[0], &up = *parts_[1];
+      const int64_t unit = std::max(gate.unit(w), up.unit(w)), n = gate.rows_of_w();
+      auto [begin, end] = cpu::split(n, thread, threads, unit);
+      if (begin >= end) return;
+      gate.run_rows(w, thread, begin, end);
+      up.run_rows(w, thread, begin, end);
+      const int64_t rows = y_.shape.size() < 2 ? 1 : y_.rows(w);
+      for (int64_t m = 0; m < rows; ++m)
+        silu_mul_f32(gate_.data<float>(w) + m * n + begin, up_.data<float>(w) + m * n + begin,
+                     y_.data<float>(w) + m * n + begin, end - begin, features_);
+      return;
+    }
+    // Each weight's rows in units of its loop; a thread takes a run of units across the weights.
+    int64_t total = 0;
+    for (const auto& p : parts_) total += (p->rows_of_w() + p->unit(w) - 1) / p->unit(w);
+    auto [first, last] = cpu::split(total, thread, threads);
+    int64_t base = 0;
+    for (const auto& p : parts_) {
+      const int64_t unit = p->unit(w), units = (p->rows_of_w() + unit - 1) / unit;
+      const int64_t lo = std::max(first, base), hi = std::min(last, base + units);
+      if (lo < hi) p->run_rows(w, thread, (lo - base) * unit, std::min((hi - base) * unit, p->rows_of_w()));
+      base += units;
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<RowRangeKernel>> parts_;
+  bool silu_mul_;
+  cpu::Features features_;
+  cpu::Operand gate_, up_, y_;
+};
+
+}  // namespace
+
+std::unique_ptr<cpu::Kernel> parts_kernel(std::vector<std::unique_ptr<RowRangeKernel>> parts,
+                                          const cpu::KernelArgs& a, bool silu_mul) {
+  return std::make_unique<PartsKernel>(std::move(parts), a, silu_mul);
+}
+
+}  // namespace iron::ops::gemm
