@@ -1,5 +1,6 @@
 // Every operator's CPU kernel against its reference(), on ragged shapes, several dtypes and
 // per-call bounds, at 1 and 2 threads.
+#include <limits>
 #include <numbers>
 
 #include "ops/op_harness.hpp"
@@ -421,6 +422,24 @@ TEST(OpKernels, SampleGreedyTiesTakeTheLowestId) {
     EXPECT_EQ(r.ref[0][0], 4.0f);
     EXPECT_EQ(r.one_thread[0][0], 4.0f);
     EXPECT_EQ(r.two_threads[0][0], 4.0f);
+  }
+  // NaN never wins; every value NaN gives id 0 (greedy over a whole vocabulary runs on one
+  // thread, by a largest-value pass and a first-index pass that must keep these rules).
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::pair<std::vector<float>, float>> nan_cases{
+      {{nan, 1, nan, 3, 3, -inf, nan, 2, 0, 1, 3}, 3.0f},
+      {{nan, -inf, -inf}, 1.0f},
+      {{nan, nan, nan}, 0.0f},
+      {{-inf, nan, -inf, -1, 7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, 7, 8}, 18.0f}};
+  for (const auto& [logits, want] : nan_cases) {
+    Case c;
+    c.op = "Sample";
+    c.params = {{"N", int64_t(logits.size())}};
+    c.in = {given({int64_t(logits.size())}, logits)};
+    c.out = {dense({1}, i32)};
+    Result r = run_case(c);
+    EXPECT_EQ(r.ref[0][0], want);
+    EXPECT_EQ(r.two_threads[0][0], want);
   }
   Case random;
   random.op = "Sample";

@@ -49,17 +49,23 @@ class Kernel final : public cpu::Kernel {
     scratch_ = cpu::Scratch(size_t(l.heads * l.d * 2 + width_));
   }
   void run(const int64_t* w, int thread, int threads) const override {
-    int64_t rows = x_.shape.size() == 1 ? 1 : x_.rows(w);
-    auto [begin, end] = cpu::split(rows, thread, threads);
+    // Threads split (row, head) pairs: a decode step's one row still keeps every thread busy.
+    const int64_t rows = x_.shape.size() == 1 ? 1 : x_.rows(w);
+    auto [begin, end] = cpu::split(rows * l_.heads, thread, threads);
     const int64_t row = l_.heads * l_.d;
     float* xr = scratch_.get(thread);
     float* yr = xr + row;
     float* tr = yr + row;
-    for (int64_t r = begin; r < end; ++r) {
-      load_row(x_, w, r * row, xr, row);
+    for (int64_t item = begin; item < end;) {
+      const int64_t r = item / l_.heads, h0 = item % l_.heads, h1 = std::min(l_.heads, h0 + (end - item));
+      Layout part = l_;
+      part.heads = h1 - h0;
+      const int64_t at = r * row + h0 * l_.d, n = part.heads * l_.d;
+      load_row(x_, w, at, xr, n);
       load_row(t_, w, r * width_, tr, width_);
-      turn(l_, xr, tr, yr);
-      store_row(y_, w, r * row, yr, row);
+      turn(part, xr, tr, yr);
+      store_row(y_, w, at, yr, n);
+      item += part.heads;
     }
   }
 

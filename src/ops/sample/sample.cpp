@@ -2,6 +2,7 @@
 // the lowest id on a tie) at temperature 0; otherwise the top_k most likely, cut to the smallest
 // set whose probability reaches top_p, softmax at `temperature`, and one draw from a counter-based
 // generator keyed by the per-call seed and position: the same seed gives the same tokens.
+#include <limits>
 #include <numeric>
 
 #include "ops/op.hpp"
@@ -17,11 +18,21 @@ const Declaration kSample{"Sample",
                            {"top_p", 1.0}},
                           {}};
 
+// The first index of the largest non-NaN value (0 when every value is NaN). Two passes: the
+// largest value by eight running maxima (no loop-carried index, so the compiler vectorises it; a
+// decode step runs this on one thread over the whole vocabulary), then its first index.
 inline int32_t argmax(const float* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (x[i] > x[best] || (std::isnan(x[best]) && !std::isnan(x[i]))) best = i;
-  return int32_t(best);
+  const float lowest = -std::numeric_limits<float>::infinity();
+  float part[8] = {lowest, lowest, lowest, lowest, lowest, lowest, lowest, lowest};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) part[j] = x[i + j] > part[j] ? x[i + j] : part[j];  // NaN never wins
+  for (; i < n; ++i) part[0] = x[i] > part[0] ? x[i] : part[0];
+  float best = lowest;
+  for (float p : part) best = p > best ? p : best;
+  for (i = 0; i < n; ++i)
+    if (x[i] == best) return int32_t(i);
+  return 0;  // every value NaN
 }
 
 // splitmix64: a uniform double in [0, 1) from (seed, position).
