@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "iron/profile.hpp"
+
 namespace iron {
 
 namespace {
@@ -76,6 +78,19 @@ std::vector<size_t> foldable_readers(const Recording& rec, size_t i) {
   return readers;
 }
 
+// Step operator `op` remade with new params: each tunable from the profile recording is under
+// where one of its entries matches the new params (`iron tune` tunes the steps as folded), else
+// as `op` had it (so a choice made for the old params, or under an inline() graph's profile,
+// carries over).
+std::shared_ptr<Operator> remake(Recorder& recorder, const Operator& op, const Fields& params) {
+  const Profile* profile = recorder.profile();
+  const Fields chosen = profile ? profile->tunables_for(op.declaration(), params) : Fields{};
+  Fields kept;
+  for (const auto& [name, value] : op.tunables().items())
+    if (!chosen.contains(name)) kept.set(name, value);
+  return recorder.make(op.name(), params, kept);
+}
+
 // Whether buffer `b` is read or written anywhere but by the steps in `skip`: other steps, the
 // outputs, carried values, host steps.
 bool used_elsewhere(const Recording& rec, const BufferNode* b, const std::vector<size_t>& skip) {
@@ -147,7 +162,7 @@ int fold_norms(Recording& rec, Recorder& recorder) {
       params.set("norm", true);
       params.set("norm_weighted", np.flag("weighted"));
       params.set("norm_epsilon", np.number("epsilon"));
-      s.op = recorder.make(s.op->name(), params, s.op->tunables());
+      s.op = remake(recorder, *s.op, params);
       s.in[0] = norm.in[0];
       if (np.flag("weighted")) s.in.push_back(norm.in.at(1));
     }
@@ -230,7 +245,7 @@ int merge_matmuls(Recording& rec, Recorder& recorder, bool with_swiglu) {
         ++end;
       }
     }
-    merged.op = recorder.make(first.op->name(), params, first.op->tunables());
+    merged.op = remake(recorder, *first.op, params);
     for (size_t j = i; j < end; ++j) new_index[j] = kept.size();
     removed += end - i - 1;
     kept.push_back(std::move(merged));

@@ -284,3 +284,23 @@ TEST(Merge, AMatmulReadingAnotherOnesOutputIsNotMergedWithIt) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Merge, TheMergedStepTakesItsTunablesFromTheProfile) {
+  struct Net : Graph {
+    Input x = input("x");
+    Param a = param("a", {kIn, kIn});
+    Param b = param("b", {32, kIn});
+    Outputs body() override { return {F::linear(x, a), F::linear(x, b)}; }
+  } n;
+  n.load_state_dict({{"a", random_tensor({kIn, kIn}, f32, 1)}, {"b", random_tensor({32, kIn}, f32, 2)}});
+  Profile p;
+  p.add("GEMM", {{"parts", int64_t(2)}, {"tile_n", int64_t(8)}});  // what `iron tune` writes for it
+  n.set_profile(p);
+  CompiledGraph& v = n.compile({{"x", {3, kIn}}});
+  ASSERT_EQ(v.recording().steps.size(), 1u);
+  EXPECT_EQ(v.recording().steps[0].op->tunables().integer("tile_n"), 8);
+}
+
+}  // namespace
