@@ -218,12 +218,21 @@ TEST(Merge, ProjectionsOverOneInputAreOneStepWithTheSameBits) {
         auto weight = [&](int64_t n, uint32_t seed) {
           return quantised ? q8_weight(n, kIn, seed) : random_tensor({n, kIn}, f32, seed, 0.2f);
         };
+        // Mixed kinds in one step (as a Q4_K_M file mixes them): each weight's kernel takes its
+        // own path, so they prepare `a` each in their own way.
+        auto mixed = [&](int64_t n, uint32_t seed) {
+          if (seed % 3 == 0) return random_tensor({n, kIn}, f32, seed, 0.2f).to(bf16);
+          return seed % 3 == 1 ? q8_weight(n, kIn, seed) : random_tensor({n, kIn}, f32, seed, 0.2f);
+        };
         std::vector<std::pair<std::string, Tensor>> weights{{"g", random_tensor({kIn}, f32, 1)},
                                                             {"q", weight(kIn, 2)},
                                                             {"k", weight(32, 3)},
                                                             {"v", weight(32, 4)},
                                                             {"gate", weight(kFfn, 5)},
                                                             {"up", weight(kFfn, 6)}};
+        if (quantised && rows == 3)
+          weights = {{"g", random_tensor({kIn}, f32, 1)}, {"q", mixed(kIn, 2)},      {"k", mixed(32, 3)},
+                     {"v", mixed(32, 4)},                 {"gate", mixed(kFfn, 5)}, {"up", mixed(kFfn, 6)}};
         Projections merged(p, false), apart(p, true);
         merged.load_state_dict(weights);
         apart.load_state_dict(weights);
@@ -236,13 +245,22 @@ TEST(Merge, ProjectionsOverOneInputAreOneStepWithTheSameBits) {
         EXPECT_EQ(parts_of_first_matmul(mv), 3);
         EXPECT_EQ(steps_named(mv, "SwiGLU"), 0);
         EXPECT_EQ(steps_named(av, "SwiGLU"), 1);
-        const auto mo = mv({x, z}).outputs;
         const auto ao = av({x, z}).outputs;
-        const std::vector<size_t> same_in_apart{0, 2, 4, 7};  // q, k, v, SwiGLU among apart's outputs
-        for (size_t o = 0; o < 4; ++o) {
-          auto a = mo[o].to_floats(), b = ao[same_in_apart[o]].to_floats();
-          ASSERT_EQ(a.size(), b.size());
-          for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "output " << o << " element " << i;
+        // One thread runs every weight of a step (a kernel then prepares `a` anew where its path
+        // differs from the last one's); two split them.
+        for (int threads : {1, 2}) {
+          CompiledGraph& mt = merged.compile(shapes, {.threads = threads});
+          // A call on other rows first, so that nothing a kernel should make is left over from
+          // an identical call (the pool's scratch is shared by every kernel and graph).
+          mt({random_tensor({rows, kIn}, f32, 99, 2.0f), z});
+          const auto mo = mt({x, z}).outputs;
+          const std::vector<size_t> same_in_apart{0, 2, 4, 7};  // q, k, v, SwiGLU among apart's outputs
+          for (size_t o = 0; o < 4; ++o) {
+            auto a = mo[o].to_floats(), b = ao[same_in_apart[o]].to_floats();
+            ASSERT_EQ(a.size(), b.size());
+            for (size_t i = 0; i < a.size(); ++i)
+              ASSERT_EQ(a[i], b[i]) << threads << " threads, output " << o << " element " << i;
+          }
         }
         Projections checked(p, false);
         checked.load_state_dict(weights);

@@ -65,27 +65,32 @@ class FastKernel final : public RowRangeKernel {
     const DTypeInfo& wi = info(b_.dtype);
     row_bytes_ = c_.k / wi.block * wi.bytes;
     max_rows_ = a_.shape.size() < 2 ? 1 : a_.shape[0];
-    const int64_t k = c_.k, nr = isa_.nr;
-    // Per thread: a's rows as f32 (unless read in place), the block sums of x, a row of y, and for
-    // the tile path W rows dequantised, their transposed tile and the tile's outputs.
-    abuf_ = rows_of_a_.in_place() ? 0 : padded(max_rows_ * k);
-    xsum_ = padded(k / 32 + 1);
-    ybuf_ = padded(c_.n);
-    const bool tiles = max_rows_ >= kPackRows && !int8_;
-    rowbuf_ = tiles ? padded(nr * k) : 0;
-    packed_ = tiles ? padded(nr * k) : 0;
-    cbuf_ = tiles ? padded(max_rows_ * nr) : 0;
-    // bf16: a's rows as bf16 pairs (the tile's bf16 pairs reuse rowbuf, free once packed).
-    a16_ = bf16_ && tiles ? padded(max_rows_ * (k + 2) / 2) : 0;
-    // int8: a chunk of x's rows as int8 blocks, their scales and sums, and their rows of y.
     chunk_ = std::min(max_rows_, kInt8Chunk);
-    if (int8_) {
-      xsum_ = padded(chunk_ * (k / 32));
-      ybuf_ = chunk_ * padded(c_.n);
-      q8_ = padded(chunk_ * k / 4) + padded(chunk_ * (k / 32));
-    }
-    per_thread_ = abuf_ + xsum_ + ybuf_ + rowbuf_ + packed_ + cbuf_ + a16_ + q8_;
-    scratch_ = cpu::Scratch(size_t(per_thread_));
+    const int64_t k = c_.k, nr = isa_.nr;
+    tiles_ = max_rows_ >= kPackRows && !int8_;
+    // Per thread, in floats, each region on a 64-byte boundary. First what prepare() makes,
+    // which depends on `a` alone (so kernels of one step over it lay it out alike): a's rows as
+    // f32 unless read in place; for tiles at bf16 those rows as bf16 pairs; for int8 a chunk of
+    // x's rows as int8 blocks with their scales and sums. Then each range's work: x's block sums
+    // (the GEMV loop), rows of y, and for tiles W rows dequantised, their transposed tile and the
+    // tile's outputs (the tile's bf16 pairs reuse rowbuf, free once packed).
+    int64_t at = 0;
+    auto region = [&](int64_t floats) {
+      int64_t start = at;
+      at += padded(floats);
+      return start;
+    };
+    abuf_ = region(rows_of_a_.in_place() ? 0 : max_rows_ * k);
+    a16_ = region(bf16_ && tiles_ ? max_rows_ * (k + 2) / 2 : 0);
+    q8_ = region(int8_ ? chunk_ * k / 4 : 0);
+    qscale_ = region(int8_ ? chunk_ * (k / 32) : 0);
+    qsum_ = region(int8_ ? chunk_ * (k / 32) : 0);
+    xsum_ = region(k / 32 + 1);
+    ybuf_ = region(int8_ ? chunk_ * padded(c_.n) : c_.n);
+    rowbuf_ = region(tiles_ ? nr * k : 0);
+    packed_ = region(tiles_ ? nr * k : 0);
+    cbuf_ = region(tiles_ ? max_rows_ * nr : 0);
+    scratch_ = cpu::Scratch(size_t(at));
     // A row of zeros the kernels read (never written): the kernel's own, so shared scratch
     // cannot disturb it.
     zeros_.assign(size_t(padded(k) + 16), 0.0f);
@@ -100,62 +105,65 @@ class FastKernel final : public RowRangeKernel {
     return rows_of_a(w) < kPackRows ? 8 : isa_.nr;
   }
 
+  int preparation() const override { return int8_ ? 2 : 1; }
+
+  void prepare(const int64_t* w, int thread) const override {
+    const int64_t rows = rows_of_a(w), k = c_.k;
+    if (rows <= 0) return;
+    float* base = scratch_.get(thread);
+    if (int8_) {
+      // More rows than a chunk are quantised a chunk at a time by run_rows.
+      if (rows <= chunk_) quantise(w, base, 0, rows);
+      return;
+    }
+    if (!rows_of_a_.in_place())
+      for (int64_t m = 0; m < rows; ++m) rows_of_a_.row(w, m, base + abuf_ + m * k);
+    if (tiles_ && rows >= kPackRows && bf16_)
+      isa_.rows_bf16({rows_f32(w, base), k, rows, k, reinterpret_cast<uint16_t*>(base + a16_)});
+  }
+
   void run_rows(const int64_t* w, int thread, int64_t begin, int64_t end) const override {
     const int64_t rows = rows_of_a(w);
     if (rows <= 0) return;
     const int64_t k = c_.k;
-    const float* zeros = zero_row_;
-    float* abuf = scratch_.get(thread);
-    float* xsum = abuf + abuf_;
-    float* ybuf = xsum + xsum_;
-    float* rowbuf = ybuf + ybuf_;
-    float* packed = rowbuf + rowbuf_;
-    float* cbuf = packed + packed_;
-    auto* a16 = reinterpret_cast<uint16_t*>(cbuf + cbuf_);
-    float* qscale = cbuf + cbuf_ + a16_;
-    auto* q8 = reinterpret_cast<int8_t*>(qscale + padded(chunk_ * (k / 32)));
+    float* base = scratch_.get(thread);
+    float* xsum = base + xsum_;
+    float* ybuf = base + ybuf_;
     const char* wbase = b_.address(w);
 
     if (int8_) {
-      // Groups of 16 rows of W (begin is a multiple of 16); each thread quantises the chunk of x
-      // it needs itself (a few microseconds a row, cheaper than a barrier to share it).
+      // Groups of 16 rows of W (begin is a multiple of 16) against each chunk of x's rows.
       const int64_t groups = (end - begin + kInt8Rows - 1) / kInt8Rows, width = groups * kInt8Rows;
-      const int64_t blocks = k / 32;
-      float* qsum = xsum;
       for (int64_t m0 = 0; m0 < rows; m0 += chunk_) {
         const int64_t mc = std::min(chunk_, rows - m0);
-        for (int64_t i = 0; i < mc; ++i)
-          isa_.quantise_x8(
-              {rows_of_a_.row(w, m0 + i, abuf), k, q8 + i * k, qscale + i * blocks, qsum + i * blocks});
-        isa_.gemm_int8({b_.dtype, q8, qscale, qsum, mc, k, w8_->group(begin / kInt8Rows, k, b_.dtype),
-                        groups, ybuf, width});
+        if (rows > chunk_) quantise(w, base, m0, mc);
+        isa_.gemm_int8({b_.dtype, reinterpret_cast<const int8_t*>(base + q8_), base + qscale_, base + qsum_, mc, k,
+                        w8_->group(begin / kInt8Rows, k, b_.dtype), groups, ybuf, width});
         for (int64_t i = 0; i < mc; ++i) finish_row(w, m0 + i, begin, end, ybuf + i * width);
       }
       return;
     }
 
+    const float* a = rows_f32(w, base);
     if (rows < kPackRows) {
       for (int64_t m = 0; m < rows; ++m) {
-        const float* x = rows_of_a_.row(w, m, abuf);
-        isa_.gemv({b_.dtype, x, xsum, wbase + begin * row_bytes_, row_bytes_, k, end - begin, ybuf});
+        isa_.gemv({b_.dtype, a + m * k, xsum, wbase + begin * row_bytes_, row_bytes_, k, end - begin, ybuf});
         finish_row(w, m, begin, end, ybuf);
       }
       return;
     }
 
-    const int64_t nr = isa_.nr;
-    const float* a = rows_of_a_.in_place() ? a_.data<float>(w) : abuf;
-    if (!rows_of_a_.in_place())
-      for (int64_t m = 0; m < rows; ++m) rows_of_a_.row(w, m, abuf + m * k);
-    const int64_t pairs = (k + 1) / 2;
-    if (bf16_) isa_.rows_bf16({a, k, rows, k, a16});
+    const int64_t nr = isa_.nr, pairs = (k + 1) / 2;
+    float* rowbuf = base + rowbuf_;
+    float* packed = base + packed_;
+    float* cbuf = base + cbuf_;
     for (int64_t n0 = begin; n0 < end; n0 += nr) {
       const int64_t nt = std::min(nr, end - n0);
-      isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zeros, packed});
+      isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zero_row_, packed});
       if (bf16_) {
         auto* b16 = reinterpret_cast<uint16_t*>(rowbuf);
         isa_.pack_bf16({packed, k, b16});
-        isa_.tile_bf16({a16, 2 * pairs, rows, b16, pairs, cbuf, nr});
+        isa_.tile_bf16({reinterpret_cast<const uint16_t*>(base + a16_), 2 * pairs, rows, b16, pairs, cbuf, nr});
       } else {
         isa_.tile({a, k, rows, packed, k, cbuf, nr});
       }
@@ -165,6 +173,20 @@ class FastKernel final : public RowRangeKernel {
 
  private:
   int64_t rows_of_a(const int64_t* w) const { return a_.shape.size() < 2 ? 1 : a_.rows(w); }
+
+  // a's rows as f32: in place, or as prepare() made them.
+  const float* rows_f32(const int64_t* w, float* base) const {
+    return rows_of_a_.in_place() ? a_.data<float>(w) : base + abuf_;
+  }
+
+  // Rows [m0, m0 + count) of x as int8 blocks, scales and block sums, at the chunk's start.
+  void quantise(const int64_t* w, float* base, int64_t m0, int64_t count) const {
+    const int64_t k = c_.k, blocks = k / 32;
+    auto* q8 = reinterpret_cast<int8_t*>(base + q8_);
+    for (int64_t i = 0; i < count; ++i)
+      isa_.quantise_x8({rows_of_a_.row(w, m0 + i, base + abuf_), k, q8 + i * k, base + qscale_ + i * blocks,
+                        base + qsum_ + i * blocks});
+  }
 
   // Outputs [begin, end) of row m, as f32 sums in y: the epilogue, the residual, one rounding.
   void finish_row(const int64_t* w, int64_t m, int64_t begin, int64_t end, float* y) const {
@@ -180,9 +202,11 @@ class FastKernel final : public RowRangeKernel {
   std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken
   bool int8_;
   RowsOfA rows_of_a_;
+  bool tiles_ = false;  // a call of kPackRows rows or more takes the tile loop
   int64_t row_bytes_ = 0, max_rows_ = 1, chunk_ = 1;
-  int64_t abuf_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0, cbuf_ = 0, a16_ = 0, q8_ = 0,
-          per_thread_ = 0;
+  // Offsets of the per-thread scratch regions, in floats.
+  int64_t abuf_ = 0, a16_ = 0, q8_ = 0, qscale_ = 0, qsum_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0,
+          cbuf_ = 0;
   cpu::Scratch scratch_;
   std::vector<float> zeros_;
   const float* zero_row_ = nullptr;

@@ -70,21 +70,34 @@ class RowsOfA {
   bool in_place_;
 };
 
-/// A matmul kernel over one weight whose threads each take a range of W's rows (y's columns).
-/// run() splits them evenly; a step of several weights (gemm_parts.cpp) gives each weight's
-/// kernel its ranges itself.
+/// A matmul kernel over one weight whose threads each take ranges of W's rows (y's columns).
+/// A call first prepares what every range reads (a's rows normalised, converted or quantised,
+/// in the thread's scratch), then runs ranges. run() splits the rows evenly; a step of several
+/// weights (gemm_parts.cpp) drives its weights' kernels itself. (Sharing ranges dynamically,
+/// so that threads end a phase together, was tried twice: with a shared counter, and with
+/// per-thread ranges and stealing. Both ended the threads within a microsecond where they had
+/// ended 5-10 us apart, and neither made a decode step faster: the projections are bound by the
+/// machine's memory bandwidth, which a thread finishing alone gets all of.)
 class RowRangeKernel : public cpu::Kernel {
  public:
   void run(const int64_t* w, int thread, int threads) const final {
-    auto [begin, end] = cpu::split(rows_of_w(), thread, threads, unit(w));
-    if (begin < end) run_rows(w, thread, begin, end);
+    prepare(w, thread);
+    const int64_t unit = this->unit(w), n = rows_of_w(), units = (n + unit - 1) / unit;
+    auto [begin, end] = cpu::split(units, thread, threads);
+    if (begin < end) run_rows(w, thread, begin * unit, std::min(end * unit, n));
   }
   /// W's rows.
   virtual int64_t rows_of_w() const = 0;
-  /// What a thread's range should be a multiple of this call (the loop's rows at a time).
+  /// What a thread's range should be a multiple of this call (the loop's rows at a time; a
+  /// power of two).
   virtual int64_t unit(const int64_t* w) const = 0;
-  /// y's columns [begin, end) for every valid row of a, on thread `thread`'s scratch.
+  /// What every range of this call reads, made in thread `thread`'s scratch.
+  virtual void prepare(const int64_t*, int) const {}
+  /// y's columns [begin, end) for every valid row of a, after prepare() on this thread.
   virtual void run_rows(const int64_t* w, int thread, int64_t begin, int64_t end) const = 0;
+  /// What prepare() leaves: kernels of one step over the same `a` with the same nonzero value
+  /// leave the same bytes in the same place of the scratch, so one prepare() serves them all.
+  virtual int preparation() const { return 0; }
 };
 
 /// v[i] += r[at + i] for n entries of a dense operand (the residual, before the one rounding).
