@@ -441,7 +441,15 @@ void quantise_x8(const QuantiseX8Args& a) {
 // R rows of x against one group of 16 rows of W: 16 output columns per row. Per block, each
 // 64-byte load of W feeds one vpdpbusd per row of x (4 columns of the 16 rows against 4 values
 // of x broadcast), then the block's int32 sums meet d_w * scale (and the offset term) in f32.
-template <DType T, int R>
+// Software prefetch distance ahead of the block being read. Below kPrefetchBelow bytes a call,
+// the hardware prefetcher has not ramped up before the call ends: cold one-row GEMVs on
+// SmolLM2's layer shapes went from 23-29 to 31-37 GB/s with it (bench_gemv, 2 threads). A long
+// stream (the 30 MiB classifier) it slows instead (42-49 -> 34-35 GB/s): there the hardware is
+// ahead already, and the prefetches only take load slots.
+constexpr int64_t kPrefetchAhead = 1024;
+constexpr int64_t kPrefetchBelow = int64_t(4) << 20;
+
+template <DType T, int R, bool Prefetch>
 inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, float* y) {
   // The offset each quant carries, met by x's block sum: q4_0 w = d (q - 8), q8_0 w = d (u - 128).
   constexpr float kOffset = T == DType::q8_0 ? -128.0f : T == DType::q4_0 ? -8.0f : 0.0f;
@@ -467,6 +475,8 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
   };
   for (int64_t b = 0; b < blocks; ++b) {
     const char* quants = group + int8_quants_at(T, b);
+    if constexpr (Prefetch)  // a block's quants and scales: about 320 bytes, five lines
+      for (int c = 0; c < 5; ++c) _mm_prefetch(quants + kPrefetchAhead + 64 * c, _MM_HINT_T0);
     const __m512 d = halves(group + int8_d_at(T, b));
     __m512i dot[R];
     for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
@@ -503,17 +513,25 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * g.ldy, acc[r]);
 }
 
-template <DType T>
-void gemm_int8_all(const GemmInt8Args& g) {
+template <DType T, bool Prefetch>
+void gemm_int8_groups(const GemmInt8Args& g) {
   const int64_t group_bytes = PackedInt8::group_bytes(g.k, T);
   // Group by group, so a group of W (16 rows, a few KiB) stays in L1 while every row meets it.
   for (int64_t j = 0; j < g.groups; ++j) {
     const char* group = g.w + j * group_bytes;
     float* y = g.y + j * kInt8Rows;
     int64_t i = 0;
-    for (; i + 4 <= g.m; i += 4) int8_group<T, 4>(g, i, group, y + i * g.ldy);
-    for (; i < g.m; ++i) int8_group<T, 1>(g, i, group, y + i * g.ldy);
+    for (; i + 4 <= g.m; i += 4) int8_group<T, 4, Prefetch>(g, i, group, y + i * g.ldy);
+    for (; i < g.m; ++i) int8_group<T, 1, Prefetch>(g, i, group, y + i * g.ldy);
   }
+}
+
+template <DType T>
+void gemm_int8_all(const GemmInt8Args& g) {
+  if (g.groups * PackedInt8::group_bytes(g.k, T) < kPrefetchBelow)
+    gemm_int8_groups<T, true>(g);
+  else
+    gemm_int8_groups<T, false>(g);
 }
 
 void gemm_int8(const GemmInt8Args& g) {
