@@ -38,6 +38,24 @@ Tensor q8_weight(int64_t rows, int64_t k, uint32_t seed) {
   return Tensor::wrap(keep->data(), {rows, k}, DType::q8_0, keep);
 }
 
+// A weight (n, kIn): q8_0 (the int8 path at medium) or f32.
+Tensor weight(bool quantised, int64_t n, uint32_t seed) {
+  return quantised ? q8_weight(n, kIn, seed) : random_tensor({n, kIn}, f32, seed, 0.2f);
+}
+
+// fn(precision, quantised, rows) for each precision, f32 and q8_0 weights, and one row of x (the
+// GEMV loop), a few (tiles) and more than an int8 chunk.
+template <class Fn>
+void for_each_case(Fn&& fn) {
+  for (Precision p : {Precision::highest, Precision::medium})
+    for (bool quantised : {false, true})
+      for (int64_t rows : {1, 3, 40}) {
+        SCOPED_TRACE(std::string(name(p)) + (quantised ? " q8_0" : " f32") + " rows " +
+                     std::to_string(rows));
+        fn(p, quantised, rows);
+      }
+}
+
 // h = rms_norm(x) read by two projections (one with a residual); `keep_norm` also returns h,
 // which stops the fold.
 struct Block : Graph {
@@ -50,41 +68,39 @@ struct Block : Graph {
   Block(Precision p, bool keep) : Graph("block"), precision(p), keep_norm(keep) {}
   Outputs body() override {
     Handle h = F::rms_norm(x, kIn, g, 1e-5);
-    std::vector<Handle> out{F::linear(h, w1, {}, precision), F::linear_residual(h, w2, x, precision)};
+    std::vector<Handle> out{F::linear(h, w1, {}, precision),
+                            F::linear_residual(h, w2, x, precision)};
     if (keep_norm) out.push_back(h);
     return Outputs(out);
   }
 };
 
 TEST(Fold, ANormOnlyMatmulsReadRunsInsideThemWithTheSameBits) {
-  for (Precision p : {Precision::highest, Precision::medium})
-    for (bool quantised : {false, true})
-      for (int64_t rows : {1, 3, 40}) {
-        SCOPED_TRACE(std::string(name(p)) + (quantised ? " q8_0" : " f32") + " rows " + std::to_string(rows));
-        std::vector<std::pair<std::string, Tensor>> weights{
-            {"g", random_tensor({kIn}, f32, 1)},
-            {"w1", quantised ? q8_weight(kOut, kIn, 2) : random_tensor({kOut, kIn}, f32, 2, 0.2f)},
-            {"w2", quantised ? q8_weight(kIn, kIn, 3) : random_tensor({kIn, kIn}, f32, 3, 0.2f)}};
-        Block folded(p, false), kept(p, true);
-        folded.load_state_dict(weights);
-        kept.load_state_dict(weights);
-        Tensor x = random_tensor({rows, kIn}, f32, 4, 3.0f);
-        CompiledGraph& fv = folded.compile({{"x", {rows, kIn}}});
-        CompiledGraph& kv = kept.compile({{"x", {rows, kIn}}});
-        EXPECT_EQ(norm_steps(fv), 0);
-        EXPECT_EQ(norm_steps(kv), 1);
-        const auto fo = fv({x}).outputs;
-        const auto ko = kv({x}).outputs;
-        for (size_t o = 0; o < 2; ++o) {
-          auto a = fo[o].to_floats(), b = ko[o].to_floats();
-          ASSERT_EQ(a.size(), b.size());
-          for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "output " << o << " element " << i;
-        }
-        // Each folded matmul against its own reference (norm included), step by step.
-        Block checked(p, false);
-        checked.load_state_dict(weights);
-        EXPECT_NO_THROW(checked.compile({{"x", {rows, kIn}}}, {.check = true})({x}));
-      }
+  for_each_case([](Precision p, bool quantised, int64_t rows) {
+    std::vector<std::pair<std::string, Tensor>> weights{{"g", random_tensor({kIn}, f32, 1)},
+                                                        {"w1", weight(quantised, kOut, 2)},
+                                                        {"w2", weight(quantised, kIn, 3)}};
+    Block folded(p, false), kept(p, true);
+    folded.load_state_dict(weights);
+    kept.load_state_dict(weights);
+    Tensor x = random_tensor({rows, kIn}, f32, 4, 3.0f);
+    CompiledGraph& fv = folded.compile({{"x", {rows, kIn}}});
+    CompiledGraph& kv = kept.compile({{"x", {rows, kIn}}});
+    EXPECT_EQ(norm_steps(fv), 0);
+    EXPECT_EQ(norm_steps(kv), 1);
+    const auto fo = fv({x}).outputs;
+    const auto ko = kv({x}).outputs;
+    for (size_t o = 0; o < 2; ++o) {
+      auto a = fo[o].to_floats(), b = ko[o].to_floats();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(a[i], b[i]) << "output " << o << " element " << i;
+    }
+    // Each folded matmul against its own reference (norm included), step by step.
+    Block checked(p, false);
+    checked.load_state_dict(weights);
+    EXPECT_NO_THROW(checked.compile({{"x", {rows, kIn}}}, {.check = true})({x}));
+  });
 }
 
 TEST(Fold, MatchesAnIndependentComputation) {
@@ -98,16 +114,19 @@ TEST(Fold, MatchesAnIndependentComputation) {
   auto y1 = out[0].to_floats(), y2 = out[1].to_floats();
   for (int64_t r = 0; r < 2; ++r) {
     double ss = 0;
-    for (int64_t i = 0; i < kIn; ++i) ss += double(xs[size_t(r * kIn + i)]) * xs[size_t(r * kIn + i)];
+    for (int64_t i = 0; i < kIn; ++i)
+      ss += double(xs[size_t(r * kIn + i)]) * xs[size_t(r * kIn + i)];
     const double inv = 1.0 / std::sqrt(ss / kIn + 1e-5);
     for (int64_t n = 0; n < kOut; ++n) {
       double s = 0;
-      for (int64_t i = 0; i < kIn; ++i) s += xs[size_t(r * kIn + i)] * inv * gs[size_t(i)] * a[size_t(n * kIn + i)];
+      for (int64_t i = 0; i < kIn; ++i)
+        s += xs[size_t(r * kIn + i)] * inv * gs[size_t(i)] * a[size_t(n * kIn + i)];
       EXPECT_NEAR(y1[size_t(r * kOut + n)], s, 1e-5);
     }
     for (int64_t n = 0; n < kIn; ++n) {
       double s = xs[size_t(r * kIn + n)];
-      for (int64_t i = 0; i < kIn; ++i) s += xs[size_t(r * kIn + i)] * inv * gs[size_t(i)] * b[size_t(n * kIn + i)];
+      for (int64_t i = 0; i < kIn; ++i)
+        s += xs[size_t(r * kIn + i)] * inv * gs[size_t(i)] * b[size_t(n * kIn + i)];
       EXPECT_NEAR(y2[size_t(r * kIn + n)], s, 1e-5);
     }
   }
@@ -211,65 +230,61 @@ struct Projections : Graph {
 };
 
 TEST(Merge, ProjectionsOverOneInputAreOneStepWithTheSameBits) {
-  for (Precision p : {Precision::highest, Precision::medium})
-    for (bool quantised : {false, true})
-      for (int64_t rows : {1, 3, 40}) {
-        SCOPED_TRACE(std::string(name(p)) + (quantised ? " q8_0" : " f32") + " rows " + std::to_string(rows));
-        auto weight = [&](int64_t n, uint32_t seed) {
-          return quantised ? q8_weight(n, kIn, seed) : random_tensor({n, kIn}, f32, seed, 0.2f);
-        };
-        // Mixed kinds in one step (as a Q4_K_M file mixes them): each weight's kernel takes its
-        // own path, so they prepare `a` each in their own way.
-        auto mixed = [&](int64_t n, uint32_t seed) {
-          if (seed % 3 == 0) return random_tensor({n, kIn}, f32, seed, 0.2f).to(bf16);
-          return seed % 3 == 1 ? q8_weight(n, kIn, seed) : random_tensor({n, kIn}, f32, seed, 0.2f);
-        };
-        std::vector<std::pair<std::string, Tensor>> weights{{"g", random_tensor({kIn}, f32, 1)},
-                                                            {"q", weight(kIn, 2)},
-                                                            {"k", weight(32, 3)},
-                                                            {"v", weight(32, 4)},
-                                                            {"gate", weight(kFfn, 5)},
-                                                            {"up", weight(kFfn, 6)}};
-        if (quantised && rows == 3)
-          weights = {{"g", random_tensor({kIn}, f32, 1)}, {"q", mixed(kIn, 2)},      {"k", mixed(32, 3)},
-                     {"v", mixed(32, 4)},                 {"gate", mixed(kFfn, 5)}, {"up", mixed(kFfn, 6)}};
-        Projections merged(p, false), apart(p, true);
-        merged.load_state_dict(weights);
-        apart.load_state_dict(weights);
-        Tensor x = random_tensor({rows, kIn}, f32, 7, 3.0f), z = random_tensor({rows, kIn}, f32, 8);
-        const Shapes shapes{{"x", {rows, kIn}}, {"z", {rows, kIn}}};
-        CompiledGraph& mv = merged.compile(shapes);
-        CompiledGraph& av = apart.compile(shapes);
-        // q, k and v one step of three weights; gate, up and the SwiGLU one step.
-        EXPECT_EQ(mv.recording().steps.size(), 2u);
-        EXPECT_EQ(parts_of_first_matmul(mv), 3);
-        EXPECT_EQ(steps_named(mv, "SwiGLU"), 0);
-        EXPECT_EQ(steps_named(av, "SwiGLU"), 1);
-        const auto ao = av({x, z}).outputs;
-        // One thread runs every weight of a step (a kernel then prepares `a` anew where its path
-        // differs from the last one's); two split them.
-        for (int threads : {1, 2}) {
-          CompiledGraph& mt = merged.compile(shapes, {.threads = threads});
-          // A call on other rows first, so that nothing a kernel should make is left over from
-          // an identical call (the pool's scratch is shared by every kernel and graph).
-          mt({random_tensor({rows, kIn}, f32, 99, 2.0f), z});
-          const auto mo = mt({x, z}).outputs;
-          const std::vector<size_t> same_in_apart{0, 2, 4, 7};  // q, k, v, SwiGLU among apart's outputs
-          for (size_t o = 0; o < 4; ++o) {
-            auto a = mo[o].to_floats(), b = ao[same_in_apart[o]].to_floats();
-            ASSERT_EQ(a.size(), b.size());
-            for (size_t i = 0; i < a.size(); ++i)
-              ASSERT_EQ(a[i], b[i]) << threads << " threads, output " << o << " element " << i;
-          }
-        }
-        Projections checked(p, false);
-        checked.load_state_dict(weights);
-        try {
-          checked.compile(shapes, {.check = true})({x, z});
-        } catch (const Error& e) {
-          ADD_FAILURE() << e.what();
-        }
+  for_each_case([](Precision p, bool quantised, int64_t rows) {
+    // Mixed kinds in one step (as a Q4_K_M file mixes them): each weight's kernel takes its
+    // own path, so they prepare `a` each in their own way.
+    auto mixed = [&](int64_t n, uint32_t seed) {
+      if (seed % 3 == 0) return random_tensor({n, kIn}, f32, seed, 0.2f).to(bf16);
+      return seed % 3 == 1 ? q8_weight(n, kIn, seed) : random_tensor({n, kIn}, f32, seed, 0.2f);
+    };
+    std::vector<std::pair<std::string, Tensor>> weights{
+        {"g", random_tensor({kIn}, f32, 1)},  {"q", weight(quantised, kIn, 2)},
+        {"k", weight(quantised, 32, 3)},      {"v", weight(quantised, 32, 4)},
+        {"gate", weight(quantised, kFfn, 5)}, {"up", weight(quantised, kFfn, 6)}};
+    if (quantised && rows == 3)
+      weights = {{"g", random_tensor({kIn}, f32, 1)},
+                 {"q", mixed(kIn, 2)},
+                 {"k", mixed(32, 3)},
+                 {"v", mixed(32, 4)},
+                 {"gate", mixed(kFfn, 5)},
+                 {"up", mixed(kFfn, 6)}};
+    Projections merged(p, false), apart(p, true);
+    merged.load_state_dict(weights);
+    apart.load_state_dict(weights);
+    Tensor x = random_tensor({rows, kIn}, f32, 7, 3.0f), z = random_tensor({rows, kIn}, f32, 8);
+    const Shapes shapes{{"x", {rows, kIn}}, {"z", {rows, kIn}}};
+    CompiledGraph& mv = merged.compile(shapes);
+    CompiledGraph& av = apart.compile(shapes);
+    // q, k and v one step of three weights; gate, up and the SwiGLU one step.
+    EXPECT_EQ(mv.recording().steps.size(), 2u);
+    EXPECT_EQ(parts_of_first_matmul(mv), 3);
+    EXPECT_EQ(steps_named(mv, "SwiGLU"), 0);
+    EXPECT_EQ(steps_named(av, "SwiGLU"), 1);
+    const auto ao = av({x, z}).outputs;
+    // One thread runs every weight of a step (a kernel then prepares `a` anew where its path
+    // differs from the last one's); two split them.
+    for (int threads : {1, 2}) {
+      CompiledGraph& mt = merged.compile(shapes, {.threads = threads});
+      // A call on other rows first, so that nothing a kernel should make is left over from
+      // an identical call (the pool's scratch is shared by every kernel and graph).
+      mt({random_tensor({rows, kIn}, f32, 99, 2.0f), z});
+      const auto mo = mt({x, z}).outputs;
+      const std::vector<size_t> same_in_apart{0, 2, 4, 7};  // q, k, v, SwiGLU among apart's outputs
+      for (size_t o = 0; o < 4; ++o) {
+        auto a = mo[o].to_floats(), b = ao[same_in_apart[o]].to_floats();
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t i = 0; i < a.size(); ++i)
+          ASSERT_EQ(a[i], b[i]) << threads << " threads, output " << o << " element " << i;
       }
+    }
+    Projections checked(p, false);
+    checked.load_state_dict(weights);
+    try {
+      checked.compile(shapes, {.check = true})({x, z});
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what();
+    }
+  });
 }
 
 TEST(Merge, AGateReadElsewhereKeepsItsSwiGLUAStep) {
@@ -282,7 +297,8 @@ TEST(Merge, AGateReadElsewhereKeepsItsSwiGLUAStep) {
       return {F::silu_mul(g, u), g};
     }
   } n;
-  n.load_state_dict({{"gate", random_tensor({kFfn, kIn}, f32, 1)}, {"up", random_tensor({kFfn, kIn}, f32, 2)}});
+  n.load_state_dict(
+      {{"gate", random_tensor({kFfn, kIn}, f32, 1)}, {"up", random_tensor({kFfn, kIn}, f32, 2)}});
   CompiledGraph& v = n.compile({{"x", {2, kIn}}});
   EXPECT_EQ(parts_of_first_matmul(v), 2);  // the two projections still share a step
   EXPECT_EQ(steps_named(v, "SwiGLU"), 1);
@@ -295,7 +311,8 @@ TEST(Merge, AMatmulReadingAnotherOnesOutputIsNotMergedWithIt) {
     Param b = param("b", {kIn, kIn});
     Outputs body() override { return {F::linear(F::linear(x, a), b)}; }
   } n;
-  n.load_state_dict({{"a", random_tensor({kIn, kIn}, f32, 1)}, {"b", random_tensor({kIn, kIn}, f32, 2)}});
+  n.load_state_dict(
+      {{"a", random_tensor({kIn, kIn}, f32, 1)}, {"b", random_tensor({kIn, kIn}, f32, 2)}});
   CompiledGraph& v = n.compile({{"x", {1, kIn}}});
   EXPECT_EQ(v.recording().steps.size(), 2u);
   EXPECT_EQ(parts_of_first_matmul(v), 1);
@@ -312,7 +329,8 @@ TEST(Merge, TheMergedStepTakesItsTunablesFromTheProfile) {
     Param b = param("b", {32, kIn});
     Outputs body() override { return {F::linear(x, a), F::linear(x, b)}; }
   } n;
-  n.load_state_dict({{"a", random_tensor({kIn, kIn}, f32, 1)}, {"b", random_tensor({32, kIn}, f32, 2)}});
+  n.load_state_dict(
+      {{"a", random_tensor({kIn, kIn}, f32, 1)}, {"b", random_tensor({32, kIn}, f32, 2)}});
   Profile p;
   p.add("GEMM", {{"parts", int64_t(2)}, {"tile_n", int64_t(8)}});  // what `iron tune` writes for it
   n.set_profile(p);
