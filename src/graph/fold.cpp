@@ -138,11 +138,33 @@ bool joins(const Step& first, const std::vector<const Step*>& members, const Ste
     return false;
   if (!same_view(s.in[0], first.in[0])) return false;
   if (s.in.size() == 3 && s.in[2].buffer() != first.in[2].buffer()) return false;  // the norm's weight
-  for (const Step* m : members)
+  // Merged, the members run at once on different threads: none may read what another writes,
+  // and no two may write one buffer (conservative: disjoint views of one buffer would do).
+  for (const Step* m : members) {
     for (const Handle& o : m->out)
       for (const Handle& i : s.in)
         if (reads_or_writes(i, o.buffer().get())) return false;
+    for (const Handle& o : s.out)
+      for (const auto* list : {&m->in, &m->out})
+        for (const Handle& h : *list)
+          if (reads_or_writes(h, o.buffer().get())) return false;
+  }
   return true;
+}
+
+// Whether SwiGLU step `s` can finish merged gate-and-up step `pair` (gate its part 0): it reads
+// the two outputs whole, in f32, and nothing else reads them (`steps`: the pair and s); and its
+// own output, written while other threads still read the step's inputs, is none of them.
+bool finishes(const Recording& rec, const Step& s, const Step& pair, const std::vector<size_t>& steps) {
+  if (s.op->name() != "SwiGLU" || s.in.size() != 2 || s.out.size() != 1) return false;
+  const Handle &gate = pair.out[0], &up = pair.out[1], &y = s.out[0];
+  if (!same_view(s.in[0], gate) || !same_view(s.in[1], up) || !whole(gate) || !whole(up)) return false;
+  if (gate.dtype() != f32 || up.dtype() != f32 || y.dtype() != f32 || y.shape() != gate.shape()) return false;
+  if (gate.buffer()->role != Role::scratch || up.buffer()->role != Role::scratch) return false;
+  if (y.buffer() == gate.buffer() || y.buffer() == up.buffer()) return false;
+  for (const Handle& h : pair.in)
+    if (reads_or_writes(h, y.buffer().get()) || reads_or_writes(y, h.buffer().get())) return false;
+  return !used_elsewhere(rec, gate.buffer().get(), steps) && !used_elsewhere(rec, up.buffer().get(), steps);
 }
 
 }  // namespace
@@ -234,12 +256,7 @@ int merge_matmuls(Recording& rec, Recorder& recorder, bool with_swiglu) {
         std::swap(merged.in[1], merged.in[2]);
         std::swap(merged.out[0], merged.out[1]);
       }
-      const Handle &gate = merged.out[0], &up = merged.out[1];
-      if (s.op->name() == "SwiGLU" && s.in.size() == 2 && same_view(s.in[0], gate) && same_view(s.in[1], up) &&
-          whole(gate) && whole(up) && gate.dtype() == f32 && up.dtype() == f32 && s.out[0].dtype() == f32 &&
-          s.out[0].shape() == gate.shape() && gate.buffer()->role == Role::scratch &&
-          up.buffer()->role == Role::scratch && !used_elsewhere(rec, gate.buffer().get(), pair_and_swiglu) &&
-          !used_elsewhere(rec, up.buffer().get(), pair_and_swiglu)) {
+      if (finishes(rec, s, merged, pair_and_swiglu)) {
         params.set("then", std::string("silu_mul"));
         merged.out.push_back(s.out[0]);
         ++end;

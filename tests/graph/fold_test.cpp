@@ -340,3 +340,39 @@ TEST(Merge, TheMergedStepTakesItsTunablesFromTheProfile) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Merge, ProjectionsWritingIntoOneBufferStayApart) {
+  // Disjoint windows of one state: merged, their threads would write one buffer at once, which
+  // the planner does not prove safe, so it leaves them two steps (and the results as they were).
+  struct Net : Graph {
+    Input x = input("x");
+    Param a = param("a", {kIn, kIn});
+    Param b = param("b", {kIn, kIn});
+    State both = state("both", {2, kIn});
+    Outputs body() override {
+      Handle first = F::linear(x, a, {}, Precision::highest, {}, Handle(both)[window(0, 1)]);
+      Handle second = F::linear(x, b, {}, Precision::highest, {}, Handle(both)[window(1, 1)]);
+      return {first, second};
+    }
+  } n;
+  Tensor a = random_tensor({kIn, kIn}, f32, 1), b = random_tensor({kIn, kIn}, f32, 2);
+  n.load_state_dict({{"a", a}, {"b", b}});
+  CompiledGraph& v = n.compile({{"x", {1, kIn}}});
+  EXPECT_EQ(v.recording().steps.size(), 2u);
+  Tensor x = random_tensor({1, kIn}, f32, 3);
+  v({x});
+  auto both = v.read(n.both).to_floats(), xs = x.to_floats(), as = a.to_floats(), bs = b.to_floats();
+  for (int64_t o = 0; o < kIn; ++o) {
+    double want_a = 0, want_b = 0;
+    for (int64_t i = 0; i < kIn; ++i) {
+      want_a += double(xs[size_t(i)]) * as[size_t(o * kIn + i)];
+      want_b += double(xs[size_t(i)]) * bs[size_t(o * kIn + i)];
+    }
+    EXPECT_NEAR(both[size_t(o)], want_a, 1e-4);
+    EXPECT_NEAR(both[size_t(kIn + o)], want_b, 1e-4);
+  }
+}
+
+}  // namespace
