@@ -438,17 +438,18 @@ void quantise_x8(const QuantiseX8Args& a) {
   }
 }
 
-// R rows of x against one group of 16 rows of W: 16 output columns per row. Per block, each
-// 64-byte load of W feeds one vpdpbusd per row of x (4 columns of the 16 rows against 4 values
-// of x broadcast), then the block's int32 sums meet d_w * scale (and the offset term) in f32.
 // Software prefetch distance ahead of the block being read. Below kPrefetchBelow bytes a call,
 // the hardware prefetcher has not ramped up before the call ends: cold one-row GEMVs on
-// SmolLM2's layer shapes went from 23-29 to 31-37 GB/s with it (bench_gemv, 2 threads). A long
-// stream (the 30 MiB classifier) it slows instead (42-49 -> 34-35 GB/s): there the hardware is
-// ahead already, and the prefetches only take load slots.
+// SmolLM2's layer shapes (576->576, 1536->576) went from 23-30 to 27-39 GB/s with it
+// (bench_gemv, 2 threads, four runs each). A long stream (the 30 MiB classifier) it slows
+// instead (42-55 -> 34-38 GB/s): there the hardware is ahead already, and the prefetches only
+// take load slots.
 constexpr int64_t kPrefetchAhead = 1024;
 constexpr int64_t kPrefetchBelow = int64_t(4) << 20;
 
+// R rows of x against one group of 16 rows of W: 16 output columns per row. Per block, each
+// 64-byte load of W feeds one vpdpbusd per row of x (4 columns of the 16 rows against 4 values
+// of x broadcast), then the block's int32 sums meet d_w * scale (and the offset term) in f32.
 template <DType T, int R, bool Prefetch>
 inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, float* y) {
   // The offset each quant carries, met by x's block sum: q4_0 w = d (q - 8), q8_0 w = d (u - 128).
