@@ -29,6 +29,32 @@ bool same_view(const Handle& use, const Handle& h) {
          use.fixed_rows().empty() && use.offset() == h.offset() && use.bounds() == h.bounds();
 }
 
+// Whether anything but the steps reads or writes buffer `b`: the outputs, carried values, host
+// steps.
+bool used_outside_steps(const Recording& rec, const BufferNode* b) {
+  for (const Handle& o : rec.outputs)
+    if (reads_or_writes(o, b)) return true;
+  if (reads_or_writes(rec.emitted, b)) return true;
+  for (const CarryItem& c : rec.carry)
+    if (const Handle* ch = std::get_if<Handle>(&c.next); ch && reads_or_writes(*ch, b)) return true;
+  for (const HostStep& hs : rec.host)
+    for (const auto* list : {&hs.reads, &hs.writes})
+      for (const Handle& h : *list)
+        if (reads_or_writes(h, b)) return true;
+  return false;
+}
+
+// Whether buffer `b` is read or written anywhere but by the steps in `skip`.
+bool used_elsewhere(const Recording& rec, const BufferNode* b, const std::vector<size_t>& skip) {
+  for (size_t j = 0; j < rec.steps.size(); ++j) {
+    if (std::find(skip.begin(), skip.end(), j) != skip.end()) continue;
+    for (const auto* list : {&rec.steps[j].in, &rec.steps[j].out})
+      for (const Handle& h : *list)
+        if (reads_or_writes(h, b)) return true;
+  }
+  return used_outside_steps(rec, b);
+}
+
 // The matmul steps that read norm step i's output as their `a`, or none when anything else
 // touches it (another step, an output, a carried value, a host step) or when the norm's input
 // may change before the last of them runs.
@@ -39,16 +65,7 @@ std::vector<size_t> foldable_readers(const Recording& rec, size_t i) {
   const Handle& x = norm.in.at(0);
   if (out->role != Role::scratch || h.dtype() != f32 || !whole(h) || x.bounds() != h.bounds()) return {};
   const int64_t n = norm.op->params().integer("N");
-  if (h.shape().empty() || h.shape().back() != n) return {};
-  for (const Handle& o : rec.outputs)
-    if (reads_or_writes(o, out)) return {};
-  if (reads_or_writes(rec.emitted, out)) return {};
-  for (const CarryItem& c : rec.carry)
-    if (const Handle* ch = std::get_if<Handle>(&c.next); ch && reads_or_writes(*ch, out)) return {};
-  for (const HostStep& hs : rec.host)
-    for (const auto* list : {&hs.reads, &hs.writes})
-      for (const Handle& hh : *list)
-        if (reads_or_writes(hh, out)) return {};
+  if (h.shape().empty() || h.shape().back() != n || used_outside_steps(rec, out)) return {};
 
   std::vector<size_t> readers;
   for (size_t j = 0; j < rec.steps.size(); ++j) {
@@ -89,27 +106,6 @@ std::shared_ptr<Operator> remake(Recorder& recorder, const Operator& op, const F
   for (const auto& [name, value] : op.tunables().items())
     if (!chosen.contains(name)) kept.set(name, value);
   return recorder.make(op.name(), params, kept);
-}
-
-// Whether buffer `b` is read or written anywhere but by the steps in `skip`: other steps, the
-// outputs, carried values, host steps.
-bool used_elsewhere(const Recording& rec, const BufferNode* b, const std::vector<size_t>& skip) {
-  for (size_t j = 0; j < rec.steps.size(); ++j) {
-    if (std::find(skip.begin(), skip.end(), j) != skip.end()) continue;
-    for (const auto* list : {&rec.steps[j].in, &rec.steps[j].out})
-      for (const Handle& h : *list)
-        if (reads_or_writes(h, b)) return true;
-  }
-  for (const Handle& o : rec.outputs)
-    if (reads_or_writes(o, b)) return true;
-  if (reads_or_writes(rec.emitted, b)) return true;
-  for (const CarryItem& c : rec.carry)
-    if (const Handle* ch = std::get_if<Handle>(&c.next); ch && reads_or_writes(*ch, b)) return true;
-  for (const HostStep& hs : rec.host)
-    for (const auto* list : {&hs.reads, &hs.writes})
-      for (const Handle& h : *list)
-        if (reads_or_writes(h, b)) return true;
-  return false;
 }
 
 // A matmul's params without its weight's rows: what two mergeable matmuls share.

@@ -177,9 +177,6 @@ TEST(Fold, ANormWhoseInputIsOverwrittenBeforeItsReaderStaysAStep) {
   }
 }
 
-}  // namespace
-
-namespace {
 
 constexpr int64_t kFfn = 80;
 
@@ -318,9 +315,6 @@ TEST(Merge, AMatmulReadingAnotherOnesOutputIsNotMergedWithIt) {
   EXPECT_EQ(parts_of_first_matmul(v), 1);
 }
 
-}  // namespace
-
-namespace {
 
 TEST(Merge, TheMergedStepTakesItsTunablesFromTheProfile) {
   struct Net : Graph {
@@ -339,9 +333,6 @@ TEST(Merge, TheMergedStepTakesItsTunablesFromTheProfile) {
   EXPECT_EQ(v.recording().steps[0].op->tunables().integer("tile_n"), 8);
 }
 
-}  // namespace
-
-namespace {
 
 TEST(Merge, ProjectionsWritingIntoOneBufferStayApart) {
   // Disjoint windows of one state: merged, their threads would write one buffer at once, which
