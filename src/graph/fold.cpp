@@ -63,7 +63,15 @@ std::vector<size_t> foldable_readers(const Recording& rec, size_t i) {
   const Handle& h = norm.out.at(0);
   const BufferNode* out = h.buffer().get();
   const Handle& x = norm.in.at(0);
-  if (out->role != Role::scratch || h.dtype() != f32 || !whole(h) || x.bounds() != h.bounds()) return {};
+  // x in f32, as h is: the readers then take the kernels they took on h, bit for bit.
+  if (out->role != Role::scratch || h.dtype() != f32 || x.dtype() != f32 || !whole(h) || x.bounds() != h.bounds())
+    return {};
+  // The norm's weight is read once, when a reader's kernel is made: a resident weight at a fixed place.
+  if (norm.in.size() > 1) {
+    const Handle& g = norm.in[1];
+    if (g.buffer()->role != Role::weight || !g.offset().is_constant() || g.layout() != Layout::dense || g.ids())
+      return {};
+  }
   const int64_t n = norm.op->params().integer("N");
   if (h.shape().empty() || h.shape().back() != n || used_outside_steps(rec, out)) return {};
 
@@ -133,7 +141,7 @@ bool joins(const Step& first, const std::vector<const Step*>& members, const Ste
       s.in.size() != first.in.size())
     return false;
   if (!same_view(s.in[0], first.in[0])) return false;
-  if (s.in.size() == 3 && s.in[2].buffer() != first.in[2].buffer()) return false;  // the norm's weight
+  if (s.in.size() == 3 && !same_view(s.in[2], first.in[2])) return false;  // the norm's weight
   // Merged, the members run at once on different threads: none may read what another writes,
   // and no two may write one buffer (conservative: disjoint views of one buffer would do).
   for (const Step* m : members) {
@@ -155,6 +163,8 @@ bool finishes(const Recording& rec, const Step& s, const Step& pair, const std::
   if (s.op->name() != "SwiGLU" || s.in.size() != 2 || s.out.size() != 1) return false;
   const Handle &gate = pair.out[0], &up = pair.out[1], &y = s.out[0];
   if (!same_view(s.in[0], gate) || !same_view(s.in[1], up) || !whole(gate) || !whole(up)) return false;
+  // Both halves whole and alike: a SwiGLU may broadcast a row of up over gate's rows.
+  if (up.shape() != gate.shape() || s.op->params().flag("broadcast_row")) return false;
   if (gate.dtype() != f32 || up.dtype() != f32 || y.dtype() != f32 || y.shape() != gate.shape()) return false;
   if (gate.buffer()->role != Role::scratch || up.buffer()->role != Role::scratch) return false;
   if (y.buffer() == gate.buffer() || y.buffer() == up.buffer()) return false;

@@ -367,3 +367,62 @@ TEST(Merge, ProjectionsWritingIntoOneBufferStayApart) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Merge, ASwiGLUThatBroadcastsUpStaysAStep) {
+  // up's (rows, 4) read as one row of 8 under gate's (rows, 8): the pair of projections may
+  // merge, but the SwiGLU is not theirs to finish row by row.
+  struct Net : Graph {
+    Input x = input("x");
+    Param gate = param("gate", {8, kIn});
+    Param up = param("up", {4, kIn});
+    Outputs body() override { return {F::silu_mul(F::linear(x, gate), F::linear(x, up))}; }
+  } n, checked;
+  std::vector<std::pair<std::string, Tensor>> weights{{"gate", random_tensor({8, kIn}, f32, 1)},
+                                                      {"up", random_tensor({4, kIn}, f32, 2)}};
+  n.load_state_dict(weights);
+  checked.load_state_dict(weights);
+  Tensor x = random_tensor({2, kIn}, f32, 3);
+  CompiledGraph& v = n.compile({{"x", {2, kIn}}});
+  EXPECT_EQ(steps_named(v, "SwiGLU"), 1);
+  const Tensor got = v({x}).outputs[0].clone();
+  const Tensor want = checked.compile({{"x", {2, kIn}}}, {.check = true})({x}).outputs[0];
+  iron::testing::expect_close(got, want, 1e-5, 1e-5);
+}
+
+TEST(Merge, FoldedNormsWithDifferentWeightsStayApart) {
+  // Two norms whose weights are rows of one parameter: folded, each matmul carries its own row,
+  // so the two cannot share one step (which holds one norm weight).
+  struct Net : Graph {
+    Input x = input("x");
+    Param g = param("g", {2, kIn});
+    Param a = param("a", {kOut, kIn});
+    Param b = param("b", {kOut, kIn});
+    Outputs body() override {
+      Handle h1 = F::rms_norm(x, kIn, Handle(g)[0], 1e-5), h2 = F::rms_norm(x, kIn, Handle(g)[1], 1e-5);
+      return {F::linear(h1, a), F::linear(h2, b)};
+    }
+  } n;
+  Tensor g = random_tensor({2, kIn}, f32, 1), a = random_tensor({kOut, kIn}, f32, 2),
+         b = random_tensor({kOut, kIn}, f32, 3);
+  n.load_state_dict({{"g", g}, {"a", a}, {"b", b}});
+  Tensor x = random_tensor({1, kIn}, f32, 4, 3.0f);
+  const auto out = n.compile({{"x", {1, kIn}}})({x}).outputs;
+  auto xs = x.to_floats(), gs = g.to_floats(), as = a.to_floats(), bs = b.to_floats();
+  double ss = 0;
+  for (float f : xs) ss += double(f) * f;
+  const double inv = 1.0 / std::sqrt(ss / kIn + 1e-5);
+  for (int which = 0; which < 2; ++which) {
+    auto y = out[size_t(which)].to_floats();
+    const auto& w = which == 0 ? as : bs;
+    for (int64_t o = 0; o < kOut; ++o) {
+      double want = 0;
+      for (int64_t i = 0; i < kIn; ++i)
+        want += xs[size_t(i)] * inv * gs[size_t(which * kIn + i)] * w[size_t(o * kIn + i)];
+      EXPECT_NEAR(y[size_t(o)], want, 1e-4) << "output " << which << " element " << o;
+    }
+  }
+}
+
+}  // namespace

@@ -22,6 +22,9 @@ class PartsKernel final : public cpu::Kernel {
       gate_ = a.out.at(0);
       up_ = a.out.at(1);
       y_ = a.out.at(2);
+      if (parts_.size() != 2 || gate_.shape != up_.shape || gate_.shape != y_.shape ||
+          parts_[0]->rows_of_w() != parts_[1]->rows_of_w())
+        value_error("a matmul finished by silu_mul takes two weights of as many rows, into outputs of one shape");
     }
   }
 
