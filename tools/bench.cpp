@@ -67,6 +67,11 @@ void add_bench_command(CLI::App& app) {
     std::vector<int32_t> prompt(size_t(std::max<int64_t>(o->prompt, 1)));
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + (i * 7919) % size_t(c.vocab - 1));
     auto nothing = [](int32_t) {};
+    // Decode tokens/s of one run of -n tokens (the first token comes from the prompt's call).
+    auto decode = [&] {
+      auto s = runner->generate({prompt[0]}, o->tokens + 1, nothing, false);
+      return double(s.generated_tokens - 1) / s.generate_seconds;
+    };
     std::vector<double> pp, tg;
     runner->generate(prompt, 2, nothing, false);  // warm up: pages the weights in
     for (int r = 0; r < o->reps; ++r) {
@@ -74,10 +79,7 @@ void add_bench_command(CLI::App& app) {
         auto s = runner->generate(prompt, 0, nothing, false);
         pp.push_back(double(s.prompt_tokens) / s.prompt_seconds);
       }
-      if (o->tokens > 0) {
-        auto s = runner->generate({prompt[0]}, o->tokens + 1, nothing, false);
-        tg.push_back(double(s.generated_tokens - 1) / s.generate_seconds);
-      }
+      if (o->tokens > 0) tg.push_back(decode());
     }
     std::printf("| %-8s | %7s | %16s |\n", "test", "threads", "t/s");
     std::printf("| %-8s | %7s | %16s |\n", "--------", "-------", "----------------");
@@ -99,10 +101,7 @@ void add_bench_command(CLI::App& app) {
     std::vector<double> bandwidths, fractions;
     for (int pair = 0; pair < (tg.empty() ? 1 : 3); ++pair) {
       bandwidths.push_back(cpu_device::measure_read_bandwidth(threads));
-      if (tg.empty()) break;
-      auto s = runner->generate({prompt[0]}, o->tokens + 1, nothing, false);
-      const double tps = double(s.generated_tokens - 1) / s.generate_seconds;
-      fractions.push_back(tps / (bandwidths.back() * 1e9 / bytes));
+      if (!tg.empty()) fractions.push_back(decode() / (bandwidths.back() * 1e9 / bytes));
     }
     const auto [low, high] = std::minmax_element(bandwidths.begin(), bandwidths.end());
     std::printf("\nweights read per decoded token: %.1f MiB; streaming read: %.1f GB/s", mib(bytes), *low);

@@ -124,14 +124,14 @@ Fields shared_params(const Step& s) {
   return f;
 }
 
-// Whether matmul step `s` can join a merge that starts with `first`: the same op, params and
-// precision, a plain weight of (N, K) and nothing after the epilogue, the same a (and norm
-// weight), and no input that an earlier member writes.
 bool weight_is_n_by_k(const Step& s) {
   const Fields& p = s.op->params();
   return !p.contains("b_col_maj") || p.flag("b_col_maj");  // GEMV's weight is always (N, K)
 }
 
+// Whether matmul step `s` can join a merge that starts with `first`: the same op, params and
+// precision, a plain weight of (N, K) and nothing after the epilogue, the same a (and norm
+// weight), and no input that an earlier member writes.
 bool joins(const Step& first, const std::vector<const Step*>& members, const Step& s) {
   if (!is_matmul(s) || s.op->name() != first.op->name() || s.precision != first.precision) return false;
   const Fields& p = s.op->params();
@@ -173,6 +173,20 @@ bool finishes(const Recording& rec, const Step& s, const Step& pair, const std::
   return !used_elsewhere(rec, gate.buffer().get(), steps) && !used_elsewhere(rec, up.buffer().get(), steps);
 }
 
+// Drops the steps marked in `removed`; each host step keeps its place among the others
+// ("after_step": runs once steps [0, after_step) are done).
+void drop_steps(Recording& rec, const std::vector<bool>& removed) {
+  std::vector<size_t> before(rec.steps.size() + 1, 0);  // removed steps before index i
+  for (size_t i = 0; i < rec.steps.size(); ++i) before[i + 1] = before[i] + (removed[i] ? 1 : 0);
+  if (before.back() == 0) return;
+  for (HostStep& hs : rec.host) hs.after_step -= before[hs.after_step];
+  std::vector<Step> kept;
+  kept.reserve(rec.steps.size() - before.back());
+  for (size_t i = 0; i < rec.steps.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(rec.steps[i]));
+  rec.steps = std::move(kept);
+}
+
 }  // namespace
 
 int fold_norms(Recording& rec, Recorder& recorder) {
@@ -197,43 +211,27 @@ int fold_norms(Recording& rec, Recorder& recorder) {
     removed[i] = true;
     ++folded;
   }
-  if (folded == 0) return 0;
-  // Drop the folded steps; host steps keep their place among the others.
-  std::vector<size_t> before(rec.steps.size() + 1, 0);  // removed steps before index i
-  for (size_t i = 0; i < rec.steps.size(); ++i) before[i + 1] = before[i] + (removed[i] ? 1 : 0);
-  for (HostStep& hs : rec.host) hs.after_step -= before[hs.after_step];
-  std::vector<Step> kept;
-  kept.reserve(rec.steps.size() - size_t(folded));
-  for (size_t i = 0; i < rec.steps.size(); ++i)
-    if (!removed[i]) kept.push_back(std::move(rec.steps[i]));
-  rec.steps = std::move(kept);
+  drop_steps(rec, removed);
   return folded;
 }
 
-}  // namespace iron
-
-namespace iron {
-
 int merge_matmuls(Recording& rec, Recorder& recorder, bool with_swiglu) {
-  std::vector<Step> kept;
-  kept.reserve(rec.steps.size());
-  std::vector<size_t> new_index(rec.steps.size() + 1, 0);  // for host steps: old index -> new
-  size_t removed = 0;
+  // Each merge takes the place of its first step; the others are dropped at the end, so every
+  // check below still sees the whole recording.
+  std::vector<bool> removed(rec.steps.size(), false);
+  // Host steps run between steps: a merge never spans one.
+  auto host_before = [&](size_t at) {
+    return std::any_of(rec.host.begin(), rec.host.end(), [&](const HostStep& h) { return h.after_step == at; });
+  };
   for (size_t i = 0; i < rec.steps.size();) {
     const Step& first = rec.steps[i];
     size_t end = i + 1;
     std::vector<const Step*> members{&first};
     const bool plain = is_matmul(first) && !first.op->params().flag("residual") &&
                        first.op->params().integer("parts") == 1 && weight_is_n_by_k(first);
-    // Host steps run between steps: a merge never spans one.
-    auto host_between = [&](size_t at) {
-      return std::any_of(rec.host.begin(), rec.host.end(), [&](const HostStep& h) { return h.after_step == at; });
-    };
-    while (plain && end < rec.steps.size() && !host_between(end) && joins(first, members, rec.steps[end]))
+    while (plain && end < rec.steps.size() && !host_before(end) && joins(first, members, rec.steps[end]))
       members.push_back(&rec.steps[end++]);
     if (members.size() == 1) {
-      new_index[i] = kept.size();
-      kept.push_back(std::move(rec.steps[i]));
       ++i;
       continue;
     }
@@ -251,9 +249,8 @@ int merge_matmuls(Recording& rec, Recorder& recorder, bool with_swiglu) {
     params.set("N", rows);
     params.set("parts", int64_t(members.size()));
     // gate and up read by a SwiGLU (silu(gate) * up) and by nothing else: it joins them.
-    size_t swiglu = end;
-    std::vector<size_t> pair_and_swiglu{i, i + 1, swiglu};
-    if (with_swiglu && members.size() == 2 && swiglu < rec.steps.size() && !host_between(swiglu)) {
+    const size_t swiglu = end;
+    if (with_swiglu && members.size() == 2 && swiglu < rec.steps.size() && !host_before(swiglu)) {
       const Step& s = rec.steps[swiglu];
       // The pair may have been recorded up first (a function's arguments are evaluated in any
       // order): the parts then swap, so that part 0 is the gate.
@@ -262,22 +259,20 @@ int merge_matmuls(Recording& rec, Recorder& recorder, bool with_swiglu) {
         std::swap(merged.in[1], merged.in[2]);
         std::swap(merged.out[0], merged.out[1]);
       }
-      if (finishes(rec, s, merged, pair_and_swiglu)) {
+      if (finishes(rec, s, merged, {i, i + 1, swiglu})) {
         params.set("then", std::string("silu_mul"));
         merged.out.push_back(s.out[0]);
         ++end;
       }
     }
     merged.op = remake(recorder, *first.op, params);
-    for (size_t j = i; j < end; ++j) new_index[j] = kept.size();
-    removed += end - i - 1;
-    kept.push_back(std::move(merged));
+    rec.steps[i] = std::move(merged);
+    for (size_t j = i + 1; j < end; ++j) removed[j] = true;
     i = end;
   }
-  new_index[rec.steps.size()] = kept.size();
-  for (HostStep& hs : rec.host) hs.after_step = new_index[hs.after_step];
-  rec.steps = std::move(kept);
-  return int(removed);
+  const auto count = std::count(removed.begin(), removed.end(), true);
+  drop_steps(rec, removed);
+  return int(count);
 }
 
 }  // namespace iron

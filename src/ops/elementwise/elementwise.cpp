@@ -24,7 +24,7 @@ inline float apply(float a, float b) {
   if constexpr (K == Kind::add) return a + b;
   if constexpr (K == Kind::sub) return a - b;
   if constexpr (K == Kind::mul) return a * b;
-  if constexpr (K == Kind::silu_mul) return float(double(a) / (1.0 + std::exp(-double(a))) * double(b));
+  if constexpr (K == Kind::silu_mul) return silu_mul(a, b);
   return a / b;
 }
 
@@ -34,11 +34,10 @@ int64_t covered(const Shape& shape, int64_t rows) { return shape.empty() ? 1 : r
 template <Kind K>
 class Kernel final : public cpu::Kernel {
  public:
-  explicit Kernel(const cpu::KernelArgs& a) : a_(a.in.at(0)), b_(a.in.at(1)), y_(a.out.at(0)) {
+  explicit Kernel(const cpu::KernelArgs& a)
+      : a_(a.in.at(0)), b_(a.in.at(1)), y_(a.out.at(0)), features_(a.features ? *a.features : cpu::Features::host()) {
     width_ = b_.shape.empty() ? 1 : element_count(b_.shape);
     broadcast_ = element_count(b_.shape) != element_count(a_.shape);
-    const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
-    vector_ = K == Kind::silu_mul && f.avx512f && !broadcast_ && a_.dtype == f32 && b_.dtype == f32 && y_.dtype == f32;
   }
   void run(const int64_t* w, int thread, int threads) const override {
     int64_t n = covered(y_.shape, y_.rows(w));
@@ -47,8 +46,8 @@ class Kernel final : public cpu::Kernel {
       const float* a = a_.data<float>(w);
       const float* b = b_.data<float>(w);
       float* y = y_.data<float>(w);
-      if (vector_) {
-        silu_mul_avx512(a + begin, b + begin, y + begin, end - begin);
+      if (K == Kind::silu_mul && !broadcast_) {
+        silu_mul_f32(a + begin, b + begin, y + begin, end - begin, features_);
         return;
       }
       if (!broadcast_) {
@@ -75,7 +74,7 @@ class Kernel final : public cpu::Kernel {
   cpu::Operand a_, b_, y_;
   int64_t width_ = 1;
   bool broadcast_ = false;
-  bool vector_ = false;  // SwiGLU over f32 with AVX-512
+  cpu::Features features_;  // what SwiGLU's f32 loop may use
 };
 
 template <Kind K>

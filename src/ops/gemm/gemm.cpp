@@ -3,6 +3,7 @@
 // a GEMM with an epilogue applied before the one rounding. Rows of `a` may be bounded per call.
 #include "ops/gemm/gemm.hpp"
 
+#include "ops/elementwise/elementwise.hpp"
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"
 #include "ops/rms_norm/rms_norm.hpp"
@@ -132,12 +133,10 @@ class Matmul : public Operator {
         }
     }
     if (silu_mul_) {
-      // As the SwiGLU step's reference: silu(gate) * up in double, rounded once.
+      // As the SwiGLU step's reference.
       const RefOperand &gate = c.out[0], &up = c.out[1], &y = c.out[2];
-      for (int64_t i = 0; i < rows * row_elements(y.shape); ++i) {
-        const double g = gate.data[i];
-        y.data[i] = round_to(y.dtype, float(g / (1.0 + std::exp(-g)) * double(up.data[i])));
-      }
+      for (int64_t i = 0; i < rows * row_elements(y.shape); ++i)
+        y.data[i] = round_to(y.dtype, silu_mul(gate.data[i], up.data[i]));
     }
   }
 
