@@ -65,13 +65,14 @@ int main() {
   for (int64_t k : loop.run(steps, {}, {{"token", 7}, {"position", 0}}))
     device.push_back(produced.data_as<int32_t>()[k + 2]);  // run 0 was `first`; step k wrote k + 2
 
-  // The same steps through reference(), the host carrying the values itself.
+  // The same steps through reference(), stepped by hand: each call returns the carried values
+  // (the sampled token, the next position) that the next call is given.
   std::vector<int32_t> host;
-  int64_t token = 7;
+  int64_t token = 7, position = 0;
   for (int64_t p = 0; p <= steps; ++p) {
-    std::vector<iron::Tensor> logits = decoder.reference({}, {{"token", token}, {"position", p}});
-    auto row = logits[0].to_floats();
-    token = std::max_element(row.begin(), row.end()) - row.begin();
+    iron::RunResult r = decoder.reference({}, {{"token", token}, {"position", position}});
+    token = r.carried_value("token");
+    position = r.carried_value("position");
     if (p > 0) host.push_back(int32_t(token));
   }
   std::printf("device:   ");

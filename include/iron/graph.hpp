@@ -12,6 +12,7 @@
 
 #include "iron/handle.hpp"
 #include "iron/module.hpp"
+#include "iron/operator.hpp"
 #include "iron/precision.hpp"
 #include "iron/profile.hpp"
 #include "iron/tensor.hpp"
@@ -75,6 +76,50 @@ struct InputSpec {
 };
 using Shapes = std::vector<std::pair<std::string, InputSpec>>;
 
+/// What a call (or reference()) returns: the outputs, and the next value of each carried value
+/// (the spec's Carry), in carry order.
+struct RunResult {
+  std::vector<Tensor> outputs;
+  std::vector<std::pair<std::string, int64_t>> carried;
+  int64_t carried_value(std::string_view name) const;
+  const Tensor& operator[](size_t i) const { return outputs.at(i); }
+  size_t size() const { return outputs.size(); }
+  operator std::vector<Tensor>() const { return outputs; }  // NOLINT: outputs are what most want
+};
+
+/// One step of a compiled version as the planner left it: its operator, params, the tunables
+/// the profile chose (else the operator's defaults), and its operands' shapes.
+struct StepView {
+  std::string op;
+  Fields params;
+  Fields tunables;
+  std::vector<Shape> inputs, outputs;
+  Precision precision = Precision::highest;
+};
+
+/// What a compiled version is, read-only.
+struct VersionView {
+  std::string signature;  // the inputs' shapes and dtypes it was compiled for
+  std::vector<StepView> steps;
+  int64_t scratch_bytes = 0;  // the scratch this version needs (the arena holds the largest)
+  int64_t output_bytes = 0;   // memory of its own outputs, kept apart from the scratch
+  int words = 0;              // per-call words: the values, then each derived expression
+  std::vector<std::string> reads;  // the per-call values it reads
+  /// A line for the version, then one per step.
+  std::string str() const;
+};
+
+/// What a graph holds, read-only.
+struct GraphStats {
+  size_t versions = 0;
+  int64_t scratch_bytes = 0;  // the arena's scratch, shared by every version
+  int64_t state_bytes = 0;
+  int64_t output_bytes = 0;   // every version's outputs
+  /// Each weight uploaded, by path, with how often (once, unless release() freed it since).
+  std::vector<std::pair<std::string, int64_t>> uploads;
+  std::string str() const;
+};
+
 /// A per-call value given to a call: `{"position", 5}`.
 struct ValueArg {
   std::string_view name;
@@ -122,11 +167,15 @@ class Graph : public Module {
   /// The version a call with these tensors uses (compiling it if needed).
   CompiledGraph& version_for(std::span<const Tensor> tensors);
   size_t versions() const { return versions_.size(); }
+  /// The versions compiled, the arena's bytes and each weight's uploads.
+  GraphStats stats() const;
 
-  /// Runs body() on the host, each step through its operator's reference(); no compile needed.
-  /// Outputs are f32, each rounded once to its dtype.
-  std::vector<Tensor> reference(std::span<const Tensor> tensors, std::span<const ValueArg> values = {});
-  std::vector<Tensor> reference(std::initializer_list<Tensor> tensors,
+  /// Runs body() on the host, each step through its operator's reference(), and host steps
+  /// (on_host) on the host; no compile needed. Outputs are f32, each rounded once to its dtype;
+  /// `carried` holds the carried values' next values, so a loop can be stepped by hand. States
+  /// persist from one reference() call to the next, as on the device.
+  RunResult reference(std::span<const Tensor> tensors, std::span<const ValueArg> values = {});
+  RunResult reference(std::initializer_list<Tensor> tensors,
                                 std::initializer_list<ValueArg> values = {}) {
     return reference(std::span<const Tensor>(tensors.begin(), tensors.size()),
                      std::span<const ValueArg>(values.begin(), values.size()));
@@ -181,11 +230,9 @@ class Graph : public Module {
 /// One version of a graph: an image for one input signature, callable many times.
 class CompiledGraph {
  public:
-  struct Result {
-    std::vector<Tensor> outputs;  // views of the arena, valid until the next call
-    std::vector<std::pair<std::string, int64_t>> carried;
-    int64_t carried_value(std::string_view name) const;
-  };
+  /// Outputs are views of this version's own memory, valid until its next call (a call of
+  /// another version leaves them as they are).
+  using Result = RunResult;
 
   CompiledGraph(Graph& graph, std::shared_ptr<Recording> recording, CompileOptions options);
   ~CompiledGraph();
@@ -219,6 +266,8 @@ class CompiledGraph {
   std::vector<std::string> reads() const;
   /// A description of the plan: steps, buffers, arena bytes, words.
   std::string report() const;
+  /// Each step with its operator, shapes and chosen tunables; the bytes and words it needs.
+  VersionView describe() const;
 
   // For CarriedLoop and the devices.
   detail::Image& image();
@@ -226,7 +275,9 @@ class CompiledGraph {
 
  private:
   friend class CarriedLoop;
+  friend class Graph;
   Graph* graph_;
+  std::string signature_;
   std::shared_ptr<Recording> recording_;
   CompileOptions options_;
   std::unique_ptr<detail::Image> image_;

@@ -1,5 +1,6 @@
 #include "graph/arena.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -30,6 +31,10 @@ char* Arena::place(const std::shared_ptr<Resident>& resident) {
     if (!r.tensor.defined() || r.tensor.data() == nullptr)
       value_error(r.path + " was never loaded: call load_state_dict first");
     ++uploads_;
+    auto counted = std::find_if(uploads_by_weight_.begin(), uploads_by_weight_.end(),
+                                [&](const auto& u) { return u.first == r.path; });
+    if (counted == uploads_by_weight_.end()) uploads_by_weight_.emplace_back(r.path, 1);
+    else ++counted->second;
   }
   // A state is written by the device; a weight is only read, so its (possibly mapped, read-only)
   // memory serves as it is.

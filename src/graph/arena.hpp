@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/recording.hpp"
@@ -28,6 +30,8 @@ class Arena {
   char* place(const std::shared_ptr<Resident>& resident);
   /// Weights uploaded so far (each once per graph, whichever version asked first).
   int64_t uploads() const { return uploads_; }
+  /// Each weight uploaded so far, by path, and how often (again only after a release()).
+  const std::vector<std::pair<std::string, int64_t>>& uploads_by_weight() const { return uploads_by_weight_; }
   int64_t state_bytes() const { return state_bytes_; }
   void release();
 
@@ -42,6 +46,7 @@ class Arena {
   uint64_t generation_ = 1;
   std::vector<Placed> placed_;
   int64_t uploads_ = 0;
+  std::vector<std::pair<std::string, int64_t>> uploads_by_weight_;
   int64_t state_bytes_ = 0;
 };
 

@@ -253,6 +253,7 @@ CompiledGraph& Graph::compile(const Shapes& shapes, CompileOptions options) {
   std::shared_ptr<Recording> recording = record(shapes, options.check);
   auto version = std::make_unique<CompiledGraph>(*this, recording, options);
   log(LogLevel::info, name_ + ": compiled a version for " + signature(shapes) + " " + version->report());
+  version->signature_ = signature(shapes);
   CompiledGraph& ref = *version;
   versions_[sig] = std::move(version);
   return ref;
@@ -267,7 +268,7 @@ CompiledGraph& Graph::version_for(std::span<const Tensor> tensors) {
   return compile(shapes);
 }
 
-std::vector<Tensor> Graph::reference(std::span<const Tensor> tensors, std::span<const ValueArg> values) {
+RunResult Graph::reference(std::span<const Tensor> tensors, std::span<const ValueArg> values) {
   if (tensors.size() > input_names_.size())
     type_error(name_ + ": takes at most " + std::to_string(input_names_.size()) + " tensors");
   Shapes shapes;
@@ -380,7 +381,64 @@ std::string CompiledGraph::report() const {
 detail::Image& CompiledGraph::image() { return *image_; }
 bool CompiledGraph::has_carry() const { return !recording_->carry.empty(); }
 
-int64_t CompiledGraph::Result::carried_value(std::string_view name) const {
+VersionView CompiledGraph::describe() const {
+  VersionView v;
+  v.signature = signature_;
+  for (const Step& step : recording_->steps) {
+    StepView sv{step.op->name(), step.op->params(), step.op->tunables(), {}, {}, step.precision};
+    for (const Handle& h : step.in) sv.inputs.push_back(h.shape());
+    for (const Handle& h : step.out) sv.outputs.push_back(h.shape());
+    v.steps.push_back(std::move(sv));
+  }
+  if (image_) {
+    v.scratch_bytes = image_->scratch_bytes();
+    v.output_bytes = image_->output_bytes();
+    v.words = image_->table().size();
+  }
+  v.reads = reads();
+  return v;
+}
+
+std::string VersionView::str() const {
+  std::ostringstream o;
+  o << signature << ": " << steps.size() << " steps, " << scratch_bytes << " scratch bytes, "
+    << output_bytes << " output bytes, " << words << " words";
+  if (!reads.empty()) {
+    o << ", reads";
+    for (const auto& r : reads) o << " " << r;
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepView& s = steps[i];
+    o << "\n  " << i << " " << s.op << "(" << s.params.str() << ")";
+    if (!s.tunables.empty()) o << " tunables(" << s.tunables.str() << ")";
+    o << " " << name(s.precision) << ":";
+    for (const Shape& sh : s.inputs) o << " " << to_string(sh);
+    o << " ->";
+    for (const Shape& sh : s.outputs) o << " " << to_string(sh);
+  }
+  return o.str();
+}
+
+GraphStats Graph::stats() const {
+  GraphStats g;
+  g.versions = versions_.size();
+  g.scratch_bytes = arena_->scratch_bytes();
+  g.state_bytes = arena_->state_bytes();
+  for (const auto& [sig, v] : versions_)
+    if (v->image_) g.output_bytes += v->image_->output_bytes();
+  g.uploads = arena_->uploads_by_weight();
+  return g;
+}
+
+std::string GraphStats::str() const {
+  std::ostringstream o;
+  o << versions << " version(s), scratch " << scratch_bytes << " bytes, states " << state_bytes
+    << " bytes, outputs " << output_bytes << " bytes, " << uploads.size() << " weight(s) uploaded";
+  for (const auto& [path, n] : uploads) o << "\n  " << path << ": " << n << (n == 1 ? " upload" : " uploads");
+  return o.str();
+}
+
+int64_t RunResult::carried_value(std::string_view name) const {
   for (const auto& [n, v] : carried)
     if (n == name) return v;
   value_error("no carried value '" + std::string(name) + "' in this result");

@@ -1,6 +1,7 @@
 #include "graph/image.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -78,10 +79,26 @@ void Image::plan() {
     for (const Handle& h : hs.writes) touch(h, int(hs.after_step));
   }
 
+  // Outputs get this version's own memory, one after another: they must outlive the call of
+  // any other version (which reuses the scratch) until this version's next call.
+  output_offsets_.assign(buffers.size(), -1);
+  for (const Handle& h : recording_.outputs) {
+    const BufferNode& b = *h.buffer();
+    if ((b.role != Role::scratch && b.role != Role::input) || output_offsets_[size_t(b.id)] >= 0) continue;
+    output_offsets_[size_t(b.id)] = output_bytes_;
+    output_bytes_ += aligned(storage_bytes(b.dtype, element_count(b.shape)));
+  }
+  if (output_bytes_ > 0) {
+    output_memory_ = {static_cast<char*>(std::aligned_alloc(size_t(kAlign), size_t(output_bytes_))), std::free};
+    if (!output_memory_) value_error(recording_.graph + ": cannot allocate " + std::to_string(output_bytes_) +
+                                       " bytes for this version's outputs");
+  }
+
   // Largest first, each at the lowest offset clear of every placed buffer alive at the same time.
   std::vector<size_t> order;
   for (size_t i = 0; i < buffers.size(); ++i)
-    if ((buffers[i]->role == Role::scratch || buffers[i]->role == Role::input) && last[i] >= -1)
+    if ((buffers[i]->role == Role::scratch || buffers[i]->role == Role::input) && last[i] >= -1 &&
+        output_offsets_[i] < 0)
       order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return storage_bytes(buffers[a]->dtype, element_count(buffers[a]->shape)) >
@@ -119,6 +136,7 @@ void Image::plan() {
 
 char* Image::address(const BufferNode& buffer) {
   if (buffer.resident) return arena_.place(buffer.resident);
+  if (int64_t own = output_offsets_.at(size_t(buffer.id)); own >= 0) return output_memory_.get() + own;
   int64_t offset = offsets_.at(size_t(buffer.id));
   if (offset < 0) value_error("buffer " + buffer.name + " has no place in the arena");
   return arena_.scratch() + offset;
@@ -153,6 +171,12 @@ void Image::link() {
     a.features = &cpu::Features::host();
     args.push_back(std::move(a));
   }
+  host_ids_.clear();
+  for (const Step& step : recording_.steps)
+    for (const auto* handles : {&step.in, &step.out})
+      for (const Handle& h : *handles)
+        if (h.ids() && h.ids()->buffer()->role == Role::input)
+          host_ids_.push_back({operand(*h.ids()), h.buffer()->shape.at(0), h.buffer()->name, h.ids()->buffer()->name});
   outputs_.clear();
   for (const Handle& h : recording_.outputs) outputs_.push_back(operand(h));
   emitted_ = recording_.emitted.defined() ? operand(recording_.emitted) : cpu::Operand{};
@@ -286,8 +310,25 @@ void Image::stage_inputs(std::span<const Tensor> tensors) {
   }
 }
 
+void Image::check_host_ids() const {
+  const int64_t* words = words_.data();
+  for (const HostIds& c : host_ids_) {
+    const int32_t* ids = c.ids.data<int32_t>(words);
+    const int64_t n = c.ids.rows(words);
+    for (int64_t k = 0; k < n; ++k)
+      if (ids[k] < 0 || ids[k] >= c.table_rows) {
+        std::ostringstream m;
+        m << recording_.graph << ": id " << ids[k] << " at position " << c.ids.offset.get(words) + k
+          << " of input '" << c.input << "' is outside " << c.table << "'s " << c.table_rows
+          << " rows [0, " << c.table_rows << ")";
+        index_error(m.str());
+      }
+  }
+}
+
 void Image::run() {
   if (linked_ != arena_.generation()) link();
+  check_host_ids();
   if (!options_.check && recording_.host.empty()) {
     program_->run(words_.data());
     return;

@@ -69,10 +69,14 @@ class Image {
   const Recording& recording() const { return recording_; }
   /// Slots of the carried values, in carry order.
   const std::vector<int>& carry_slots() const { return carry_slots_; }
+  /// Bytes of this version's own outputs, kept apart from the shared scratch.
+  int64_t output_bytes() const { return output_bytes_; }
   void release();
 
  private:
   void plan();
+  /// Refuses ids the host staged that fall outside their table, before anything runs.
+  void check_host_ids() const;
   void link();  // (re)lowers against the arena's current addresses
   /// Where each step needs a barrier: the byte ranges it reads and writes against those of the
   /// steps since the last one (buffers that share arena bytes count as the same memory).
@@ -90,6 +94,20 @@ class Image {
   std::vector<bool> have_carried_;
   std::vector<int64_t> offsets_;  // scratch offset per buffer id (-1: not in scratch)
   int64_t scratch_bytes_ = 0;
+  // Outputs (and inputs returned as outputs) live in memory of this version's own, so that a
+  // call of another version, which reuses the shared scratch, leaves them as they were.
+  std::vector<int64_t> output_offsets_;  // per buffer id (-1: not an output)
+  int64_t output_bytes_ = 0;
+  std::unique_ptr<char[], void (*)(void*)> output_memory_{nullptr, nullptr};
+  // A gather whose ids the host staged (an input): each id is checked against the table's rows
+  // before a run, so that a bad token id is refused before any state changes. Ids a graph makes
+  // on the device are in range by construction and cost no check.
+  struct HostIds {
+    cpu::Operand ids;       // the i32 ids view (its leading bound: how many are read)
+    int64_t table_rows;
+    std::string table, input;
+  };
+  std::vector<HostIds> host_ids_;
   uint64_t linked_ = 0;
   std::unique_ptr<Program> program_;
   struct CheckedConstraint {

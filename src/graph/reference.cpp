@@ -19,7 +19,7 @@ RefOperand reference_operand(const Handle& h, float* buffer, const int64_t* word
   return o;
 }
 
-std::vector<Tensor> run_reference(const Recording& recording, std::span<const Tensor> tensors,
+RunResult run_reference(const Recording& recording, std::span<const Tensor> tensors,
                                   const int64_t* words, ReferenceStates& states) {
   std::vector<std::vector<float>> data(recording.buffers.size());
   for (const auto& b : recording.buffers) {
@@ -55,10 +55,30 @@ std::vector<Tensor> run_reference(const Recording& recording, std::span<const Te
   if (k != tensors.size())
     type_error(recording.graph + ": takes " + std::to_string(k) + " tensor(s), got " +
                std::to_string(tensors.size()));
+  // A host step sees its handles in their own dtypes, as on the device: each read is converted
+  // from the f32 storage (cut to its bound), each write converted back after the function.
+  auto run_host = [&](const HostStep& hs) {
+    std::vector<Tensor> views;
+    std::vector<float*> places;
+    auto convert_out = [&](const Handle& h, bool cut) {
+      float* from = storage(*h.buffer()).data() + h.offset().eval(words);
+      Shape shape = h.shape();
+      if (cut && !shape.empty() && h.valid(0)) shape[0] = h.valid(0)->eval(words);
+      Tensor t = Tensor::empty(shape, h.dtype());
+      from_f32(h.dtype(), from, t.mutable_data(), t.numel());
+      views.push_back(std::move(t));
+      places.push_back(from);
+    };
+    for (const Handle& h : hs.reads) convert_out(h, true);
+    for (const Handle& h : hs.writes) convert_out(h, false);
+    hs.fn(views);
+    for (size_t w = hs.reads.size(); w < views.size(); ++w)
+      to_f32(views[w].dtype(), views[w].data(), places[w], views[w].numel());
+  };
   size_t host_index = 0;
   for (size_t s = 0; s <= recording.steps.size(); ++s) {
     for (; host_index < recording.host.size() && recording.host[host_index].after_step == s; ++host_index)
-      value_error(recording.graph + ": reference() of a graph with a host step is not supported");
+      run_host(recording.host[host_index]);
     if (s == recording.steps.size()) break;
     const Step& step = recording.steps[s];
     RefCall call;
@@ -88,12 +108,25 @@ std::vector<Tensor> run_reference(const Recording& recording, std::span<const Te
     for (const Affine& a : step.scalars) call.scalars.push_back(a.eval(words));
     step.op->reference(call);
   }
-  std::vector<Tensor> out;
+  RunResult out;
   for (const Handle& h : recording.outputs) {
     const float* from = storage(*h.buffer()).data() + h.offset().eval(words);
     Shape shape = h.shape();
     if (!shape.empty() && h.valid(0)) shape[0] = h.valid(0)->eval(words);
-    out.push_back(Tensor::from(std::vector<float>(from, from + element_count(shape)), shape));
+    out.outputs.push_back(Tensor::from(std::vector<float>(from, from + element_count(shape)), shape));
+  }
+  // The carried values' next values, as the Emit step writes them: an expression of this call's
+  // values, or the one element of a handle.
+  for (const CarryItem& c : recording.carry) {
+    int64_t next = 0;
+    if (const Handle* h = std::get_if<Handle>(&c.next))
+      next = int64_t(storage(*h->buffer())[size_t(h->offset().eval(words))]);
+    else
+      next = std::get<Affine>(c.next).eval(words);
+    if (next < 0 || next >= kValueLimit)
+      value_error(recording.graph + ": carried value '" + c.target.name + "' became " + std::to_string(next) +
+                  ", outside 30 bits [0, 2^30)");
+    out.carried.emplace_back(c.target.name, next);
   }
   return out;
 }

@@ -18,8 +18,9 @@ RefOperand reference_operand(const Handle& h, float* buffer, const int64_t* word
 /// Host copies of states, kept across reference calls as the device keeps its states.
 using ReferenceStates = std::map<const Resident*, std::vector<float>>;
 
-/// Runs every step's reference; outputs are f32 tensors cut to their leading-axis bounds.
-std::vector<Tensor> run_reference(const Recording& recording, std::span<const Tensor> tensors,
+/// Runs every step's reference, and host steps between them; outputs are f32 tensors cut to
+/// their leading-axis bounds, with the carried values' next values.
+RunResult run_reference(const Recording& recording, std::span<const Tensor> tensors,
                                   const int64_t* words, ReferenceStates& states);
 
 }  // namespace iron::detail

@@ -31,6 +31,13 @@ struct Net : Graph {
   }
 };
 
+struct Lookup : Graph {
+  Input ids = input("ids");
+  Weight table = weight("table", Tensor::zeros({5, 2}, f32));
+  Lookup() : Graph("lookup") {}
+  Outputs body() override { return {F::copy(table[ids])}; }
+};
+
 struct Row {
   const char* what;
   std::function<void()> run;
@@ -57,6 +64,8 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
   std::ofstream(profile_op) << R"({"entries": [{"operator": "Conv7", "tile_n": 8}]})";
   std::string profile_field = temp_file("field.json", {});
   std::ofstream(profile_field) << R"({"entries": [{"operator": "GEMM", "tile_q": 8}]})";
+  Lookup lookup;
+  CompiledGraph& gather = lookup.compile({{"ids", InputSpec({3}, i32)}});
   models::RunnerOptions small;
   small.model.context = 8;
   auto runner = models::LlamaRunner::open(iron::io::testing::stories_path(), small);
@@ -74,6 +83,8 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
       {"bound outside a view", [&] { v({x}, {{"rows", 3}}); }, ErrorKind::index, "bound rows of axis 0"},
       {"index outside a view", [&] { v({x}, {{"rows", 1}, {"at_row", 4}}); }, ErrorKind::index,
        "index at_row of axis 0 of cache(4, 3) f32 is 4, outside [0, 4)"},
+      {"id outside its table", [&] { gather({Tensor::from_ints({0, 4, 5}, {3})}); }, ErrorKind::index,
+       "id 5 at position 2 of input 'ids' is outside table's 5 rows [0, 5)"},
       {"tensor larger than its file", [&] { io::GgufFile::open(short_path); }, ErrorKind::value,
        "runs past the end of the file"},
       {"truncated file", [&] { open_checkpoint(truncated_path); }, ErrorKind::value, truncated_path},

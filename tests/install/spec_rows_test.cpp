@@ -1,0 +1,175 @@
+// The spec's rows that a user reaches through the installed headers alone: this file includes
+// nothing but <iron/iron.hpp>, and is built twice, into iron_tests (every sanitizer stage runs
+// it) and against the installed package by tests/install/check.sh, as a user's program would be.
+#include <gtest/gtest.h>
+
+#include <iron/iron.hpp>
+#include <algorithm>
+#include <numeric>
+
+namespace F = iron::functional;
+using iron::Handle;
+using iron::Tensor;
+
+namespace {
+
+// An embedding lookup of host token ids that also writes a state: a bad id must be refused
+// before the state changes.
+struct Lookup : iron::Graph {
+  iron::Input ids = input("ids");
+  iron::Scratchpad n = scratchpad("n");
+  iron::Weight table = weight("table", Tensor::from({0, 1, 10, 11, 20, 21, 30, 31}, {4, 2}));
+  iron::State seen = state("seen", {1, 2});
+  Lookup() : iron::Graph("lookup") {}
+  iron::Outputs body() override {
+    Handle rows = F::copy(table[ids[iron::upto(n)]]);
+    Handle(seen).assign(F::copy(rows[iron::range(0, 1)]));
+    return {rows};
+  }
+};
+
+TEST(SpecRows, AHostIdOutsideItsTableIsRefusedBeforeAnythingRuns) {
+  Lookup g;
+  auto& v = g.compile({{"ids", iron::InputSpec({3}, iron::i32)}});
+  auto out = v({Tensor::from_ints({3, 1, 0}, {3})}, {{"n", 3}}).outputs[0].clone();
+  EXPECT_EQ(out.to_floats(), (std::vector<float>{30, 31, 10, 11, 0, 1}));
+  try {
+    v({Tensor::from_ints({2, 4, 1}, {3})}, {{"n", 3}});
+    FAIL() << "an id past the table's rows was accepted";
+  } catch (const iron::Error& e) {
+    EXPECT_EQ(e.kind(), iron::ErrorKind::index);
+    EXPECT_NE(std::string(e.what()).find("id 4 at position 1 of input 'ids' is outside table's 4 rows"),
+              std::string::npos)
+        << e.what();
+  }
+  // Nothing ran: the state still holds the first call's row.
+  EXPECT_EQ(v.read(g.seen).to_floats(), (std::vector<float>{30, 31}));
+  // Ids past the valid rows are not read, so they are not checked either.
+  EXPECT_NO_THROW(v({Tensor::from_ints({2, -7, 99}, {3})}, {{"n", 1}}));
+  EXPECT_THROW(v({Tensor::from_ints({-1, 0, 0}, {3})}, {{"n", 1}}), iron::Error);
+}
+
+// Two versions of one graph: each one's outputs live until its own next call.
+struct Scale : iron::Graph {
+  iron::Input x = input("x");
+  Scale() : iron::Graph("scale") {}
+  iron::Outputs body() override { return {x * x, x + x}; }
+};
+
+TEST(SpecRows, AVersionsOutputsSurviveAnotherVersionsCall) {
+  Scale g;
+  auto& prefill = g.compile({{"x", {4, 8}}});
+  auto& decode = g.compile({{"x", {1, 8}}});
+  std::vector<float> a(32), b(8);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(i) + 1;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = -float(i) - 100;
+  const auto& logits = prefill({Tensor::from(a, {4, 8})});
+  std::vector<float> squares = logits.outputs[0].to_floats(), doubles = logits.outputs[1].to_floats();
+  decode({Tensor::from(b, {1, 8})});
+  decode({Tensor::from(b, {1, 8})});
+  EXPECT_EQ(logits.outputs[0].to_floats(), squares);
+  EXPECT_EQ(logits.outputs[1].to_floats(), doubles);
+  EXPECT_EQ(squares[31], 32.0f * 32.0f);
+}
+
+
+// A loop whose token and position are carried on the device, with a host step that counts the
+// tokens it sees into a state: a CarriedLoop of several steps against reference() stepped by
+// hand, each reference call handing its carried values to the next.
+struct Walker : iron::Graph {
+  iron::Carried token = carried("token");
+  iron::Carried position = carried("position");
+  iron::Param embed = param("embed", {16, 8});
+  iron::Param mix = param("mix", {16, 8});
+  iron::State tokens = state("tokens", {40}, iron::i32);
+  iron::State counts = state("counts", {16}, iron::i32);
+  Walker() : iron::Graph("walker") {}
+  iron::Outputs body() override {
+    Handle x = F::copy(Handle(embed)[{iron::at(token)}]).reshape({1, 8});
+    Handle logits = F::linear(x, mix);
+    Handle next = F::argmax(logits);
+    Handle(tokens)[iron::window(iron::Affine(position) + 1, 1)].assign(next);
+    iron::on_host(
+        [](std::span<Tensor> views) {
+          int32_t t = views[0].data_as<int32_t>()[0];
+          views[1].mutable_data_as<int32_t>()[t] += 1;
+        },
+        {next}, {counts});
+    return iron::Outputs({logits}, iron::carry({{"token", next}, {"position", iron::Affine(position) + 1}}));
+  }
+};
+
+Tensor random_matrix(int64_t rows, int64_t cols, unsigned seed) {
+  std::vector<float> v(size_t(rows * cols));
+  uint32_t s = seed;
+  for (auto& e : v) {
+    s = s * 1664525u + 1013904223u;
+    e = float(int(s >> 9) % 2001 - 1000) / 1000.0f;
+  }
+  return Tensor::from(v, {rows, cols});
+}
+
+TEST(SpecRows, ReferenceReturnsCarriedValuesAndRunsHostSteps) {
+  Walker device, host;
+  for (Walker* w : {&device, &host}) w->load_state_dict({{"embed", random_matrix(16, 8, 1)}, {"mix", random_matrix(16, 8, 2)}});
+  auto& step = device.compile({});
+  const int steps = 12;
+  std::vector<int32_t> on_device;
+  {
+    // A host step runs between the device's commands, so this loop waits on each run.
+    iron::CarriedLoop loop(step, step, 1);
+    Tensor produced = step.read(device.tokens);
+    for (int64_t k : loop.run(steps, {}, {{"token", 3}, {"position", 0}}))
+      on_device.push_back(produced.data_as<int32_t>()[k + 2]);
+  }
+  std::vector<int32_t> stepped;
+  int64_t token = 3, position = 0;
+  for (int k = 0; k <= steps; ++k) {
+    iron::RunResult r = host.reference({}, {{"token", token}, {"position", position}});
+    ASSERT_EQ(r.carried.size(), 2u);
+    EXPECT_EQ(r.carried_value("position"), position + 1);
+    const std::vector<float> row = r[0].to_floats();
+    EXPECT_EQ(r.carried_value("token"), std::max_element(row.begin(), row.end()) - row.begin());
+    token = r.carried_value("token");
+    position = r.carried_value("position");
+    if (k > 0) stepped.push_back(int32_t(token));
+  }
+  EXPECT_EQ(on_device, stepped);
+  // The host step ran once a call on both sides: 13 tokens counted each.
+  std::vector<int32_t> counts = step.read(device.counts).to_ints();
+  EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), 0), steps + 1);
+}
+
+// What a user can see of a graph: its versions, their steps and tunables, and its memory.
+TEST(SpecRows, DescribeAndStatsShowWhatThePlannerMade) {
+  Walker g;
+  g.load_state_dict({{"embed", random_matrix(16, 8, 1)}, {"mix", random_matrix(16, 8, 2)}});
+  auto& step = g.compile({});
+  step({}, {{"token", 1}, {"position", 0}});
+  iron::VersionView v = step.describe();
+  ASSERT_FALSE(v.steps.empty());
+  bool saw_argmax = false, saw_matmul = false;
+  for (const iron::StepView& s : v.steps) {
+    saw_argmax |= s.op == "Sample";
+    if (s.op.find("GEMV") != std::string::npos || s.op.find("GEMM") != std::string::npos) {
+      saw_matmul = true;
+      EXPECT_EQ(s.inputs.at(0), (iron::Shape{1, 8}));
+      EXPECT_EQ(s.outputs.at(0), (iron::Shape{1, 16}));
+      EXPECT_FALSE(s.tunables.empty()) << v.str();
+    }
+  }
+  EXPECT_TRUE(saw_argmax) << v.str();
+  EXPECT_TRUE(saw_matmul) << v.str();
+  EXPECT_EQ(v.reads, (std::vector<std::string>{"token", "position"}));
+  EXPECT_GT(v.output_bytes, 0);
+  EXPECT_NE(v.str().find("steps"), std::string::npos);
+
+  g.compile({}, {.check = true});
+  iron::GraphStats s = g.stats();
+  EXPECT_EQ(s.versions, 2u);
+  EXPECT_GT(s.state_bytes, 0);
+  // Two versions, each weight uploaded once.
+  EXPECT_EQ(s.uploads, (std::vector<std::pair<std::string, int64_t>>{{"embed", 1}, {"mix", 1}})) << s.str();
+}
+
+}  // namespace
