@@ -11,7 +11,7 @@ tests/golden/tokenizer_smollm2.json
 tests/golden/tokenizer_stories260k.json
     stories260K's SentencePiece vocabulary run through a plain re-implementation of llama.cpp's
     SPM algorithm (below; a quadratic one, unlike the C++), checked first against known facts:
-    BOS + "Zoo" and the 60 greedy ids of /work/shared/models/SOURCES.md.
+    BOS + "Zoo" and the 60 greedy ids of ../shared/models/SOURCES.md.
 
 Usage: python3 scripts/tokenizer_golden.py [--smollm2 GGUF] [--stories GGUF] [--tokenizer-json DIR]
 """

@@ -3,7 +3,7 @@
 
     python3 scripts/reference/make_golden.py [--smollm2 MODEL] [--stories MODEL] [--out DIR]
 
-Defaults: models/SmolLM2-135M-Instruct.Q4_1.gguf, /work/shared/models/stories260K.gguf,
+Defaults: models/SmolLM2-135M-Instruct.Q4_1.gguf, ../shared/models/stories260K.gguf,
 tests/golden/.  Writes smollm2_logits.json and stories260k_logits.json.
 """
 import argparse
@@ -203,7 +203,7 @@ def main():
     root = os.path.dirname(os.path.dirname(here))
     ap = argparse.ArgumentParser()
     ap.add_argument("--smollm2", default=os.path.join(root, "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--stories", default="/work/shared/models/stories260K.gguf")
+    ap.add_argument("--stories", default=os.path.join(root, "../shared/models/stories260K.gguf"))
     ap.add_argument("--out", default=os.path.join(root, "tests/golden"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)

@@ -13,6 +13,7 @@ namespace {
 using io::testing::expect_error;
 
 TEST(Checkpoint, OpensGgufWithFileNamesInFileOrder) {
+  IRON_NEEDS_STORIES();
   StateDict state = open_checkpoint(io::testing::stories_path());
   ASSERT_EQ(state.size(), 48u);
   EXPECT_EQ(state.items().front().first, "token_embd.weight");

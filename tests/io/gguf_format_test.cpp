@@ -276,6 +276,7 @@ TEST(GgufMalformed, TensorProblems) {
 // Every prefix of a real file must be refused with an iron::Error, never a crash or a huge
 // allocation; exact-size copies let a sanitizer catch any read past the end.
 TEST(GgufMalformed, TruncatedRealFileAlwaysThrows) {
+  IRON_NEEDS_STORIES();
   std::vector<uint8_t> whole = testing::read_bytes(testing::stories_path());
   ASSERT_EQ(whole.size(), 1185376u);
   std::vector<size_t> cuts;
@@ -298,6 +299,7 @@ TEST(GgufMalformed, TruncatedRealFileAlwaysThrows) {
 }
 
 TEST(GgufMalformed, CorruptedStringLengthsInRealFile) {
+  IRON_NEEDS_STORIES();
   std::vector<uint8_t> whole = testing::read_bytes(testing::stories_path());
   // Key 0 is "tokenizer.ggml.tokens" (21 bytes) at offset 24: its array type is at 57, the count
   // at 61 and the first string's length at 69.
@@ -317,6 +319,7 @@ TEST(GgufMalformed, CorruptedStringLengthsInRealFile) {
 // Random single-byte corruptions of the real header: each parse either fails with iron::Error or
 // yields a file whose every tensor can be read without leaving the mapping.
 TEST(GgufMalformed, CorruptedHeaderBytesNeverCrash) {
+  IRON_NEEDS_STORIES();
   std::vector<uint8_t> whole = testing::read_bytes(testing::stories_path());
   uint64_t state = 0x9e3779b97f4a7c15ull;  // a fixed xorshift seed: failures reproduce
   auto next = [&] {

@@ -14,6 +14,7 @@ namespace {
 using testing::expect_error;
 
 TEST(GgufStories, HeaderFacts) {
+  IRON_NEEDS_STORIES();
   GgufFile gguf = GgufFile::open(testing::stories_path());
   EXPECT_EQ(gguf.version(), 3u);
   EXPECT_EQ(gguf.tensors().size(), 48u);
@@ -27,6 +28,7 @@ TEST(GgufStories, HeaderFacts) {
 }
 
 TEST(GgufStories, ModelHyperparameters) {
+  IRON_NEEDS_STORIES();
   GgufFile gguf = GgufFile::open(testing::stories_path());
   EXPECT_EQ(gguf.get_string("general.architecture"), "llama");
   EXPECT_EQ(gguf.get_int("llama.embedding_length"), 64);
@@ -42,6 +44,7 @@ TEST(GgufStories, ModelHyperparameters) {
 }
 
 TEST(GgufStories, Tokenizer) {
+  IRON_NEEDS_STORIES();
   GgufFile gguf = GgufFile::open(testing::stories_path());
   EXPECT_EQ(gguf.get_string("tokenizer.ggml.model"), "llama");
   std::vector<std::string> tokens = gguf.get_strings("tokenizer.ggml.tokens");
@@ -71,6 +74,7 @@ TEST(GgufStories, Tokenizer) {
 }
 
 TEST(GgufStories, WrongTypeNamesKeyAndBothTypes) {
+  IRON_NEEDS_STORIES();
   GgufFile gguf = GgufFile::open(testing::stories_path());
   expect_error([&] { gguf.get_string("llama.block_count"); },
                "'llama.block_count' holds u32, not string");
@@ -82,6 +86,7 @@ TEST(GgufStories, WrongTypeNamesKeyAndBothTypes) {
 }
 
 TEST(GgufStories, TensorTable) {
+  IRON_NEEDS_STORIES();
   GgufFile gguf = GgufFile::open(testing::stories_path());
   const auto& tensors = gguf.tensors();
   EXPECT_EQ(tensors[0].name, "token_embd.weight");
@@ -117,6 +122,7 @@ TEST(GgufStories, TensorTable) {
 }
 
 TEST(GgufStories, TensorsBorrowTheMapping) {
+  IRON_NEEDS_STORIES();
   Tensor embedding, output, q;
   const uint8_t* base = nullptr;
   {

@@ -29,6 +29,28 @@ inline std::string shared_model_path(const std::string& name) {
 
 inline std::string stories_path() { return shared_model_path("stories260K.gguf"); }
 
+/// Whether a missing file of ../shared/ fails a test instead of skipping it: scripts/test.sh sets
+/// IRON_REQUIRE_SHARED=1 whenever ../shared/ is there, so that a bare clone skips and CI fails.
+inline bool shared_required() {
+  const char* v = std::getenv("IRON_REQUIRE_SHARED");
+  return v && std::string(v) == "1";
+}
+
+}  // namespace iron::io::testing
+
+/// The first line of a test that reads stories260K from ../shared/models: skips it, naming the
+/// missing path, when the file is absent (or fails it under IRON_REQUIRE_SHARED=1).
+#define IRON_NEEDS_STORIES()                                                                    \
+  do {                                                                                          \
+    const std::string needed_ = ::iron::io::testing::stories_path();                            \
+    if (!std::filesystem::exists(needed_)) {                                                    \
+      if (::iron::io::testing::shared_required()) FAIL() << needed_ << " is absent (IRON_REQUIRE_SHARED=1)"; \
+      GTEST_SKIP() << needed_ << " is absent: ../shared/ is not beside the repository";         \
+    }                                                                                           \
+  } while (0)
+
+namespace iron::io::testing {
+
 /// A large model kept (git-ignored) under models/ in the source tree; may be absent.
 inline std::string local_model_path(const std::string& name) {
   return std::string(IRON_SOURCE_DIR) + "/models/" + name;

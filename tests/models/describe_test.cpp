@@ -21,6 +21,7 @@ void expect_contains(const std::string& text, const std::string& line) {
 }
 
 TEST(DescribeCheckpoint, Stories260K) {
+  IRON_NEEDS_STORIES();
   const std::string text = describe_checkpoint(io::testing::stories_path());
   expect_contains(text, "(1185376 bytes, 1.13 MiB)\n");
   expect_contains(text, "format: GGUF version 3, alignment 32, tensor data at byte 14176\n");
@@ -162,6 +163,7 @@ TEST(DescribeCheckpoint, SafetensorsWithConfig) {
 }
 
 TEST(DescribeCheckpoint, UnreadableFilesThrow) {
+  IRON_NEEDS_STORIES();
   expect_error([] { describe_checkpoint("/nonexistent/model.gguf"); }, "/nonexistent/model.gguf",
                ErrorKind::io);
   expect_error([] { describe_checkpoint(::testing::TempDir()); }, "is a directory", ErrorKind::io);

@@ -91,6 +91,7 @@ void check_model(const std::string& name, const std::string& path, int repeats) 
 }
 
 TEST(Determinism, Stories260KLogitsAreBitwiseRepeatableAtAFixedThreadCount) {
+  IRON_NEEDS_STORIES();
   check_model("stories260K", stories_path(), 2);
 }
 

@@ -21,6 +21,7 @@ using nlohmann::json;
 const std::string kSmolLM2 = io::testing::local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
 
 TEST(LlamaConfigGguf, Stories260K) {
+  IRON_NEEDS_STORIES();
   const LlamaConfig c = llama_config_from_gguf(io::GgufFile::open(io::testing::stories_path()));
   EXPECT_EQ(c.architecture, "llama");
   EXPECT_EQ(c.layers, 5);
@@ -265,6 +266,7 @@ TEST(LlamaStateDict, GgufAndHfNames) {
 }
 
 TEST(LlamaStateDict, Stories260KRenamedAndShared) {
+  IRON_NEEDS_STORIES();
   const StateDict checkpoint = open_checkpoint(io::testing::stories_path());
   const StateDict model = llama_state_dict(checkpoint);
   EXPECT_EQ(model.size(), 48u);

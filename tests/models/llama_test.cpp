@@ -31,6 +31,7 @@ std::vector<int32_t> generate(LlamaRunner& r, const std::vector<int32_t>& prompt
 }
 
 TEST(Stories260K, GreedyFromBosGivesThePublishedTokens) {
+  IRON_NEEDS_STORIES();
   for (int threads : {1, 2})
     for (int depth : {1, 3}) {
       RunnerOptions o;
@@ -44,6 +45,7 @@ TEST(Stories260K, GreedyFromBosGivesThePublishedTokens) {
 }
 
 TEST(Stories260K, ZooContinuesAsPublished) {
+  IRON_NEEDS_STORIES();
   RunnerOptions o;
   o.model.context = 256;
   auto runner = LlamaRunner::open(stories_path(), o);
@@ -59,6 +61,7 @@ TEST(Stories260K, ZooContinuesAsPublished) {
 }
 
 TEST(Stories260K, ChunkedPrefillThenDecodeEqualsDecodingTokenByToken) {
+  IRON_NEEDS_STORIES();
   // A prompt of 23 tokens (BOS and the first 22 greedy ids) through chunks of 5 rows, and the same
   // prompt through chunks of one row: the continuations must be identical.
   std::vector<int32_t> prompt{1};
@@ -76,6 +79,7 @@ TEST(Stories260K, ChunkedPrefillThenDecodeEqualsDecodingTokenByToken) {
 }
 
 TEST(Stories260K, SameSeedSameSamples) {
+  IRON_NEEDS_STORIES();
   RunnerOptions o;
   o.model.context = 256;
   o.model.sampling = {0.9, 40, 0.95, 1234};
@@ -88,6 +92,7 @@ TEST(Stories260K, SameSeedSameSamples) {
 }
 
 TEST(Stories260K, AFullContextIsReported) {
+  IRON_NEEDS_STORIES();
   RunnerOptions o;
   o.model.context = 16;
   auto runner = LlamaRunner::open(stories_path(), o);
@@ -194,6 +199,7 @@ namespace {
 // query and key rows put back in the order Hugging Face keeps them (pairs (i, i + d/2) rather
 // than (2i, 2i + 1)): with RoPE over halves it must generate exactly the same tokens.
 TEST(Stories260K, AsAHuggingFaceCheckpointGeneratesTheSameTokens) {
+  IRON_NEEDS_STORIES();
   io::GgufFile gguf = io::GgufFile::open(stories_path());
   LlamaConfig c = llama_config_from_gguf(gguf);
   auto hf_name = [](const std::string& name) -> std::string {

@@ -36,6 +36,7 @@ GgufWriter tiny_llama() {
 }
 
 TEST(GgufTokenizer, Stories260KMetadata) {
+  IRON_NEEDS_STORIES();
   const io::GgufFile gguf = io::GgufFile::open(io::testing::stories_path());
   const TokenizerData d = tokenizer_data_from_gguf(gguf);
   EXPECT_EQ(d.model, "llama");

@@ -40,6 +40,7 @@ const Tokenizer& smollm2() {
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent"
 
 TEST(Stories260KTokenizer, ZooPromptMatchesLlama2c) {
+  IRON_NEEDS_STORIES();
   SKIP_WITHOUT(kStories);
   // llama2.c/llama.cpp: BOS, then "▁" "Z" "oo" (the space prefix has no merge with "Z").
   EXPECT_EQ(stories().encode("Zoo", true), (std::vector<int32_t>{1, 410, 469, 347}));
@@ -48,6 +49,7 @@ TEST(Stories260KTokenizer, ZooPromptMatchesLlama2c) {
 }
 
 TEST(Stories260KTokenizer, KnownGreedyIdsDecodeToTheReferenceText) {
+  IRON_NEEDS_STORIES();
   SKIP_WITHOUT(kStories);
   const json g = golden("stories260k");
   const auto ids = g["known_ids"].get<std::vector<int32_t>>();
@@ -59,6 +61,7 @@ TEST(Stories260KTokenizer, KnownGreedyIdsDecodeToTheReferenceText) {
 }
 
 TEST(Stories260KTokenizer, MatchesGoldenEncodings) {
+  IRON_NEEDS_STORIES();
   SKIP_WITHOUT(kStories);
   const json g = golden("stories260k");
   ASSERT_GT(g["cases"].size(), 20u);
@@ -69,6 +72,7 @@ TEST(Stories260KTokenizer, MatchesGoldenEncodings) {
 }
 
 TEST(Stories260KTokenizer, MetadataAndRoundTrip) {
+  IRON_NEEDS_STORIES();
   SKIP_WITHOUT(kStories);
   const Tokenizer& t = stories();
   EXPECT_EQ(t.vocab_size(), 512);
