@@ -86,9 +86,15 @@ class Handle {
   Handle transpose(const std::vector<int>& axes) const;
   /// transpose({1, 0}), as numpy's .T of a matrix.
   Handle T() const;
-  /// What `pattern` walks, seen as `shape`; `bounds` gives per-call bounds on its axes.
+  /// What `pattern` walks, seen as `shape` (a slice when contiguous, else a strided view); the
+  /// walk is seen as another shape where that needs no copy (merging or splitting its
+  /// dimensions, as numpy's reshape of a view). `bounds` gives per-call bounds on the view's
+  /// axes. Per call, `repeat` runs the walk's first dimension that many times (1 to its size)
+  /// and `length` takes that many entries of its second: a cache read whose length grows with
+  /// the position, with no copy. Both keep the walk's leading dimensions as the view's.
   Handle at(const AccessPattern& pattern, const Shape& shape,
-            const std::vector<std::pair<int, Affine>>& bounds = {}) const;
+            const std::vector<std::pair<int, Affine>>& bounds = {},
+            const std::optional<Affine>& repeat = {}, const std::optional<Affine>& length = {}) const;
   /// Records a copy of `source` into this view (numpy's `view[...] = source`).
   void assign(const Handle& source) const;
 

@@ -278,8 +278,60 @@ Handle Handle::T() const {
   return transpose({1, 0});
 }
 
+namespace {
+// The strides that walk `from` (sizes and element strides) in the order of `shape`, when one
+// exists: dimensions of size 1 dropped, runs of the walk that are contiguous among themselves
+// merged and split again into the new shape's dimensions. None when the new shape would need a
+// copy.
+std::optional<Shape> restride(const Shape& sizes, const Shape& strides, const Shape& shape) {
+  Shape os, ot;  // the walk without its unit dimensions
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1) os.push_back(sizes[d]), ot.push_back(strides[d]);
+  Shape out(shape.size(), 0);
+  size_t oi = 0, ni = 0;
+  while (oi < os.size() && ni < shape.size()) {
+    if (shape[ni] == 1) {
+      out[ni++] = 0;
+      continue;
+    }
+    // Grow a group of old and new dimensions until their element counts agree.
+    size_t oj = oi + 1, nj = ni + 1;
+    int64_t op = os[oi], np = shape[ni];
+    while (op != np) {
+      if (op < np) {
+        if (oj == os.size()) return std::nullopt;
+        op *= os[oj++];
+      } else {
+        if (nj == shape.size()) return std::nullopt;
+        np *= shape[nj++];
+      }
+    }
+    // The old dimensions of a group must be one contiguous run of each other.
+    for (size_t d = oi; d + 1 < oj; ++d)
+      if (ot[d] != os[d + 1] * ot[d + 1]) return std::nullopt;
+    int64_t stride = ot[oj - 1];
+    for (size_t d = nj; d-- > ni;) {
+      out[d] = stride;
+      stride *= shape[d];
+    }
+    oi = oj;
+    ni = nj;
+  }
+  for (; ni < shape.size(); ++ni) {
+    if (shape[ni] != 1) return std::nullopt;
+    out[ni] = 0;
+  }
+  if (oi != os.size()) return std::nullopt;
+  // A unit dimension's stride does not matter; give it its contiguous value.
+  for (size_t d = shape.size(); d-- > 0;)
+    if (shape[d] == 1) out[d] = d + 1 < shape.size() ? out[d + 1] * shape[d + 1] : 1;
+  return out;
+}
+}  // namespace
+
 Handle Handle::at(const AccessPattern& pattern, const Shape& shape,
-                  const std::vector<std::pair<int, Affine>>& bounds) const {
+                  const std::vector<std::pair<int, Affine>>& bounds, const std::optional<Affine>& repeat,
+                  const std::optional<Affine>& length) const {
   if (layout_ != Layout::dense || !offset_.is_constant())
     value_error("cannot walk a view " + str() + "; walk what it views");
   if (pattern.sizes.empty() || pattern.sizes.size() > 4 || pattern.sizes.size() != pattern.strides.size())
@@ -290,25 +342,48 @@ Handle Handle::at(const AccessPattern& pattern, const Shape& shape,
   int64_t last = offset_.constant() + pattern.offset;
   for (size_t d = 0; d < pattern.sizes.size(); ++d) {
     if (pattern.strides[d] < 0) value_error("access patterns walk forwards (stride >= 0)");
+    if (pattern.sizes[d] < 1) value_error("access pattern sizes are at least 1, not " + to_string(pattern.sizes));
     last += (pattern.sizes[d] - 1) * pattern.strides[d];
   }
   int64_t buffer_elements = element_count(buffer_->shape);
   if (pattern.offset < 0 || last >= buffer_elements)
     index_error("pattern reaches element " + std::to_string(last) + " of " + name() + " with " +
                 std::to_string(buffer_elements));
-  // Seen as `shape`: only a pattern of the same rank keeps its strides; otherwise the walk must
-  // be contiguous in the new shape's terms, which we require by matching sizes.
-  if (pattern.sizes != shape)
-    value_error("pattern sizes " + to_string(pattern.sizes) + " must equal the view's shape " +
-                to_string(shape) + " (reshape the result instead)");
+  std::optional<Shape> strides = restride(pattern.sizes, pattern.strides, shape);
+  if (!strides)
+    value_error("the walk " + to_string(pattern.sizes) + " by strides " + to_string(pattern.strides) +
+                " cannot be seen as " + to_string(shape) + " without a copy");
   std::vector<std::optional<Affine>> valid(shape.size());
-  for (const auto& [axis, n] : bounds) {
-    if (axis < 0 || axis >= int(shape.size())) index_error("bound on axis " + std::to_string(axis));
-    if (Recorder* r = Recorder::current(); r && !n.is_constant())
-      r->limit(n, 0, shape[size_t(axis)] + 1, "bound " + n.str() + " of axis " + std::to_string(axis));
+  Recorder* recorder = Recorder::current();
+  auto bound = [&](int axis, const Affine& n, int64_t lowest, const std::string& what) {
+    if (axis < 0 || axis >= int(shape.size())) index_error(what + " on axis " + std::to_string(axis) + " of " + to_string(shape));
+    if (valid[size_t(axis)]) value_error(what + " on axis " + std::to_string(axis) + ": that axis is bounded already");
+    if (!n.is_constant()) {
+      if (recorder) recorder->limit(n, lowest, shape[size_t(axis)] + 1, what + " " + n.str() + " of axis " + std::to_string(axis));
+    } else if (n.constant() < lowest || n.constant() > shape[size_t(axis)]) {
+      index_error(what + " " + n.str() + " of axis " + std::to_string(axis) + " is outside [" + std::to_string(lowest) +
+                  ", " + std::to_string(shape[size_t(axis)]) + "]");
+    }
     valid[size_t(axis)] = n;
+  };
+  // A per-call repeat or length bounds a walk dimension; the view must keep it as its own axis.
+  auto keeps = [&](size_t d, const char* what) {
+    for (size_t a = 0; a <= d; ++a)
+      if (a >= shape.size() || shape[a] != pattern.sizes[a])
+        value_error(std::string("a per-call ") + what + " bounds dimension " + std::to_string(d) + " of the walk " +
+                    to_string(pattern.sizes) + ": the view " + to_string(shape) + " must keep the walk's leading dimensions");
+  };
+  if (repeat) {
+    keeps(0, "repeat");
+    bound(0, *repeat, 1, "repeat");
   }
-  return walked(offset_ + pattern.offset, shape, pattern.strides, valid);
+  if (length) {
+    if (pattern.sizes.size() < 2) value_error("a per-call length takes entries of a walk's second dimension; this walk has one");
+    keeps(1, "length");
+    bound(1, *length, 1, "length");
+  }
+  for (const auto& [axis, n] : bounds) bound(axis, n, 0, "bound");
+  return walked(offset_ + pattern.offset, shape, *strides, valid);
 }
 
 void Handle::assign(const Handle& source) const {

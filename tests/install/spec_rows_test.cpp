@@ -5,6 +5,7 @@
 
 #include <iron/iron.hpp>
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace F = iron::functional;
@@ -170,6 +171,93 @@ TEST(SpecRows, DescribeAndStatsShowWhatThePlannerMade) {
   EXPECT_GT(s.state_bytes, 0);
   // Two versions, each weight uploaded once.
   EXPECT_EQ(s.uploads, (std::vector<std::pair<std::string, int64_t>>{{"embed", 1}, {"mix", 1}})) << s.str();
+}
+
+// Handle.at with a per-call repeat: a cache read whose rows grow with the position, read in place.
+struct Growing : iron::Graph {
+  iron::Input x = input("x");  // (1, 4): this position's row
+  iron::Scratchpad position = scratchpad("position");
+  iron::State cache = state("cache", {16, 4});
+  Growing() : iron::Graph("growing") {}
+  iron::Outputs body() override {
+    Handle(cache)[iron::window(position, 1)].assign(x);
+    Handle seen = Handle(cache).at(iron::AccessPattern{0, {16, 4}, {4, 1}}, {16, 4}, {}, iron::Affine(position) + 1);
+    return {F::silu(seen)};
+  }
+};
+
+TEST(SpecRows, AtWithRepeatReadsAGrowingCacheWithoutACopy) {
+  Growing g;
+  auto& v = g.compile({{"x", {1, 4}}});
+  int copies = 0;
+  for (const auto& step : v.describe().steps) copies += step.op == "Copy";
+  EXPECT_EQ(copies, 1) << v.describe().str();  // the write of x into the cache; the read is in place
+  std::vector<float> rows;
+  for (int p = 0; p < 5; ++p) {
+    std::vector<float> row = {float(p), -float(p), 0.5f * float(p), 1.0f};
+    rows.insert(rows.end(), row.begin(), row.end());
+    Tensor got = v({Tensor::from(row, {1, 4})}, {{"position", p}}).outputs[0];
+    ASSERT_EQ(got.shape(), (iron::Shape{p + 1, 4}));
+    std::vector<float> want = g.reference({Tensor::from(row, {1, 4})}, {{"position", p}})[0].to_floats();
+    std::vector<float> values = got.to_floats();
+    ASSERT_EQ(values.size(), want.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      float x = rows[i];
+      EXPECT_NEAR(values[i], x / (1.0f + std::exp(-x)), 1e-5f) << "position " << p << " element " << i;
+      EXPECT_NEAR(values[i], want[i], 1e-5f);
+    }
+  }
+  try {
+    v({Tensor::zeros({1, 4}, iron::f32)}, {{"position", 16}});
+    FAIL() << "a repeat past the walk's rows was accepted";
+  } catch (const iron::Error& e) {
+    EXPECT_EQ(e.kind(), iron::ErrorKind::index) << e.what();
+  }
+}
+
+// A walk seen as another shape: merged where contiguous, split, or refused when it would copy.
+struct Walks : iron::Graph {
+  iron::Input x = input("x");  // (16, 4)
+  Walks() : iron::Graph("walks") {}
+  iron::Outputs body() override {
+    Handle rows = Handle(x).at(iron::AccessPattern{8, {4, 4}, {4, 1}}, {16});      // rows 2..5, flat
+    Handle column = Handle(x).at(iron::AccessPattern{1, {16}, {4}}, {4, 4});       // column 1, as 4 x 4
+    Handle length = Handle(x).at(iron::AccessPattern{0, {4, 4}, {16, 1}}, {4, 4}, {}, {}, iron::Affine(2));
+    return {F::copy(rows), F::copy(column), F::copy(length)};
+  }
+};
+
+TEST(SpecRows, AtSeesAWalkAsAnotherShapeWhereNoCopyIsNeeded) {
+  Walks g;
+  std::vector<float> data(64);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = float(i);
+  const auto& r = g.compile({{"x", {16, 4}}})({Tensor::from(data, {16, 4})});
+  std::vector<float> rows = r.outputs[0].to_floats(), column = r.outputs[1].to_floats();
+  ASSERT_EQ(rows.size(), 16u);
+  for (size_t i = 0; i < 16; ++i) EXPECT_EQ(rows[i], float(8 + i));
+  ASSERT_EQ(r.outputs[1].shape(), (iron::Shape{4, 4}));
+  for (size_t i = 0; i < 16; ++i) EXPECT_EQ(column[i], float(1 + 4 * i));
+  // length 2 of the second dimension: the first two entries of each walked row.
+  std::vector<float> length = r.outputs[2].to_floats(), want = g.reference({Tensor::from(data, {16, 4})})[2].to_floats();
+  for (size_t row = 0; row < 4; ++row)
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(length[row * 4 + k], float(16 * row + k));
+      EXPECT_EQ(want[row * 4 + k], float(16 * row + k));
+    }
+
+  struct Refused : iron::Graph {
+    iron::Input x = input("x");
+    iron::Outputs body() override {
+      // Two entries of each of four rows are not one run: seen as 8 they would need a copy.
+      return {F::copy(Handle(x).at(iron::AccessPattern{0, {4, 2}, {4, 1}}, {8}))};
+    }
+  } refused;
+  try {
+    refused.compile({{"x", {16, 4}}});
+    FAIL() << "a walk that needs a copy was seen as another shape";
+  } catch (const iron::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be seen as (8,) without a copy"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
