@@ -181,6 +181,13 @@ class Graph : public Module {
                      std::span<const ValueArg>(values.begin(), values.size()));
   }
 
+  /// Called inside another graph's body: records this graph's body there, on `inputs` (in the
+  /// order declared; an optional one may be an undefined handle or left off the end) and with
+  /// its per-call values standing for the caller's expressions given by name (a value left out
+  /// takes its default; one with none may not be read), under this graph's profile. Returns
+  /// the body's outputs and its carried values' next values, for the caller to use or carry.
+  Outputs operator()(std::vector<Handle> inputs, std::vector<std::pair<std::string, Affine>> values = {});
+
   /// Records `fn` (one of this graph's methods) into the graph being recorded, under this graph's
   /// profile.
   template <class Fn>

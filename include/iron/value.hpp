@@ -19,6 +19,9 @@ struct PerCall {
   std::string name;
   int slot = -1;
   ValueKind kind = ValueKind::scratchpad;
+  /// The graph that declares it: when that graph is called inside another's body, its values
+  /// stand for what the caller gave (Graph::operator()).
+  const void* owner = nullptr;
 };
 
 /// An integer expression of at most one per-call value: start from the value (or 0), then apply

@@ -50,6 +50,7 @@ Scratchpad Graph::scratchpad(const std::string& name, std::optional<int64_t> def
   s.name = name;
   s.slot = int(values_.size());
   s.kind = ValueKind::scratchpad;
+  s.owner = this;
   values_.push_back(s);
   value_defaults_.push_back(default_value);
   return s;
@@ -62,6 +63,7 @@ Carried Graph::carried(const std::string& name) {
   c.name = s.name;
   c.slot = s.slot;
   c.kind = ValueKind::carried;
+  c.owner = this;
   return c;
 }
 
@@ -302,6 +304,49 @@ RunResult Graph::reference(std::span<const Tensor> tensors, std::span<const Valu
   if (!reference_states_) reference_states_ = std::make_shared<detail::ReferenceStates>();
   return detail::run_reference(rec, tensors, words.data(),
                                *std::static_pointer_cast<detail::ReferenceStates>(reference_states_));
+}
+
+Outputs Graph::operator()(std::vector<Handle> inputs, std::vector<std::pair<std::string, Affine>> values) {
+  Recorder& r = Recorder::require(name_ + ": a graph is called inside another graph's body (compile it to run it)");
+  if (inputs.size() > input_names_.size())
+    type_error(name_ + ": takes " + std::to_string(input_names_.size()) + " input(s), got " + std::to_string(inputs.size()));
+  inputs.resize(input_names_.size());
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].defined() && !input_optional_[i]) missing.push_back(input_names_[i]);
+  if (!missing.empty()) type_error(name_ + ": called without input(s) " + join(missing));
+  Recorder::CalledGraph call{this, name_, std::vector<std::optional<Affine>>(values_.size())};
+  for (size_t s = 0; s < values_.size(); ++s)
+    if (value_defaults_[s]) call.values[s] = Affine(*value_defaults_[s]);
+  for (const auto& [n, expression] : values) {
+    const std::string& wanted = n;
+    auto it = std::find_if(values_.begin(), values_.end(), [&](const PerCall& v) { return v.name == wanted; });
+    if (it == values_.end()) {
+      std::vector<std::string> known;
+      for (const PerCall& v : values_) known.push_back(v.name);
+      type_error(name_ + ": no per-call value '" + n + "' (it takes: " + (known.empty() ? "none" : join(known)) + ")");
+    }
+    call.values[size_t(it->slot)] = expression;
+  }
+  // Its inputs are the caller's handles while its body records; then they are unset again.
+  std::vector<Handle> previous;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    previous.push_back(*input_slots_[i]);
+    *input_slots_[i] = inputs[i];
+  }
+  struct Restore {
+    Recorder& recorder;
+    std::vector<std::shared_ptr<Handle>>& slots;
+    std::vector<Handle>& previous;
+    ~Restore() {
+      recorder.leave_call();
+      for (size_t i = 0; i < previous.size(); ++i) *slots[i] = previous[i];
+    }
+  };
+  r.enter_call(std::move(call));
+  Restore restore{r, input_slots_, previous};
+  auto profile = enter_inline();
+  return body();
 }
 
 Graph::InlineGuard Graph::enter_inline() {

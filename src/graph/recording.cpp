@@ -19,6 +19,18 @@ Recorder::~Recorder() { current_recorder = previous_; }
 
 Recorder* Recorder::current() { return current_recorder; }
 
+const Affine* Recorder::given(const PerCall& value) const {
+  for (auto call = calls_.rbegin(); call != calls_.rend(); ++call) {
+    if (call->owner != value.owner) continue;
+    const auto& v = call->values.at(size_t(value.slot));
+    if (!v)
+      type_error(call->graph + ": per-call value '" + value.name +
+                 "' is read, but the body that called this graph gave none (and it has no default)");
+    return &*v;
+  }
+  return nullptr;
+}
+
 Recorder& Recorder::require(const std::string& what) {
   if (!current_recorder) type_error(what + " records into a graph's body()");
   return *current_recorder;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <span>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -123,12 +124,25 @@ class Recorder {
   /// `value` must lie in [lo, hi) each call.
   void limit(const Affine& value, int64_t lo, int64_t hi, const std::string& what);
 
+  /// While a graph called inside this body records, what its per-call values stand for: by
+  /// slot, the caller's expression, or none (then using it is an error naming it).
+  struct CalledGraph {
+    const void* owner;
+    std::string graph;
+    std::vector<std::optional<Affine>> values;
+  };
+  void enter_call(CalledGraph call) { calls_.push_back(std::move(call)); }
+  void leave_call() { calls_.pop_back(); }
+  /// The expression `value` stands for in the graph being called, if it belongs to one.
+  const Affine* given(const PerCall& value) const;
+
  private:
   std::string graph_;
   const Profile* profile_;
   Recorder* previous_;
   Recording recording_;
   std::vector<std::pair<Resident*, Handle>> residents_;
+  std::vector<CalledGraph> calls_;
   int scratch_count_ = 0;
 };
 

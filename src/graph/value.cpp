@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "graph/recording.hpp"
 #include "iron/error.hpp"
 
 namespace iron {
@@ -38,6 +39,9 @@ Affine::Affine(int64_t constant) {
 
 Affine::Affine(const PerCall& value) : slot_(value.slot), name_(value.name) {
   if (value.slot < 0) type_error("per-call value '" + value.name + "' is not declared by a graph");
+  // A graph called inside another's body: its value is what the caller passed for it.
+  if (Recorder* r = Recorder::current(); r && value.owner)
+    if (const Affine* given = r->given(value)) *this = *given;
 }
 
 int64_t Affine::constant() const {

@@ -260,4 +260,70 @@ TEST(SpecRows, AtSeesAWalkAsAnotherShapeWhereNoCopyIsNeeded) {
   }
 }
 
+// A graph called inside another's body records its steps there: directly, its per-call values
+// standing for the caller's, or through inline_() of one of its methods.
+struct Block : iron::Graph {
+  iron::Input x = input("x");
+  iron::Scratchpad rows = scratchpad("rows");
+  iron::Param w = param("w", {6, 6});
+  Block() : iron::Graph("block") {}
+  Handle mix(const Handle& h) const { return F::silu(F::linear(h, w)); }
+  iron::Outputs body() override { return {x + mix(x[iron::upto(rows)])}; }
+};
+
+struct TwoBlocks : iron::Graph {
+  iron::Input x = input("x");
+  // Declared first, so that the outer graph's slots differ from the blocks' own.
+  iron::Scratchpad offset = scratchpad("offset", 1);
+  iron::Scratchpad n = scratchpad("n");
+  Block first = child<Block>("first");
+  Block second = child<Block>("second");
+  bool use_inline = false;
+  TwoBlocks() : iron::Graph("two_blocks") {}
+  iron::Outputs body() override {
+    Handle h = first({x}, {{"rows", n}}).tensors.at(0);
+    if (use_inline) return {h + second.inline_([&] { return second.mix(h[iron::upto(n)]); })};
+    return second({h}, {{"rows", iron::clamp(iron::Affine(n), 0, 4)}});
+  }
+};
+
+TEST(SpecRows, AGraphCalledInAnotherRecordsItsStepsThere) {
+  Tensor w1 = random_matrix(6, 6, 3), w2 = random_matrix(6, 6, 4), x = random_matrix(5, 6, 5);
+  Block alone1, alone2;
+  alone1.load_state_dict({{"w", w1}});
+  alone2.load_state_dict({{"w", w2}});
+  for (bool use_inline : {false, true}) {
+    TwoBlocks g;
+    g.use_inline = use_inline;
+    g.load_state_dict({{"first.w", w1}, {"second.w", w2}});
+    auto& v = g.compile({{"x", {5, 6}}});
+    for (int64_t n : {2, 4}) {
+      Tensor got = v({x}, {{"n", n}}).outputs[0].clone();
+      // The same two blocks compiled on their own, one after the other.
+      Tensor h = alone1.compile({{"x", {5, 6}}})({x}, {{"rows", n}}).outputs[0].clone();
+      Tensor padded = Tensor::zeros({5, 6}, iron::f32);
+      std::copy_n(h.data_as<float>(), h.numel(), padded.mutable_data_as<float>());
+      Tensor want = alone2.compile({{"x", {5, 6}}})({padded}, {{"rows", n}}).outputs[0].clone();
+      ASSERT_EQ(got.shape(), want.shape()) << "inline " << use_inline << ", n " << n;
+      EXPECT_EQ(got.to_floats(), want.to_floats()) << "inline " << use_inline << ", n " << n;
+    }
+  }
+  // Outside a body, or with a value it does not take, a call is refused.
+  Block b;
+  b.load_state_dict({{"w", w1}});
+  EXPECT_THROW(b({}), iron::Error);
+  struct Wrong : iron::Graph {
+    iron::Input x = input("x");
+    Block inner = child<Block>("inner");
+    iron::Outputs body() override { return inner({x}, {{"colums", 1}}); }
+  } wrong;
+  wrong.load_state_dict({{"inner.w", w1}});
+  try {
+    wrong.compile({{"x", {5, 6}}});
+    FAIL() << "an unknown per-call value was accepted";
+  } catch (const iron::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no per-call value 'colums' (it takes: rows)"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
