@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "commands.hpp"
 #include "iron/cpu.hpp"

@@ -1,13 +1,12 @@
 // A graph's carried values looped on the device: `first` runs once from the host, then `body`
 // (a version that takes no tensor) runs step after step, each run's Emit writing the next run's
-// per-call values, with up to `depth` runs ahead of the host; the host only waits.
+// per-call values, with up to `depth` runs ahead of the host; the host only waits. Built on what
+// any user can call: emit_to(), start() and Run::wait().
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <exception>
+#include <deque>
 #include <span>
-#include <thread>
 
 #include "iron/graph.hpp"
 
@@ -15,8 +14,8 @@ namespace iron {
 
 class CarriedLoop {
  public:
+  /// Programs first's Emit to feed body, and body's to feed itself.
   CarriedLoop(CompiledGraph& first, CompiledGraph& body, int depth = 2);
-  ~CarriedLoop();
   CarriedLoop(const CarriedLoop&) = delete;
   CarriedLoop& operator=(const CarriedLoop&) = delete;
 
@@ -51,15 +50,12 @@ class CarriedLoop {
     iterator end() { return iterator(this, count_); }
 
    private:
-    void wait_complete(int64_t k);
-    void device();
+    /// Starts runs until `depth` are in flight or every step is started.
+    void top_up();
     CarriedLoop& loop_;
     int64_t count_;
-    std::atomic<int64_t> consumed_{0};
-    std::atomic<int64_t> completed_{0};
-    std::atomic<bool> stop_{false};
-    std::exception_ptr failure_;
-    std::thread runner_;
+    int64_t started_ = 0;
+    std::deque<Run> in_flight_;
   };
 
   /// `count` steps of body (after start()).

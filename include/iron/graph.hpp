@@ -25,6 +25,7 @@ class Arena;
 class CompiledGraph;
 namespace detail {
 class Image;
+class RunQueue;
 }
 
 /// A named graph input; undefined (false) when an optional input is absent this signature.
@@ -132,6 +133,26 @@ struct CompileOptions {
   bool check = false;
   /// Threads the CPU device uses (0: the machine's cores).
   int threads = 0;
+  /// The version this one's Emit starts: after each run its carried values (and the per-call
+  /// values the run was given) become that version's values, as emit_to(). By default itself.
+  CompiledGraph* feeds = nullptr;
+};
+
+/// A started call of a version (CompiledGraph::start): the host goes on while it runs.
+class Run {
+ public:
+  Run() = default;
+  /// Waits until the run is complete and returns its version's result (outputs valid until that
+  /// version's next run completes); rethrows what stopped it. A run queued after a failed one
+  /// fails with the same error.
+  const RunResult& wait();
+  bool done() const;
+
+ private:
+  friend class CompiledGraph;
+  CompiledGraph* version_ = nullptr;
+  std::shared_ptr<detail::RunQueue> queue_;
+  int64_t ticket_ = -1;
 };
 
 class Graph : public Module {
@@ -232,6 +253,12 @@ class Graph : public Module {
   std::map<std::string, std::unique_ptr<CompiledGraph>> versions_;
   std::map<std::string, std::shared_ptr<Recording>> references_;
   std::shared_ptr<void> reference_states_;  // host copies of states for reference()
+  // Started runs, in order; made on the first start(). Last, so it is destroyed (waiting out
+  // the runs in flight) before the versions and the arena they use.
+  std::shared_ptr<detail::RunQueue> queue_;
+  detail::RunQueue& queue();
+  /// Waits out every started run (a call on the host's thread must not overlap one).
+  void settle();
 };
 
 /// One version of a graph: an image for one input signature, callable many times.
@@ -246,13 +273,27 @@ class CompiledGraph {
   CompiledGraph(const CompiledGraph&) = delete;
   CompiledGraph& operator=(const CompiledGraph&) = delete;
 
-  /// Stages the inputs, writes the words, runs the image; no allocation on this path.
+  /// Stages the inputs, writes the words, runs the image; no allocation on this path. Waits out
+  /// any run started before it.
   const Result& operator()(std::span<const Tensor> tensors, std::span<const ValueArg> values = {});
   const Result& operator()(std::initializer_list<Tensor> tensors,
                            std::initializer_list<ValueArg> values = {}) {
     return (*this)(std::span<const Tensor>(tensors.begin(), tensors.size()),
                    std::span<const ValueArg>(values.begin(), values.size()));
   }
+
+  /// Starts a call without waiting for it: runs of a graph's versions run in order on the
+  /// device while the host goes on; `tensors` must stay valid until the run is waited for.
+  /// Host steps of a started run run on the device's thread.
+  Run start(std::span<const Tensor> tensors, std::span<const ValueArg> values = {});
+  Run start(std::initializer_list<Tensor> tensors = {}, std::initializer_list<ValueArg> values = {}) {
+    return start(std::span<const Tensor>(tensors.begin(), tensors.size()),
+                 std::span<const ValueArg>(values.begin(), values.size()));
+  }
+  /// Programs this version's Emit to feed `target` (a version of the same graph): after each run,
+  /// the carried values' next values and the per-call values the run was given become target's,
+  /// so that target's next run needs no value from the host. Without it, a version feeds itself.
+  void emit_to(CompiledGraph& target);
 
   /// `x`'s buffer as the device left it: a host view (a state, an output, a scratch buffer).
   Tensor read(const Held& x);
@@ -283,8 +324,13 @@ class CompiledGraph {
  private:
   friend class CarriedLoop;
   friend class Graph;
+  friend class detail::RunQueue;
+  friend class Run;
+  /// One call on this thread: stage, write the words, run, fill the result, emit.
+  const Result& run_now(std::span<const Tensor> tensors, std::span<const ValueArg> values);
   Graph* graph_;
   std::string signature_;
+  CompiledGraph* feeds_ = this;
   std::shared_ptr<Recording> recording_;
   CompileOptions options_;
   std::unique_ptr<detail::Image> image_;

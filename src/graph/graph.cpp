@@ -7,6 +7,7 @@
 #include "graph/image.hpp"
 #include "graph/fold.hpp"
 #include "graph/recording.hpp"
+#include "graph/run_queue.hpp"
 #include "graph/reference.hpp"
 #include "iron/error.hpp"
 #include "iron/log.hpp"
@@ -28,7 +29,9 @@ void on_host(std::function<void(std::span<Tensor>)> fn, std::vector<Handle> read
 }
 
 Graph::Graph(std::string name) : name_(name.empty() ? "graph" : std::move(name)), arena_(std::make_unique<Arena>()) {}
-Graph::~Graph() = default;
+Graph::~Graph() {
+  if (queue_) queue_->drain();
+}
 
 Input Graph::input(const std::string& name, bool optional) {
   for (const auto& n : input_names_)
@@ -245,7 +248,10 @@ std::shared_ptr<Recording> Graph::record(const Shapes& shapes, bool checking) {
 CompiledGraph& Graph::compile(const Shapes& shapes, CompileOptions options) {
   std::string sig = signature(shapes) + (options.check ? "check" : "") + "t" + std::to_string(options.threads);
   auto it = versions_.find(sig);
-  if (it != versions_.end()) return *it->second;
+  if (it != versions_.end()) {
+    if (options.feeds) it->second->emit_to(*options.feeds);
+    return *it->second;
+  }
   std::vector<std::string> unloaded;
   for (const auto& [path, r] : held())
     if (!r->is_state && !r->tensor.defined()) unloaded.push_back(path);
@@ -256,6 +262,7 @@ CompiledGraph& Graph::compile(const Shapes& shapes, CompileOptions options) {
   auto version = std::make_unique<CompiledGraph>(*this, recording, options);
   log(LogLevel::info, name_ + ": compiled a version for " + signature(shapes) + " " + version->report());
   version->signature_ = signature(shapes);
+  if (options.feeds) version->emit_to(*options.feeds);
   CompiledGraph& ref = *version;
   versions_[sig] = std::move(version);
   return ref;
@@ -359,6 +366,7 @@ Graph::InlineGuard Graph::enter_inline() {
 Graph::InlineGuard::~InlineGuard() { static_cast<Recorder*>(recorder)->set_profile(previous); }
 
 void Graph::release() {
+  settle();
   for (auto& [sig, v] : versions_) v->release();
   arena_->release();
 }
@@ -374,12 +382,52 @@ CompiledGraph::~CompiledGraph() = default;
 
 const CompiledGraph::Result& CompiledGraph::operator()(std::span<const Tensor> tensors,
                                                        std::span<const ValueArg> values) {
-  if (!image_) image_ = std::make_unique<detail::Image>(graph_->arena(), *recording_, graph_->value_defaults_, options_);
+  graph_->settle();
+  return run_now(tensors, values);
+}
+
+const CompiledGraph::Result& CompiledGraph::run_now(std::span<const Tensor> tensors, std::span<const ValueArg> values) {
+  image();
   image_->stage_inputs(tensors);
   image_->write_values(values);
   image_->run();
   image_->fill_result(result_);
+  if (has_carry()) image_->emit_into(feeds_->image(), result_);
   return result_;
+}
+
+Run CompiledGraph::start(std::span<const Tensor> tensors, std::span<const ValueArg> values) {
+  detail::RunQueue::Task task{this, {tensors.begin(), tensors.end()}, {}};
+  for (const ValueArg& v : values) task.values.emplace_back(std::string(v.name), v.value);
+  Run run;
+  run.version_ = this;
+  graph_->queue();
+  run.queue_ = graph_->queue_;
+  run.ticket_ = run.queue_->push(std::move(task));
+  return run;
+}
+
+void CompiledGraph::emit_to(CompiledGraph& target) {
+  if (!has_carry()) value_error(recording_->graph + ": this version has no Emit step (its body returns no iron::carry)");
+  if (target.graph_ != graph_) value_error(recording_->graph + ": an Emit feeds a version of its own graph");
+  feeds_ = &target;
+}
+
+const RunResult& Run::wait() {
+  if (!queue_) value_error("wait() on a run that was never started");
+  queue_->wait(ticket_);
+  return version_->result_;
+}
+
+bool Run::done() const { return queue_ && queue_->complete(ticket_); }
+
+detail::RunQueue& Graph::queue() {
+  if (!queue_) queue_ = std::make_shared<detail::RunQueue>();
+  return *queue_;
+}
+
+void Graph::settle() {
+  if (queue_) queue_->drain();
 }
 
 Tensor CompiledGraph::read(const Held& x) {
@@ -406,7 +454,10 @@ void CompiledGraph::upload() {
     if (b->resident && !b->resident->is_state) graph_->arena().place(b->resident);
 }
 
-void CompiledGraph::release() { image_.reset(); }
+void CompiledGraph::release() {
+  graph_->settle();
+  image_.reset();
+}
 
 std::vector<std::string> CompiledGraph::reads() const {
   std::vector<std::string> out;
@@ -423,7 +474,10 @@ std::string CompiledGraph::report() const {
   return o.str();
 }
 
-detail::Image& CompiledGraph::image() { return *image_; }
+detail::Image& CompiledGraph::image() {
+  if (!image_) image_ = std::make_unique<detail::Image>(graph_->arena(), *recording_, graph_->value_defaults_, options_);
+  return *image_;
+}
 bool CompiledGraph::has_carry() const { return !recording_->carry.empty(); }
 
 VersionView CompiledGraph::describe() const {

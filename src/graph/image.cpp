@@ -182,6 +182,7 @@ void Image::link() {
   emitted_ = recording_.emitted.defined() ? operand(recording_.emitted) : cpu::Operand{};
   words_.assign(size_t(table_.size()), 0);
   have_carried_.assign(size_t(table_.values()), false);
+  given_.assign(size_t(table_.values()), false);
   program_ = lower_cpu(recording_, std::move(args), barriers(), options_.threads);
   linked_ = arena_.generation();
 }
@@ -227,6 +228,7 @@ std::vector<bool> Image::barriers() {
 // ---- a call -------------------------------------------------------------------------------
 
 void Image::write_values(std::span<const ValueArg> values) {
+  std::fill(given_.begin(), given_.end(), false);
   const auto& decls = recording_.values;
   uint64_t given_small = 0;
   std::vector<bool> given_large;  // only for graphs of more than 64 values
@@ -243,6 +245,7 @@ void Image::write_values(std::span<const ValueArg> values) {
       value_error(recording_.graph + ": per-call value " + std::string(v.name) + "=" +
                   std::to_string(v.value) + " is outside 30 bits [0, 2^30)");
     words_[slot] = v.value;
+    given_[slot] = true;
     if (slot < 64) given_small |= uint64_t(1) << slot;
     else {
       given_large.resize(decls.size());
@@ -274,19 +277,6 @@ void Image::write_values(std::span<const ValueArg> values) {
     if (words_[i] <= -kValueLimit || words_[i] >= kValueLimit)
       value_error(recording_.graph + ": the derived word " + table_.derived()[i - size_t(table_.values())].str() +
                   " = " + std::to_string(words_[i]) + " is outside 30 bits");
-}
-
-void Image::seed(std::span<const ValueArg> values) {
-  if (linked_ != arena_.generation()) link();
-  for (const ValueArg& v : values)
-    for (size_t slot = 0; slot < recording_.values.size(); ++slot)
-      if (recording_.values[slot].name == v.name) {
-        if (v.value < 0 || v.value >= kValueLimit)
-          value_error(recording_.graph + ": per-call value " + std::string(v.name) + "=" +
-                      std::to_string(v.value) + " is outside 30 bits [0, 2^30)");
-        words_[slot] = v.value;
-        have_carried_[slot] = true;
-      }
 }
 
 void Image::stage_inputs(std::span<const Tensor> tensors) {
@@ -397,9 +387,21 @@ void Image::fill_result(CompiledGraph::Result& result) {
       value_error(recording_.graph + ": carried value '" + recording_.carry[i].target.name + "' became " +
                   std::to_string(next[i]) + ", outside 30 bits [0, 2^30)");
     result.carried[i].second = next[i];
-    int slot = carry_slots_[i];
-    words_[size_t(slot)] = next[i];
-    have_carried_[size_t(slot)] = true;
+  }
+}
+
+void Image::emit_into(Image& target, const CompiledGraph::Result& result) {
+  if (target.linked_ != target.arena_.generation()) target.link();
+  if (&target != this)
+    for (size_t slot = 0; slot < given_.size(); ++slot)
+      if (given_[slot]) {
+        target.words_[slot] = words_[slot];
+        target.have_carried_[slot] = true;
+      }
+  for (size_t i = 0; i < carry_slots_.size(); ++i) {
+    const size_t slot = size_t(carry_slots_[i]);
+    target.words_[slot] = result.carried[i].second;
+    target.have_carried_[slot] = true;
   }
 }
 

@@ -52,13 +52,15 @@ class Image {
 
   /// Validates and writes the given values; fills defaults and values carried from the last run.
   void write_values(std::span<const ValueArg> values);
-  /// Writes values that later calls read when not given (what an Emit or a loop's start leaves).
-  void seed(std::span<const ValueArg> values);
   void stage_inputs(std::span<const Tensor> tensors);
   void run();
   /// The carried values' next values the Emit step wrote (one per carry item).
   void emit(int64_t* next) const;
+  /// The outputs, cut to their bounds, and the carried values' next values (checked).
   void fill_result(CompiledGraph::Result& result);
+  /// What this run's Emit writes into `target` (this version's image or another of the graph):
+  /// the carried values of `result`, and for another version the values this run was given.
+  void emit_into(Image& target, const CompiledGraph::Result& result);
 
   int64_t* words() { return words_.data(); }
   const WordTable& table() const { return table_; }
@@ -92,6 +94,7 @@ class Image {
   WordTable table_;
   std::vector<int64_t> words_;
   std::vector<bool> have_carried_;
+  std::vector<bool> given_;  // the values this call was given (not defaults, not carried)
   std::vector<int64_t> offsets_;  // scratch offset per buffer id (-1: not in scratch)
   int64_t scratch_bytes_ = 0;
   // Outputs (and inputs returned as outputs) live in memory of this version's own, so that a

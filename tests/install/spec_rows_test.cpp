@@ -326,4 +326,55 @@ TEST(SpecRows, AGraphCalledInAnotherRecordsItsStepsThere) {
   }
 }
 
+// Wiring the device loop by hand: compile's feeds (or emit_to) say which version an Emit starts,
+// start() runs without waiting, Run::wait() returns the result.
+struct Counter : iron::Graph {
+  iron::Input start_at = input("start_at", /*optional=*/true);  // (1,) i32: the first total
+  iron::Carried total = carried("total");
+  iron::Carried step = carried("step");
+  iron::Scratchpad stride = scratchpad("stride");
+  iron::State log = state("log", {32}, iron::i32);
+  Counter() : iron::Graph("counter") {}
+  iron::Outputs body() override {
+    Handle now = start_at ? F::copy(Handle(start_at)) : F::scalar({iron::Affine(total), iron::Affine(stride)});
+    Handle(log)[iron::window(step, 1)].assign(now);
+    return iron::Outputs({now}, iron::carry({{"total", now}, {"step", iron::Affine(step) + 1}}));
+  }
+};
+
+TEST(SpecRows, FeedsStartAndWaitWireADeviceLoopByHand) {
+  Counter g;
+  auto& body = g.compile({});
+  auto& first = g.compile({{"start_at", iron::InputSpec({1}, iron::i32)}}, {.feeds = &body});
+  // first is given the stride, which it does not read: its Emit hands it to body with the
+  // carried total and step, so body's runs need nothing from the host.
+  first({Tensor::from_ints({100}, {1})}, {{"step", 0}, {"stride", 7}});
+  std::vector<iron::Run> runs;
+  for (int k = 0; k < 5; ++k) runs.push_back(body.start());
+  EXPECT_EQ(runs[4].wait().carried_value("total"), 100 + 5 * 7);
+  for (const iron::Run& r : runs) EXPECT_TRUE(r.done());
+  std::vector<int32_t> log = body.read(g.log).to_ints();
+  EXPECT_EQ(std::vector<int32_t>(log.begin(), log.begin() + 6), (std::vector<int32_t>{100, 107, 114, 121, 128, 135}));
+  // A value given to a started run overrides what was fed; a call on the host waits out the
+  // runs started before it.
+  body.start({}, {{"stride", 1}});
+  body.start();
+  EXPECT_EQ(body({}, {}).carried_value("total"), 138);
+
+  // A run that fails (a value outside 30 bits) fails its wait, and so do the runs queued after
+  // it, which would have read what it carried; then the graph runs on.
+  iron::Run bad = body.start({}, {{"stride", int64_t(1) << 31}});
+  iron::Run after = body.start();
+  EXPECT_THROW(bad.wait(), iron::Error);
+  EXPECT_THROW(after.wait(), iron::Error);
+  EXPECT_EQ(body.start({}, {{"stride", 2}}).wait().carried_value("total"), 140);
+
+  // emit_to's refusals.
+  Counter other;
+  EXPECT_THROW(first.emit_to(other.compile({})), iron::Error);
+  Scale plain;
+  auto& no_emit = plain.compile({{"x", {1, 8}}});
+  EXPECT_THROW(no_emit.emit_to(no_emit), iron::Error);
+}
+
 }  // namespace

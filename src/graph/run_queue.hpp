@@ -1,0 +1,73 @@
+// Started runs of one graph's versions, run in order on the device's own thread while the host
+// goes on: what CompiledGraph::start() hands a run to and Run::wait() waits on. Every version of
+// a graph shares the arena, so one queue per graph serialises them. On the CPU the "device" is
+// a thread (thread 0 of the pool while it runs a version); a GPU device would submit instead.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "iron/tensor.hpp"
+
+namespace iron {
+class CompiledGraph;
+}
+
+namespace iron::detail {
+
+class RunQueue {
+ public:
+  /// One started call: its version, its tensors (views the caller keeps valid until it is
+  /// waited for) and its per-call values.
+  struct Task {
+    CompiledGraph* version;
+    std::vector<Tensor> tensors;
+    std::vector<std::pair<std::string, int64_t>> values;
+  };
+
+  RunQueue() = default;
+  ~RunQueue();
+  RunQueue(const RunQueue&) = delete;
+  RunQueue& operator=(const RunQueue&) = delete;
+
+  /// Queues a task; returns its ticket (0, 1, 2, ... in order).
+  int64_t push(Task task);
+  /// Waits until run `ticket` is complete, and rethrows what stopped it. The device wakes a
+  /// waiting host lazily (see run_queue.cpp): the host may sleep past the run it waits for
+  /// while the device stays busy, so that one wake-up serves several runs.
+  void wait(int64_t ticket);
+  bool complete(int64_t ticket) const { return completed_.load() > ticket; }
+  /// Waits until every run started so far is complete (their failures stay with their tickets).
+  void drain();
+  int64_t pushed() const { return pushed_.load(); }
+
+
+ private:
+  void device();
+  /// Moves the device thread to the core the caller runs on now (see run_queue.cpp).
+  void place_beside_caller();
+  int placed_on_ = -1;
+  bool failed(int64_t ticket) const { return ticket >= failed_from_ && ticket < failed_to_; }
+
+  std::mutex mutex_;  // guards tasks_ and the failure
+  std::deque<Task> tasks_;
+  std::exception_ptr failure_;
+  int64_t failed_from_ = 0, failed_to_ = 0;  // tickets that failed or were dropped after one did
+  std::atomic<int64_t> pushed_{0};
+  std::atomic<int64_t> completed_{0};
+  // The ticket the host waits for (-1: none), and how many runs were in flight when it began.
+  std::atomic<int64_t> waiting_for_{-1};
+  std::atomic<int64_t> window_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace iron::detail
