@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "devices/cpu/thread_pool.hpp"
 #include "graph/reference.hpp"
 #include "iron/error.hpp"
 #include "ops/op.hpp"
@@ -43,7 +44,7 @@ Image::Image(Arena& arena, const Recording& recording,
              const std::vector<std::optional<int64_t>>& defaults, CompileOptions options)
     : arena_(arena), recording_(recording), defaults_(defaults), options_(options),
       table_(recording.values) {
-  if (options_.threads <= 0) options_.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (options_.threads <= 0) options_.threads = cpu::available_cpus();
   plan();
 }
 

@@ -90,16 +90,27 @@ class CpuProgram final : public detail::Program {
       i = p.end;
     }
     if (threads_ > pool_.size()) threads_ = pool_.size();
+    for (const auto& k : kernels_) any_parallel_ |= k->parallel();
   }
 
   void run(const int64_t* words) override {
     words_ = words;
     single_ = -1;
-    bool any_parallel = false;
-    for (const auto& k : kernels_) any_parallel |= k->parallel();
+    if (!any_parallel_) {
+      pool_.run(1, &CpuProgram::job, this);
+      return;
+    }
+    // How many threads this run takes adapts to what the machine gives (ThreadGovernor); the
+    // results do not depend on it. One caller at a time decides, runs and reports.
+    std::lock_guard lock(pool_.mutex());
+    ThreadGovernor& governor = pool_.governor();
+    const int64_t began = steady_ns();
+    const int threads = governor.threads_for(threads_, began);
     // Reset before the pool publishes the job, so no thread can reach the barrier first.
-    barrier_.reset(any_parallel ? threads_ : 1);
-    pool_.run(any_parallel ? threads_ : 1, &CpuProgram::job, this);
+    barrier_.reset(threads);
+    pool_.run(threads, &CpuProgram::job, this);
+    const int64_t ended = steady_ns();
+    governor.report(threads, ended - began, barrier_.stalled_ns() + pool_.last_join_stall_ns(), ended);
   }
 
   void run_one(size_t i, const int64_t* words) override {
@@ -151,6 +162,7 @@ class CpuProgram final : public detail::Program {
   int threads_;
   ThreadPool& pool_;
   Barrier barrier_;
+  bool any_parallel_ = false;
   const int64_t* words_ = nullptr;
   int64_t single_ = -1;
 };

@@ -19,10 +19,26 @@
 
 namespace iron::cpu {
 
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int available_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 namespace {
+// Every pool thread's kernel scratch. It only grows; a grown buffer's predecessor is kept (not
+// freed) until exit, so a kernel that fetched it while a nested run grew the scratch (a host
+// step compiling another graph) never reads freed memory.
 struct SharedScratch {
   size_t floats = 0;
   std::vector<std::unique_ptr<float[], void (*)(void*)>> buffers;
+  std::vector<std::unique_ptr<float[], void (*)(void*)>> retired;
 };
 SharedScratch& shared_scratch() {
   static SharedScratch s;
@@ -31,11 +47,14 @@ SharedScratch& shared_scratch() {
 }  // namespace
 
 Scratch::Scratch(size_t floats_per_thread) : floats_(floats_per_thread) {
+  ThreadPool& pool = ThreadPool::shared(1);
+  std::lock_guard lock(pool.mutex());  // no run reads the buffers while they grow
   SharedScratch& s = shared_scratch();
-  const size_t threads = size_t(ThreadPool::shared(1).size());
+  const size_t threads = size_t(pool.size());
   if (floats_per_thread <= s.floats && s.buffers.size() >= threads) return;
   size_t floats = std::max(floats_per_thread, s.floats);
   size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+  for (auto& b : s.buffers) s.retired.push_back(std::move(b));
   s.buffers.clear();
   for (size_t t = 0; t < threads; ++t)
     s.buffers.emplace_back(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))), std::free);
@@ -53,6 +72,16 @@ constexpr int kSpinsBeforeSleep = 20000;
 // late finds the other thread already asleep at the next barrier, and the two take turns
 // sleeping, one wake-up per phase (seen as ~110 us gaps at every phase of a decode step).
 constexpr auto kBarrierSpin = std::chrono::microseconds(2000);
+// A wait this long is a thread descheduled, not an uneven split (those are microseconds): what
+// the governor counts. Shorter than a scheduler's slice (a few milliseconds).
+constexpr int64_t kStallNs = 300'000;
+// The governor's window, and the share of it lost to stalls that means contention.
+constexpr int64_t kWindowNs = 4'000'000;
+constexpr double kContended = 0.2;
+constexpr int64_t kHoldNs = 100'000'000;
+constexpr int kMaxBackoff = 3;
+
+thread_local bool in_job = false;  // this thread is running a share of a job
 }  // namespace
 
 void Barrier::wait(bool& sense) {
@@ -65,19 +94,58 @@ void Barrier::wait(bool& sense) {
   }
   // Spin a little (the other threads are usually microseconds away), then sleep: on a machine
   // busier than its cores, a spinning waiter would hold the core the last thread needs.
-  const auto give_up = std::chrono::steady_clock::now() + kBarrierSpin;
+  const auto began = std::chrono::steady_clock::now();
+  const auto give_up = began + kBarrierSpin;
+  bool long_wait = false;
   for (int spin = 1;; ++spin) {
-    if (release_.load(std::memory_order_acquire) == sense) return;
+    if (release_.load(std::memory_order_acquire) == sense) break;
     IRON_PAUSE();
-    if ((spin & 63) == 0 && std::chrono::steady_clock::now() > give_up) break;
+    if ((spin & 63) == 0) {
+      long_wait = true;  // past the fast path: the wait is timed (a clock read, not per spin)
+      if (std::chrono::steady_clock::now() > give_up) {
+        while (release_.load(std::memory_order_acquire) != sense) release_.wait(!sense, std::memory_order_acquire);
+        break;
+      }
+    }
   }
-  while (release_.load(std::memory_order_acquire) != sense) release_.wait(!sense, std::memory_order_acquire);
+  if (long_wait) {
+    const int64_t waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began).count();
+    if (waited >= kStallNs) stalled_ns_.fetch_add(waited, std::memory_order_relaxed);
+  }
+}
+
+int ThreadGovernor::current(int wanted) const { return std::max(1, wanted - fewer_); }
+
+int ThreadGovernor::threads_for(int wanted, int64_t now_ns) {
+  if (fewer_ > 0 && now_ns >= hold_until_) {
+    // The hold is over: probe with one thread more. Its window decides.
+    --fewer_;
+    window_wall_ = window_stalled_ = 0;
+    hold_until_ = 0;
+  }
+  return current(wanted);
+}
+
+void ThreadGovernor::report(int used, int64_t wall_ns, int64_t stalled_ns, int64_t now_ns) {
+  if (used <= 1) return;  // one thread cannot stall on another
+  window_wall_ += wall_ns * (used - 1);
+  window_stalled_ += std::min(stalled_ns, wall_ns * (used - 1));
+  if (window_wall_ < kWindowNs) return;
+  const bool contended = double(window_stalled_) > kContended * double(window_wall_);
+  window_wall_ = window_stalled_ = 0;
+  if (!contended) {
+    backoff_ = 0;
+    return;
+  }
+  ++fewer_;
+  hold_until_ = now_ns + (kHoldNs << backoff_);
+  backoff_ = std::min(backoff_ + 1, kMaxBackoff);
 }
 
 ThreadPool& ThreadPool::shared(int threads) {
-  // Made once, as large as the machine or the first request; images hold a reference to it, so
-  // it is never replaced: a later, larger request runs on the threads it has.
-  static ThreadPool pool(std::max<int>(threads, int(std::thread::hardware_concurrency())));
+  // Made once, as large as the CPUs this process may use or the first request; images hold a
+  // reference to it, so it is never replaced: a later, larger request runs on the threads it has.
+  static ThreadPool pool(std::max<int>(threads, available_cpus()));
   return pool;
 }
 
@@ -93,6 +161,18 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run(int threads, Job job, void* context) {
+  if (in_job) {
+    // Called from inside a share of a job (a host step running another graph): the workers are
+    // busy with the outer job, so this one runs here alone.
+    job(context, 0, 1);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  struct InJob {
+    InJob() { in_job = true; }
+    ~InJob() { in_job = false; }
+  } mark;
+  join_stall_ns_ = 0;
   if (threads > size()) threads = size();
   if (threads <= 1) {
     job(context, 0, 1);
@@ -105,10 +185,15 @@ void ThreadPool::run(int threads, Job job, void* context) {
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   job(context, 0, threads);
+  int64_t began = 0;
   for (int spin = 1; pending_.load(std::memory_order_acquire) != 0; ++spin) {
     IRON_PAUSE();
-    if ((spin & 255) == 0) sched_yield();
+    if ((spin & 255) == 0) {
+      if (began == 0) began = steady_ns();
+      sched_yield();
+    }
   }
+  if (began != 0 && steady_ns() - began >= kStallNs) join_stall_ns_ = steady_ns() - began;
 }
 
 void run_kernel(const Kernel& kernel, const int64_t* words, int threads) {
@@ -124,6 +209,7 @@ void run_kernel(const Kernel& kernel, const int64_t* words, int threads) {
 }
 
 void ThreadPool::work(int index) {
+  in_job = true;  // a worker only ever runs shares of jobs
   uint32_t seen = 0;
   for (;;) {
     uint32_t now = generation_.load(std::memory_order_acquire);

@@ -1,15 +1,25 @@
 // A persistent pool of worker threads. A job wakes them once; the workers spin briefly after a job
-// before sleeping, so back-to-back calls (a decode loop) never pay a wake-up.
+// before sleeping, so back-to-back calls (a decode loop) never pay a wake-up. The pool serves
+// one run at a time: callers on several threads queue for it. How many threads a run takes
+// adapts to what the machine gives (ThreadGovernor): on a core that another process wants, a
+// thread of ours is descheduled for milliseconds and every barrier waits for it, so while runs
+// show such stalls they take fewer threads. Results do not change with the count: every kernel
+// computes each output element on one thread, in an order that does not depend on the split.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 namespace iron::cpu {
 
-/// All threads of a job meet here between two commands. Sense-reversing, spinning.
+/// The CPUs this process may run on (sched_getaffinity), at least 1: the default thread count.
+int available_cpus();
+
+/// All threads of a job meet here between two commands. Sense-reversing, spinning, then
+/// sleeping. A wait that lasts long (a thread descheduled) is added to stalled_ns().
 class Barrier {
  public:
   explicit Barrier(int threads = 1) : threads_(threads) {}
@@ -17,20 +27,45 @@ class Barrier {
     threads_ = threads;
     waiting_.store(0, std::memory_order_relaxed);
     release_.store(false, std::memory_order_relaxed);
+    stalled_ns_.store(0, std::memory_order_relaxed);
   }
   void wait(bool& sense);
+  /// Time threads spent in waits longer than a scheduler's time slice, since reset().
+  int64_t stalled_ns() const { return stalled_ns_.load(std::memory_order_relaxed); }
 
  private:
   int threads_;
   alignas(64) std::atomic<int> waiting_{0};
   alignas(64) std::atomic<bool> release_{false};
+  alignas(64) std::atomic<int64_t> stalled_ns_{0};
+};
+
+/// Decides how many threads the next run takes. A run whose threads lost more than a fifth of
+/// its time waiting on a descheduled thread (over a window of a few milliseconds of runs) means
+/// another process holds one of our cores: runs then take one thread fewer, for a hold that
+/// doubles (100 ms up to 800 ms) each time a probe at the larger count stalls again. A clean
+/// window restores the count and the hold.
+class ThreadGovernor {
+ public:
+  /// Threads for a run that asks for `wanted`, at time `now_ns`.
+  int threads_for(int wanted, int64_t now_ns);
+  /// A run of `used` threads took `wall_ns`, of which threads waited `stalled_ns` on stalls.
+  void report(int used, int64_t wall_ns, int64_t stalled_ns, int64_t now_ns);
+  /// What runs take now when they ask for `wanted` (for reports; no side effect).
+  int current(int wanted) const;
+
+ private:
+  int fewer_ = 0;              // threads taken off what runs ask for
+  int64_t hold_until_ = 0;     // while now < this, runs take `fewer_` off
+  int backoff_ = 0;            // doublings of the hold
+  int64_t window_wall_ = 0, window_stalled_ = 0;
 };
 
 class ThreadPool {
  public:
   using Job = void (*)(void* context, int thread, int threads);
 
-  /// The process-wide pool (the caller counts as one of its threads).
+  /// The process-wide pool, as large as the CPUs this process may run on or the first request.
   static ThreadPool& shared(int threads);
   explicit ThreadPool(int threads);
   ~ThreadPool();
@@ -39,7 +74,15 @@ class ThreadPool {
 
   int size() const { return int(workers_.size()) + 1; }
   /// Runs job(context, t, threads) on threads t = 0 (the caller) .. threads-1 and waits for all.
+  /// Callers on other threads wait their turn; a run started from inside a job (a host step
+  /// calling another graph) runs on the calling thread alone.
   void run(int threads, Job job, void* context);
+  /// Time the caller waited for the others at the end of the last run, in long waits only.
+  int64_t last_join_stall_ns() const { return join_stall_ns_; }
+
+  /// Serialises runs, and the growth of the shared kernel scratch with them.
+  std::recursive_mutex& mutex() { return mutex_; }
+  ThreadGovernor& governor() { return governor_; }
 
  private:
   void work(int index);
@@ -51,7 +94,13 @@ class ThreadPool {
   void* context_ = nullptr;
   int threads_ = 1;
   std::atomic<bool> stop_{false};
+  std::recursive_mutex mutex_;
+  int64_t join_stall_ns_ = 0;
+  ThreadGovernor governor_;
 };
+
+/// Nanoseconds of a steady clock.
+int64_t steady_ns();
 
 class Kernel;
 /// Runs one kernel on `threads` threads of the shared pool (thread 0 alone for a serial kernel),

@@ -1,0 +1,96 @@
+// The CPU pool: how many threads a run takes under contention (the governor's decisions, from
+// reported figures, so no timing enters the test), and graphs called from several threads at once.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "devices/cpu/thread_pool.hpp"
+#include "iron/iron.hpp"
+
+namespace F = iron::functional;
+using iron::cpu::ThreadGovernor;
+
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+TEST(ThreadPool, TheGovernorTakesAThreadOffWhileRunsStallAndProbesBack) {
+  ThreadGovernor g;
+  int64_t now = 0;
+  // Quiet runs: 1 ms each, a few microseconds lost to an uneven split.
+  for (int i = 0; i < 20; ++i, now += kMs) {
+    ASSERT_EQ(g.threads_for(2, now), 2);
+    g.report(2, kMs, 0, now);
+  }
+  // Another process takes a core: each run loses half its time waiting on a descheduled thread.
+  for (int i = 0; i < 4; ++i, now += kMs) g.report(g.threads_for(2, now), kMs, kMs / 2, now);
+  EXPECT_EQ(g.threads_for(2, now), 1);
+  // Runs of one thread report nothing to stall on; the hold lasts 100 ms.
+  now += 50 * kMs;
+  EXPECT_EQ(g.threads_for(2, now), 1);
+  now += 60 * kMs;
+  EXPECT_EQ(g.threads_for(2, now), 2);  // the probe
+  // The probe stalls again: back to one thread, for twice as long.
+  for (int i = 0; i < 4; ++i, now += kMs) g.report(g.threads_for(2, now), kMs, kMs / 2, now);
+  EXPECT_EQ(g.threads_for(2, now), 1);
+  now += 150 * kMs;
+  EXPECT_EQ(g.threads_for(2, now), 1);
+  now += 60 * kMs;
+  EXPECT_EQ(g.threads_for(2, now), 2);
+  // The machine is quiet again: the probe's window is clean and two threads stay.
+  for (int i = 0; i < 10; ++i, now += kMs) g.report(g.threads_for(2, now), kMs, 0, now);
+  EXPECT_EQ(g.threads_for(2, now + 1000 * kMs), 2);
+  // A rare stall (a vCPU preempted once) under a fifth of a window changes nothing.
+  for (int i = 0; i < 8; ++i, now += kMs) g.report(g.threads_for(2, now), kMs, i == 3 ? kMs / 2 : 0, now);
+  EXPECT_EQ(g.threads_for(2, now), 2);
+}
+
+TEST(ThreadPool, WithMoreThreadsTheGovernorStepsDownOneAtATime) {
+  ThreadGovernor g;
+  int64_t now = 0;
+  // Four threads: each 1 ms run is 3 ms of waiting threads' time, so two runs fill a window.
+  for (int i = 0; i < 2; ++i, now += kMs) g.report(g.threads_for(4, now), kMs, kMs, now);
+  EXPECT_EQ(g.threads_for(4, now), 3);
+  for (int i = 0; i < 2; ++i, now += kMs) g.report(g.threads_for(4, now), kMs, kMs, now);
+  EXPECT_EQ(g.threads_for(4, now), 2);
+  EXPECT_EQ(g.current(4), 2);
+}
+
+struct Mix : iron::Graph {
+  iron::Input x = input("x");
+  iron::Param w = param("w", {64, 64});
+  Mix() : iron::Graph("mix") {}
+  iron::Outputs body() override { return {F::silu(F::linear(F::silu(F::linear(x, w)), w))}; }
+};
+
+iron::Tensor pattern(int64_t rows, int64_t cols, int seed) {
+  std::vector<float> v(size_t(rows * cols));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(int((i * 37 + size_t(seed) * 11) % 29) - 14) / 20.0f;
+  return iron::Tensor::from(v, {rows, cols});
+}
+
+TEST(ThreadPool, TwoGraphsCalledFromTwoThreadsAtOnce) {
+  Mix a, b;
+  a.load_state_dict({{"w", pattern(64, 64, 1)}});
+  b.load_state_dict({{"w", pattern(64, 64, 2)}});
+  iron::Tensor xa = pattern(16, 64, 3), xb = pattern(16, 64, 4);
+  auto& va = a.compile({{"x", {16, 64}}}, {.threads = 2});
+  auto& vb = b.compile({{"x", {16, 64}}}, {.threads = 2});
+  const std::vector<float> want_a = va({xa}).outputs[0].to_floats(), want_b = vb({xb}).outputs[0].to_floats();
+  // Each thread calls its own graph many times; the pool takes one run at a time.
+  std::vector<int> wrong(2, 0);
+  auto caller = [&](int which) {
+    auto& v = which == 0 ? va : vb;
+    const iron::Tensor& x = which == 0 ? xa : xb;
+    const std::vector<float>& want = which == 0 ? want_a : want_b;
+    for (int i = 0; i < 200; ++i) wrong[size_t(which)] += v({x}).outputs[0].to_floats() != want;
+  };
+  std::thread first(caller, 0), second(caller, 1);
+  first.join();
+  second.join();
+  EXPECT_EQ(wrong[0], 0);
+  EXPECT_EQ(wrong[1], 0);
+}
+
+}  // namespace
