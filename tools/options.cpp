@@ -2,7 +2,7 @@
 // text and the range.
 #include <charconv>
 #include <cmath>
-#include <limits>
+#include <cstdio>
 #include <string>
 
 #include "commands.hpp"

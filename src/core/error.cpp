@@ -39,32 +39,22 @@ std::string with_commas(size_t n) {
 std::string escaped(std::string_view text, size_t max_chars) {
   static const char* hex = "0123456789abcdef";
   std::string out;
-  size_t chars = 0, i = 0;
-  while (i < text.size()) {
+  for (size_t i = 0, chars = 0; i < text.size(); ++i, ++chars) {
     if (chars == max_chars) return out + "...";
     const auto c = static_cast<unsigned char>(text[i]);
-    const size_t len = utf8_length(text, i);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (len == 0 || c < 0x20 || c == 0x7f) {
-      out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
-      ++i;
-      ++chars;
-      continue;
-    } else {
-      out.append(text.substr(i, len));
-      i += len;
-      ++chars;
-      continue;
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (const size_t len = utf8_length(text, i); len == 0 || c < 0x20 || c == 0x7f) {
+          out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+        } else {
+          out.append(text.substr(i, len));
+          i += len - 1;
+        }
     }
-    ++i;
-    ++chars;
   }
   return out;
 }

@@ -34,9 +34,7 @@ std::string context_notice(int64_t bytes, const LlamaOptions& o) {
          " batch rows) takes " + gib(bytes) + " (KV cache and RoPE table); ask for less with -c/--ctx-size or "
          "-b/--batch-size";
 }
-}  // namespace
 
-namespace {
 // The checkpoint against the model's params, before Graph::load_state_dict sees it: every fault
 // of each kind, each list cut to its first 20 (one bad block_count makes thousands), names
 // escaped, and a weight of an integer type refused (a keep_dtype param takes the file's type, so

@@ -143,9 +143,9 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
       {"thousands of missing tensors",
        keeping(missing_message, [&] { models::LlamaRunner::open(many_missing.write("missing")); }),
        ErrorKind::value, ", ... and 4,471 more"},
-      {"a tokenizer smaller than the vocabulary", [&] { models::LlamaRunner::open(small_tokenizer.write("vocab")); },
+      {"a tokenizer short of the vocabulary", [&] { models::LlamaRunner::open(small_tokenizer.write("vocab")); },
        ErrorKind::value, "the tokenizer has 271 tokens, fewer than the model's vocabulary of 300"},
-      {"control bytes and a 70 KB name in a file",
+      {"control bytes, a 70 KB tensor name",
        keeping(last_message, [&] { models::LlamaRunner::open(odd_names.write("names")); }), ErrorKind::value, "extra evil\\x1b[2J\\n, nnnnn"},
   };
   std::printf("%-36s %-6s %s\n", "misuse or bad input", "kind", "message");
