@@ -21,6 +21,7 @@ void gguf_tokenizer(const uint8_t* data, size_t size);
 void tokenizer_encode(const uint8_t* data, size_t size);
 void profile_json(const uint8_t* data, size_t size);
 void chat_template(const uint8_t* data, size_t size);
+void command_line(const uint8_t* data, size_t size);
 
 struct NamedTarget {
   std::string_view name;
@@ -36,6 +37,7 @@ inline constexpr NamedTarget kTargets[] = {
     {"tokenizer_encode", tokenizer_encode},
     {"profile_json", profile_json},
     {"chat_template", chat_template},
+    {"command_line", command_line},
 };
 
 }  // namespace iron::fuzz

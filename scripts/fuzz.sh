@@ -11,7 +11,7 @@ python3 fuzz/make_corpus.py >/dev/null  # the binary seeds are generated, not tr
 seconds=${1:-30}
 shift || true
 all_targets=(gguf_reader safetensors_reader hf_config gguf_config tokenizer_json gguf_tokenizer
-  tokenizer_encode profile_json chat_template)
+  tokenizer_encode profile_json chat_template command_line)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 
@@ -53,6 +53,7 @@ for target in "${targets[@]}"; do
     gguf_*) dict=(-dict=fuzz/dict/gguf.dict); [ -d "$extra/gguf" ] && seeds+=("$extra/gguf") ;;
     safetensors_reader | hf_config | tokenizer_json | profile_json) dict=(-dict=fuzz/dict/json.dict) ;;
     tokenizer_encode | chat_template) dict=(-dict=fuzz/dict/text.dict) ;;
+    command_line) dict=(-dict=fuzz/dict/command_line.dict) ;;
   esac
   echo "=== fuzz_$target for ${seconds}s"
   if ! build-fuzz/fuzz/fuzz_"$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2560 \

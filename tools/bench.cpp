@@ -32,7 +32,7 @@ Spread spread(const std::vector<double>& xs) {
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 }  // namespace
 
-void add_bench_command(CLI::App& app) {
+void add_bench_command(CLI::App& app, bool execute) {
   struct Options {
     ModelOptions common;
     std::string trace;
@@ -45,16 +45,16 @@ void add_bench_command(CLI::App& app) {
                                      "spread over repetitions), the decode's fraction of the memory-bandwidth bound, "
                                      "and peak memory");
   add_model_options(*cmd, o->common);
-  cmd->add_option("-p,--n-prompt", o->prompt, "Prompt tokens to prefill (0: skip)")->capture_default_str();
-  cmd->add_option("-n,--n-gen", o->tokens, "Tokens to decode (0: skip)")->capture_default_str();
-  cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->capture_default_str();
-  cmd->add_option("-b,--batch-size", o->chunk, "Prompt rows a prefill call takes")->capture_default_str();
+  add_integer(*cmd, "-p,--n-prompt", o->prompt, 0, kMaxRows / 2, "Prompt tokens to prefill (0: skip)");
+  add_integer(*cmd, "-n,--n-gen", o->tokens, 0, kMaxRows / 2, "Tokens to decode (0: skip)");
+  add_integer(*cmd, "-r,--repetitions", o->reps, 1, 1000, "Repetitions of each test");
+  add_integer(*cmd, "-b,--batch-size", o->chunk, 1, INT32_MAX, "Prompt rows a prefill call takes (at most -p)");
   cmd->add_option("--trace", o->trace,
                   "Write a timeline of one prefill and a few decode steps (one span per command and thread) "
                   "to this file, in the Chrome trace format (open it in Perfetto)");
-  cmd->callback([o] {
-    if (o->reps < 1) throw CLI::ValidationError("-r", "must be at least 1");
-    if (o->prompt < 0 || o->tokens < 0) throw CLI::ValidationError("-p/-n", "must be at least 0");
+  // The callback holds the options: a parse without `execute` (the fuzz target) keeps them too.
+  cmd->callback([o, execute] {
+    if (!execute) return;
     models::RunnerOptions options = runner_options(o->common);
     options.model.chunk = std::max<int64_t>(1, std::min(o->chunk, std::max<int64_t>(o->prompt, 1)));
     options.model.context = o->prompt + o->tokens + 2;

@@ -11,7 +11,7 @@
 
 namespace iron::tools {
 
-void add_generate_command(CLI::App& app) {
+void add_generate_command(CLI::App& app, bool execute) {
   struct Options {
     ModelOptions common;
     std::string prompt;
@@ -28,22 +28,22 @@ void add_generate_command(CLI::App& app) {
       "sampled on the device and streamed as it is produced. Flags follow llama.cpp's names.");
   add_model_options(*cmd, o->common);
   cmd->add_option("-p,--prompt", o->prompt, "The prompt (empty: start from BOS alone)");
-  cmd->add_option("-n,--n-predict", o->tokens, "How many tokens to generate at most")->capture_default_str();
-  cmd->add_option("--temp", o->temperature, "Sampling temperature; 0 is greedy")->capture_default_str();
-  cmd->add_option("--top-k", o->top_k, "Sample from the k most likely tokens (0: all)")->capture_default_str();
-  cmd->add_option("--top-p", o->top_p, "Sample from the smallest set of tokens whose probability reaches p")
-      ->capture_default_str();
-  cmd->add_option("-s,--seed", o->seed, "Random seed for sampling (the same seed gives the same output)")
-      ->capture_default_str();
-  cmd->add_option("-c,--ctx-size", o->context, "Context length: KV-cache rows (at most the model's)")
-      ->capture_default_str();
-  cmd->add_option("-b,--batch-size", o->chunk, "Prompt tokens a prefill call takes")->capture_default_str();
+  add_integer(*cmd, "-n,--n-predict", o->tokens, -1, kMaxRows,
+              "How many tokens to generate at most (-1: until the end of sequence or a full context)");
+  add_number(*cmd, "--temp", o->temperature, 0, 1e6, false, "Sampling temperature; 0 is greedy");
+  add_integer(*cmd, "--top-k", o->top_k, 0, INT32_MAX, "Sample from the k most likely tokens (0: all)");
+  add_number(*cmd, "--top-p", o->top_p, 0, 1, true,
+             "Sample from the smallest set of tokens whose probability reaches p");
+  add_unsigned(*cmd, "-s,--seed", o->seed,
+               "Random seed for sampling, any 64-bit value (the same seed gives the same output)");
+  add_integer(*cmd, "-c,--ctx-size", o->context, 1, kMaxRows, "Context length: KV-cache rows (at most the model's)");
+  add_integer(*cmd, "-b,--batch-size", o->chunk, 1, INT32_MAX,
+              "Prompt tokens a prefill call takes (held to the context, as llama.cpp does)");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt as one user turn in the model's chat template");
   cmd->add_flag("--ids", o->ids, "Print the generated token ids instead of text");
-  cmd->callback([o] {
-    if (o->tokens < 0) throw CLI::ValidationError("-n", "must be at least 0");
-    if (o->temperature < 0) throw CLI::ValidationError("--temp", "must be at least 0");
-    if (o->top_p <= 0 || o->top_p > 1) throw CLI::ValidationError("--top-p", "must be in (0, 1]");
+  // The callback holds the options: a parse without `execute` (the fuzz target) keeps them too.
+  cmd->callback([o, execute] {
+    if (!execute) return;
     models::RunnerOptions options = runner_options(o->common);
     options.model.context = o->context;
     options.model.chunk = o->chunk;

@@ -8,11 +8,13 @@
 
 namespace iron::tools {
 
-void add_info_command(CLI::App& app) {
+void add_info_command(CLI::App& app, bool execute) {
   struct Options {
     std::string model;
     models::DescribeOptions describe;
     bool no_tensors = false;
+    int64_t array_items = int64_t(models::DescribeOptions().array_items);
+    int64_t string_chars = int64_t(models::DescribeOptions().string_chars);
   };
   auto options = std::make_shared<Options>();
   CLI::App* info = app.add_subcommand(
@@ -26,14 +28,15 @@ void add_info_command(CLI::App& app) {
                    "next to it is summarised too)");
   info->add_flag("--no-tensors", options->no_tensors,
                  "Print only the tensor totals, not one line per tensor");
-  info->add_option("--array-items", options->describe.array_items,
-                   "How many entries of each array value to show")
-      ->capture_default_str();
-  info->add_option("--string-chars", options->describe.string_chars,
-                   "Longer string values are cut to this many characters")
-      ->capture_default_str();
-  info->callback([options] {
+  add_integer(*info, "--array-items", options->array_items, 0, INT32_MAX, "How many entries of each array value to show");
+  add_integer(*info, "--string-chars", options->string_chars, 0, INT32_MAX,
+              "Longer string values are cut to this many characters");
+  // The callback holds the options: a parse without `execute` (the fuzz target) keeps them too.
+  info->callback([options, execute] {
+    if (!execute) return;
     options->describe.tensors = !options->no_tensors;
+    options->describe.array_items = size_t(options->array_items);
+    options->describe.string_chars = size_t(options->string_chars);
     std::cout << models::describe_checkpoint(options->model, options->describe);
   });
 }

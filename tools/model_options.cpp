@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "commands.hpp"
+#include "iron/io/files.hpp"
 
 namespace iron::tools {
 
@@ -10,7 +11,7 @@ void add_model_options(CLI::App& cmd, ModelOptions& o) {
                  "The model: a GGUF file, or a Hugging Face directory (config.json, model.safetensors, "
                  "tokenizer.json)")
       ->required();
-  cmd.add_option("-t,--threads", o.threads, "Threads to use (0: every core)")->capture_default_str();
+  add_integer(cmd, "-t,--threads", o.threads, 0, 256, "Threads to use (0: every core)");
   cmd.add_option("--precision", o.precision,
                  "How matmuls may round: highest (f32 sums rounded once), high, or medium (activations "
                  "rounded to int8 blocks where the CPU has VNNI, as llama.cpp does)")
@@ -23,10 +24,17 @@ void add_model_options(CLI::App& cmd, ModelOptions& o) {
 }
 
 models::RunnerOptions runner_options(const ModelOptions& o) {
+  namespace fs = std::filesystem;
   models::RunnerOptions options;
   options.threads = o.threads;
   options.model.precision = precision_from_name(o.precision);
-  if (std::filesystem::exists(o.profile)) options.profile = Profile::load_for_device(o.profile, "cpu");
+  // A directory holds cpu.json; a file is the profile. Read through io::read_file, which refuses
+  // a FIFO or a device before opening it and caps the size.
+  std::string file = o.profile;
+  if (fs::is_directory(o.profile)) file = (fs::path(o.profile) / "cpu.json").string();
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(file, ec)) || fs::exists(file, ec))
+    options.profile = Profile::parse(io::read_file(file, io::kProfileLimit, "a profile"), file);
   return options;
 }
 

@@ -1,13 +1,19 @@
 // `iron tune -m MODEL [-t THREADS] [-o FILE]`: tries each tunable of each distinct step the model
 // runs (prefill chunk and decode step) on this device, keeps the fastest value, and writes the
 // profile (profiles/cpu.json by default) that `iron generate` and `iron bench` then load.
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
 
 #include "commands.hpp"
+#include "iron/error.hpp"
+#include "iron/io/files.hpp"
 #include "iron/models/runner.hpp"
 
 namespace iron::tools {
@@ -24,9 +30,32 @@ double measure(models::LlamaRunner& runner, int64_t chunk, int64_t steps, int re
   }
   return best;
 }
+
+// Profile::save does not report a failed write (/dev/full, a full disk): save to a private
+// temporary file, then write its bytes through io::write_file, which checks every write and the
+// close.
+void write_profile(const Profile& profile, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::string name = (fs::temp_directory_path() / "iron_profile_XXXXXX").string();
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) io_error(std::string("cannot make a temporary file for the profile: ") + std::strerror(errno));
+  ::close(fd);
+  std::string text;
+  try {
+    profile.save(name);
+    text = io::read_file(name, io::kProfileLimit, "the profile");
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(name, ec);
+    throw;
+  }
+  std::error_code ec;
+  fs::remove(name, ec);
+  io::write_file(path, text, "the profile");
+}
 }  // namespace
 
-void add_tune_command(CLI::App& app) {
+void add_tune_command(CLI::App& app, bool execute) {
   struct Options {
     std::string model, output = "profiles/cpu.json";
     int threads = 0, reps = 3;
@@ -39,11 +68,13 @@ void add_tune_command(CLI::App& app) {
       "fastest, and write the profile (one entry a line) that generate and bench load");
   cmd->add_option("-m,--model", o->model, "The model: a GGUF file, or a Hugging Face directory (config.json, model.safetensors, tokenizer.json)")->required();
   cmd->add_option("-o,--output", o->output, "Where to write the profile")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads to use (0: every core)")->capture_default_str();
-  cmd->add_option("-b,--batch-size", o->chunk, "Prompt rows a prefill call takes")->capture_default_str();
-  cmd->add_option("-n,--n-gen", o->steps, "Decode steps timed per trial")->capture_default_str();
-  cmd->add_option("-r,--repetitions", o->reps, "Timed runs per trial (the best counts)")->capture_default_str();
-  cmd->callback([o] {
+  add_integer(*cmd, "-t,--threads", o->threads, 0, 256, "Threads to use (0: every core)");
+  add_integer(*cmd, "-b,--batch-size", o->chunk, 1, kMaxRows / 2, "Prompt rows a prefill call takes");
+  add_integer(*cmd, "-n,--n-gen", o->steps, 0, kMaxRows / 2, "Decode steps timed per trial");
+  add_integer(*cmd, "-r,--repetitions", o->reps, 1, 1000, "Timed runs per trial (the best counts)");
+  // The callback holds the options: a parse without `execute` (the fuzz target) keeps them too.
+  cmd->callback([o, execute] {
+    if (!execute) return;
     models::RunnerOptions options;
     options.threads = o->threads;
     options.model.chunk = o->chunk;
@@ -76,7 +107,7 @@ void add_tune_command(CLI::App& app) {
     }
     std::filesystem::path out(o->output);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
-    profile.save(o->output);
+    write_profile(profile, o->output);
     std::printf("tuned: %.2f ms per trial; wrote %zu entries to %s\n", best_time * 1e3, profile.entries().size(),
                 o->output.c_str());
   });

@@ -1,8 +1,11 @@
 // The one exception type IRON throws, with a kind so callers (and tests) can tell misuse apart.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace iron {
 
@@ -29,5 +32,14 @@ class Error : public std::runtime_error {
 [[noreturn]] inline void type_error(const std::string& m) { fail(ErrorKind::type, m); }
 [[noreturn]] inline void index_error(const std::string& m) { fail(ErrorKind::index, m); }
 [[noreturn]] inline void io_error(const std::string& m) { fail(ErrorKind::io, m); }
+
+/// Text from a file or a command line made fit for a one-line message: control characters,
+/// bytes that are not valid UTF-8 and backslashes are escaped (\n, \x1b, \\), and text longer
+/// than `max_chars` characters is cut, ending in "...". Every message quoting such text uses it.
+std::string escaped(std::string_view text, size_t max_chars = 200);
+/// A list of faults of one kind for a message: the first `first` items joined by ", ", then
+/// "... and 4,090 more" (the whole list goes to the log at debug level, IRON_LOG=debug, under
+/// `what`). The items are taken as they are: escape them first.
+std::string cut_list(const std::vector<std::string>& items, const std::string& what, size_t first = 20);
 
 }  // namespace iron

@@ -10,7 +10,7 @@
 namespace iron {
 
 void StateDict::insert(std::string name, Tensor t) {
-  if (index_.count(name)) value_error("state dict already holds a tensor named '" + name + "'");
+  if (index_.count(name)) value_error("state dict already holds a tensor named '" + escaped(name) + "'");
   index_.emplace(name, items_.size());
   items_.emplace_back(std::move(name), std::move(t));
 }
@@ -20,7 +20,7 @@ bool StateDict::contains(std::string_view name) const { return index_.find(name)
 const Tensor& StateDict::at(std::string_view name) const {
   auto it = index_.find(name);
   if (it == index_.end())
-    index_error("state dict has no tensor named '" + std::string(name) + "' (it holds " +
+    index_error("state dict has no tensor named '" + escaped(name) + "' (it holds " +
                 std::to_string(items_.size()) + " tensors)");
   return items_[it->second].second;
 }

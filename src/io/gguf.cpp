@@ -298,8 +298,8 @@ class GgufParser {
     out_.metadata_.reserve(size_t(kv_count_));
     for (uint64_t i = 0; i < kv_count_; ++i) {
       std::string key = read_string("metadata key " + std::to_string(i));
-      if (out_.key_index_.count(key)) fail("metadata key '" + key + "' appears twice");
-      std::string what = "metadata key '" + key + "'";
+      if (out_.key_index_.count(key)) fail("metadata key '" + escaped(key) + "' appears twice");
+      std::string what = "metadata key '" + escaped(key) + "'";
       GgufType type = read_type(what);
       GgufValue value = read_value(type, what);
       out_.key_index_.emplace(key, out_.metadata_.size());
@@ -321,8 +321,8 @@ class GgufParser {
     for (uint64_t i = 0; i < tensor_count_; ++i) {
       GgufTensorInfo tensor;
       tensor.name = read_string("the name of tensor " + std::to_string(i));
-      if (out_.tensor_index_.count(tensor.name)) fail("tensor '" + tensor.name + "' appears twice");
-      std::string what = "tensor '" + tensor.name + "'";
+      if (out_.tensor_index_.count(tensor.name)) fail("tensor '" + escaped(tensor.name) + "' appears twice");
+      std::string what = "tensor '" + escaped(tensor.name) + "'";
       auto rank = read<uint32_t>(what + " (rank)");
       if (rank < 1 || rank > kMaxRank)
         fail(what + " has rank " + std::to_string(rank) + " (must be 1 to 4)");
@@ -368,7 +368,7 @@ class GgufParser {
       bool overflows = relative > std::numeric_limits<uint64_t>::max() - out_.data_offset_ - size;
       uint64_t begin = out_.data_offset_ + relative;
       if (overflows || begin + size > size_)
-        fail("tensor '" + tensor.name + "' data [" +
+        fail("tensor '" + escaped(tensor.name) + "' data [" +
              (overflows ? std::to_string(out_.data_offset_) + " + " + std::to_string(relative)
                         : std::to_string(begin)) +
              ", " + (overflows ? "..." : std::to_string(begin + size)) +
@@ -404,7 +404,7 @@ const GgufValue* GgufFile::find(std::string_view key) const {
 
 void GgufFile::wrong_type(std::string_view key, const GgufValue& value,
                           std::string_view wanted) const {
-  value_error(path() + ": metadata key '" + std::string(key) + "' holds " + value.type_name() +
+  value_error(path() + ": metadata key '" + escaped(key) + "' holds " + value.type_name() +
               ", not " + std::string(wanted));
 }
 
@@ -440,7 +440,7 @@ std::optional<int64_t> GgufFile::get_int(std::string_view key) const {
   });
   if (!integer) wrong_type(key, *value, "an integer");
   if (!fits)
-    value_error(path() + ": metadata key '" + std::string(key) + "' holds u64 " +
+    value_error(path() + ": metadata key '" + escaped(key) + "' holds u64 " +
                 std::to_string(std::get<uint64_t>(value->value)) + ", too large for int64");
   return result;
 }
@@ -507,7 +507,7 @@ std::vector<int32_t> GgufFile::get_ints(std::string_view key) const {
         if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
           for (T item : items) {
             if (!std::in_range<int32_t>(item))
-              value_error(path() + ": metadata key '" + std::string(key) + "' element " +
+              value_error(path() + ": metadata key '" + escaped(key) + "' element " +
                           std::to_string(result.size()) + " = " + std::to_string(item) +
                           " does not fit in int32");
             result.push_back(int32_t(item));
@@ -527,9 +527,9 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 
 Tensor GgufFile::tensor(std::string_view name) const {
   const GgufTensorInfo* tensor = find_tensor(name);
-  if (!tensor) index_error(path() + ": no tensor named '" + std::string(name) + "'");
+  if (!tensor) index_error(path() + ": no tensor named '" + escaped(name) + "'");
   if (!tensor->dtype)
-    value_error(path() + ": tensor '" + tensor->name + "' has ggml type " +
+    value_error(path() + ": tensor '" + escaped(tensor->name) + "' has ggml type " +
                 ggml_type_name(tensor->ggml_type) + " (id " + std::to_string(tensor->ggml_type) +
                 "), which IRON cannot load");
   return detail::view_or_copy(file_->data() + tensor->offset, tensor->shape(), *tensor->dtype,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "iron/error.hpp"
+#include "iron/io/files.hpp"
 
 namespace iron::io {
 
@@ -23,14 +24,6 @@ constexpr uint8_t kEmpty[1] = {0};
 [[noreturn]] void system_error(const std::string& path, const char* action, int error) {
   io_error(path + ": cannot " + action + ": " + std::strerror(error));
 }
-
-// Closes the descriptor on every path out of open(); the mapping outlives it.
-struct FileDescriptor {
-  int fd;
-  ~FileDescriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // The live file mappings, so that release_pages touches nothing else.
 struct LiveMappings {
@@ -45,19 +38,16 @@ LiveMappings& live_mappings() {
 }  // namespace
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
-  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) system_error(path, "open", errno);
-  struct stat status {};
-  if (::fstat(file.fd, &status) != 0) system_error(path, "stat", errno);
-  if (!S_ISREG(status.st_mode)) io_error(path + ": cannot map: not a regular file");
-
+  // Checked before opening (a FIFO would block the open) and closed on every path out; the
+  // mapping outlives the descriptor.
+  RegularFile file(path);
   std::shared_ptr<MappedFile> mapped(new MappedFile());
   mapped->path_ = path;
-  mapped->size_ = size_t(status.st_size);
+  mapped->size_ = file.size();
   mapped->data_ = kEmpty;
   if (mapped->size_ == 0) return mapped;  // mmap of 0 bytes is an error (EINVAL)
 
-  void* base = ::mmap(nullptr, mapped->size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
+  void* base = ::mmap(nullptr, mapped->size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
   if (base == MAP_FAILED) system_error(path, "mmap", errno);
   mapped->mapping_ = base;
   mapped->data_ = static_cast<const uint8_t*>(base);

@@ -9,6 +9,7 @@
 
 #include "io/tensor_view.hpp"
 #include "iron/error.hpp"
+#include "iron/io/files.hpp"
 
 namespace iron::io {
 
@@ -87,7 +88,7 @@ void SafetensorsFile::read_header() {
       [&](int depth, nlohmann::ordered_json::parse_event_t event, nlohmann::ordered_json& parsed) {
         if (depth == 1 && event == nlohmann::ordered_json::parse_event_t::key &&
             !seen.insert(parsed.get<std::string>()).second)
-          fail("header names '" + parsed.get<std::string>() + "' twice");
+          fail("header names '" + escaped(parsed.get<std::string>()) + "' twice");
         return true;
       };
   nlohmann::ordered_json header;
@@ -103,12 +104,12 @@ void SafetensorsFile::read_header() {
     if (name == "__metadata__") {
       if (!entry.is_object()) fail("__metadata__ is not an object");
       for (const auto& [key, value] : entry.items()) {
-        if (!value.is_string()) fail("__metadata__ entry '" + key + "' is not a string");
+        if (!value.is_string()) fail("__metadata__ entry '" + escaped(key) + "' is not a string");
         metadata_[key] = value.get<std::string>();
       }
       continue;
     }
-    std::string what = "tensor '" + name + "'";
+    std::string what = "tensor '" + escaped(name) + "'";
     if (!entry.is_object()) fail(what + " is not a JSON object");
     if (!entry.contains("dtype") || !entry["dtype"].is_string())
       fail(what + " has no dtype string");
@@ -121,7 +122,7 @@ void SafetensorsFile::read_header() {
     tensor.name = name;
     tensor.dtype_name = entry["dtype"].get<std::string>();
     const SafetensorsDType* layout = find_dtype(tensor.dtype_name);
-    if (!layout) fail(what + " has unknown dtype '" + tensor.dtype_name + "'");
+    if (!layout) fail(what + " has unknown dtype '" + escaped(tensor.dtype_name) + "'");
     tensor.dtype = layout->dtype;
 
     uint64_t numel = 1;
@@ -168,7 +169,7 @@ void SafetensorsFile::read_header() {
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const auto* previous = by_offset[i - 1];
     if (by_offset[i]->offset < previous->offset + previous->nbytes)
-      fail("tensors '" + previous->name + "' and '" + by_offset[i]->name + "' overlap");
+      fail("tensors '" + escaped(previous->name) + "' and '" + escaped(by_offset[i]->name) + "' overlap");
   }
 }
 
@@ -179,21 +180,17 @@ const SafetensorsTensorInfo* SafetensorsFile::find_tensor(std::string_view name)
 
 Tensor SafetensorsFile::tensor(std::string_view name) const {
   const SafetensorsTensorInfo* tensor = find_tensor(name);
-  if (!tensor) index_error(path() + ": no tensor named '" + std::string(name) + "'");
+  if (!tensor) index_error(path() + ": no tensor named '" + escaped(name) + "'");
   if (!tensor->dtype)
-    value_error(path() + ": tensor '" + tensor->name + "' has dtype " + tensor->dtype_name +
+    value_error(path() + ": tensor '" + escaped(tensor->name) + "' has dtype " + escaped(tensor->dtype_name) +
                 ", which IRON cannot load");
   return detail::view_or_copy(file_->data() + tensor->offset, tensor->shape, *tensor->dtype, file_);
 }
 
 nlohmann::json read_json_file(const std::string& path, size_t max_bytes) {
-  auto file = MappedFile::open(path);
-  if (file->size() > max_bytes)
-    value_error(path + ": " + std::to_string(file->size()) + " bytes is over the " +
-                std::to_string(max_bytes) + "-byte limit for a JSON file");
+  const std::string text = read_file(path, max_bytes, "a JSON file");
   try {
-    const char* text = reinterpret_cast<const char*>(file->data());
-    return nlohmann::json::parse(text, text + file->size());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     value_error(path + ": not valid JSON: " + e.what());
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "iron/error.hpp"
+#include "iron/io/files.hpp"
 #include "iron/io/gguf.hpp"
 #include "iron/io/mapped_file.hpp"
 #include "iron/io/safetensors.hpp"
@@ -295,9 +296,9 @@ void describe_safetensors(std::ostream& out, std::shared_ptr<const io::MappedFil
 }  // namespace
 
 std::string describe_checkpoint(const std::string& path, const DescribeOptions& options) {
-  if (std::filesystem::is_directory(path))
-    io_error(path + ": is a directory, not a checkpoint file");
   auto file = io::MappedFile::open(path);
+  // A config named but unreadable is an error, not a note in the description.
+  if (!options.config_path.empty()) io::require_regular_file(options.config_path, "the config");
   std::ostringstream out;
   out << "file: " << path << " (" << file->size() << " bytes, " << human_bytes(file->size())
       << ")\n";

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "graph/recording.hpp"
 #include "iron/error.hpp"
 #include "iron/functional.hpp"
 
@@ -12,6 +13,21 @@ namespace F = functional;
 namespace {
 // Quantised weights stay as the checkpoint holds them; kernels read them in place.
 constexpr DType kWeights = keep_dtype;
+
+// Gives the Sample step that wrote `token` the 64-bit seed as its `seed` param. F::sample keys
+// its draw by two per-call words (30 bits each: here the call counter and the position); the
+// seed is the operator's, mixed in by ops::sample_uniform, so that any 64-bit seed works.
+void seed_sampler(const Handle& token, uint64_t seed) {
+  Recorder& r = Recorder::require("seeding the sampler");
+  for (Step& s : r.recording().steps)
+    if (s.op->name() == "Sample" && s.out.size() == 1 && s.out[0].buffer() == token.buffer()) {
+      Fields params = s.op->params();
+      params.set("seed", int64_t(seed));
+      s.op = r.make("Sample", params);
+      return;
+    }
+  value_error("llama: no Sample step to seed");
+}
 }  // namespace
 
 LlamaAttention::LlamaAttention(const LlamaConfig& c)
@@ -55,11 +71,17 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaOptions& options)
   if (options_.context < 1 || options_.chunk < 1)
     value_error("llama: context and chunk are positive, got " + std::to_string(options_.context) + " and " +
                 std::to_string(options_.chunk));
+  // Every row of the cache is a position, a per-call value: context + chunk stays below 2^30
+  // (each checked first, so that the sum cannot overflow).
+  if (options_.context >= kValueLimit || options_.chunk >= kValueLimit ||
+      options_.context + options_.chunk > kValueLimit)
+    value_error("llama: context + chunk rows are positions, at most 2^30 = " + std::to_string(kValueLimit) +
+                "; got context " + std::to_string(options_.context) + " and chunk " + std::to_string(options_.chunk));
   tokens = input("tokens", /*optional=*/true);
   rows = scratchpad("rows", 1);
   position = carried("position");
   token = carried("token");
-  seed = carried("seed");
+  step = carried("step");
   embed = param("embed", {config_.vocab, config_.dim}, kWeights);
   norm = param("norm", {config_.dim}, f32);
   output = config_.tied_embeddings ? tie("output", embed) : param("output", {config_.vocab, config_.dim}, kWeights);
@@ -120,14 +142,15 @@ Outputs LlamaModel::body() {
   Handle last = prefill ? F::copy(x[at(Affine(rows) - 1)]) : x.reshape({c.dim});
   Handle logits = F::linear(F::rms_norm(last, c.dim, norm, c.rms_eps), output, {}, options_.precision);
   const Sampling& sp = options_.sampling;
-  Handle next = F::sample(logits, sp.temperature, sp.top_k, sp.top_p, seed, position);
+  Handle next = F::sample(logits, sp.temperature, sp.top_k, sp.top_p, step, position);
+  seed_sampler(next, sp.seed);
   std::vector<Handle> outs{logits, next};
   if (prefill && options_.all_logits) outs.push_back(F::linear(F::rms_norm(x, c.dim, norm, c.rms_eps), output));
   // A decode step leaves its token where the host finds it while later steps run: at the
   // position the token will take. A prefill call's token is its output.
   if (!prefill) Handle(generated)[window(Affine(position) + 1, 1)].assign(next);
   CarryValue next_position = prefill ? CarryValue(F::scalar({position, rows})) : CarryValue(Affine(position) + 1);
-  return Outputs(outs, carry({{"token", next}, {"position", next_position}, {"seed", Affine(seed) + 1}}));
+  return Outputs(outs, carry({{"token", next}, {"position", next_position}, {"step", Affine(step) + 1}}));
 }
 
 }  // namespace iron::models

@@ -62,7 +62,7 @@ void validate(const LlamaConfig& c, const std::string& where) {
   if (!std::isfinite(c.rms_eps) || c.rms_eps <= 0 || c.rms_eps >= 1)
     value_error(where + ": the RMSNorm epsilon " + number(c.rms_eps) + " must be in (0, 1)");
   if (c.rope_mode != "adjacent" && c.rope_mode != "halves")
-    value_error(where + ": unknown RoPE mode '" + c.rope_mode +
+    value_error(where + ": unknown RoPE mode '" + escaped(c.rope_mode) +
                 "' (expected 'adjacent' or 'halves')");
 }
 
@@ -83,13 +83,13 @@ LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf) {
   const std::optional<std::string> arch = gguf.get_string("general.architecture");
   if (!arch) value_error(where + ": metadata key 'general.architecture' is missing");
   if (*arch != "llama")
-    value_error(where + ": general.architecture is '" + *arch +
+    value_error(where + ": general.architecture is '" + escaped(*arch) +
                 "', not a Llama-family architecture (expected 'llama')");
   const std::string prefix = *arch + ".";
   auto optional_int = [&](const std::string& key) { return gguf.get_int(prefix + key); };
   auto required_int = [&](const std::string& key) {
     const std::optional<int64_t> value = optional_int(key);
-    if (!value) value_error(where + ": metadata key '" + prefix + key + "' is missing");
+    if (!value) value_error(where + ": metadata key '" + escaped(prefix + key) + "' is missing");
     return *value;
   };
   // Each count is checked as it is read, so an error names the key it came from.
@@ -125,7 +125,7 @@ LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf) {
   c.rms_eps = gguf.get_float(prefix + "attention.layer_norm_rms_epsilon").value_or(1e-5);
   if (const auto scaling = gguf.get_string(prefix + "rope.scaling.type");
       scaling && *scaling != "none")
-    value_error(where + ": RoPE scaling '" + *scaling + "' ('" + prefix +
+    value_error(where + ": RoPE scaling '" + escaped(*scaling) + "' ('" + escaped(prefix) +
                 "rope.scaling.type') is not supported");
 
   const io::GgufTensorInfo* embed = gguf.find_tensor("token_embd.weight");
@@ -146,7 +146,7 @@ LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf) {
   auto check_matrix = [&](const io::GgufTensorInfo* t) {
     if (!t) return;
     if (t->dims.size() != 2 || t->dims[0] != c.dim || t->dims[1] != c.vocab)
-      value_error(where + ": tensor '" + t->name + "' is not " + std::to_string(c.dim) + "x" +
+      value_error(where + ": tensor '" + escaped(t->name) + "' is not " + std::to_string(c.dim) + "x" +
                   std::to_string(c.vocab) + " (ggml order) as the hyperparameters say");
   };
   check_matrix(embed);
@@ -178,7 +178,7 @@ std::optional<int64_t> hf_int(const json& config, const char* key) {
     return int64_t(u);
   }
   if (!value->is_number_integer())
-    value_error("config.json: '" + std::string(key) + "' is " + value->dump() + ", not an integer");
+    value_error("config.json: '" + std::string(key) + "' is " + escaped(value->dump()) + ", not an integer");
   return value->get<int64_t>();
 }
 
@@ -192,7 +192,7 @@ std::optional<double> hf_float(const json& config, const char* key) {
   const json* value = member(config, key);
   if (!value) return std::nullopt;
   if (!value->is_number())
-    value_error("config.json: '" + std::string(key) + "' is " + value->dump() + ", not a number");
+    value_error("config.json: '" + std::string(key) + "' is " + escaped(value->dump()) + ", not a number");
   return value->get<double>();
 }
 
@@ -204,7 +204,7 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& config) {
   c.architecture = "llama";
   if (const json* type = member(config, "model_type")) {
     if (!type->is_string() || type->get<std::string>() != "llama")
-      value_error("config.json: model_type is " + type->dump() +
+      value_error("config.json: model_type is " + escaped(type->dump()) +
                   ", not a Llama-family model (expected \"llama\")");
   }
   c.rope_mode = "halves";
@@ -234,11 +234,11 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& config) {
   c.rms_eps = hf_float(config, "rms_norm_eps").value_or(1e-6);
   if (const json* tie = member(config, "tie_word_embeddings")) {
     if (!tie->is_boolean())
-      value_error("config.json: 'tie_word_embeddings' is " + tie->dump() + ", not a boolean");
+      value_error("config.json: 'tie_word_embeddings' is " + escaped(tie->dump()) + ", not a boolean");
     c.tied_embeddings = tie->get<bool>();
   }
   if (const json* scaling = member(config, "rope_scaling"))
-    value_error("config.json: RoPE scaling " + scaling->dump() + " is not supported");
+    value_error("config.json: RoPE scaling " + escaped(scaling->dump()) + " is not supported");
   validate(c, "config.json");
   return c;
 }
@@ -313,7 +313,7 @@ StateDict llama_state_dict(const StateDict& checkpoint) {
   for (const auto& [name, tensor] : checkpoint.items()) {
     std::string path = llama_tensor_path(name);
     if (out.contains(path))
-      value_error("checkpoint tensor '" + name + "' maps to '" + path +
+      value_error("checkpoint tensor '" + escaped(name) + "' maps to '" + escaped(path) +
                   "', which another tensor already took");
     out.insert(std::move(path), tensor);
   }

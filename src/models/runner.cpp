@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdio>
 #include <filesystem>
+#include <new>
+#include <set>
 
 #include "graph/arena.hpp"
 #include "graph/recording.hpp"
 #include "iron/error.hpp"
 #include "iron/io/gguf.hpp"
 #include "iron/io/safetensors.hpp"
+#include "iron/log.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -17,7 +21,65 @@ namespace iron::models {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string gib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(int64_t(1) << 30));
+  return text;
+}
+
+// What a context costs and how to ask for less.
+std::string context_notice(int64_t bytes, const LlamaOptions& o) {
+  return "a context of " + std::to_string(o.context) + " rows (+ " + std::to_string(o.chunk) +
+         " batch rows) takes " + gib(bytes) + " (KV cache and RoPE table); ask for less with -c/--ctx-size or "
+         "-b/--batch-size";
+}
+
+// The checkpoint against the model's params, before Graph::load_state_dict sees it: every fault
+// of each kind, each list cut to its first 20 (one bad block_count makes thousands), names
+// escaped, and a weight of an integer type refused (a keep_dtype param takes the file's type, so
+// the graph would take an I32 matrix as it is).
+void check_weights(const LlamaModel& model, const StateDict& weights) {
+  std::vector<std::string> missing, extra, shapes, kinds;
+  std::set<std::string> held;
+  std::set<const Resident*> bound;
+  for (const auto& [path, r] : model.held()) {
+    held.insert(path);
+    if (r->is_state || r->tensor.defined() || !bound.insert(r.get()).second) continue;
+    if (!weights.contains(path)) {
+      missing.push_back(escaped(path));
+      continue;
+    }
+    const Tensor& t = weights.at(path);
+    if (t.shape() != r->shape)
+      shapes.push_back(escaped(path) + " " + to_string(t.shape()) + ", not " + to_string(r->shape));
+    if (!info(t.dtype()).floating)
+      kinds.push_back(escaped(path) + " " + std::string(name(t.dtype())) + ", not a float or quantised type");
+  }
+  for (const auto& [path, t] : weights.items())
+    if (!held.count(path)) extra.push_back(escaped(path));
+  std::sort(missing.begin(), missing.end());
+  std::sort(extra.begin(), extra.end());
+  std::string faults;
+  for (const auto& [kind, list] : {std::pair<const char*, const std::vector<std::string>*>{"missing", &missing},
+                                   {"extra", &extra},
+                                   {"wrong shape", &shapes},
+                                   {"wrong kind", &kinds}})
+    if (!list->empty())
+      faults += (faults.empty() ? "" : "; ") + std::string(kind) + " " + cut_list(*list, std::string("llama: ") + kind);
+  if (!faults.empty()) value_error("llama: cannot load: " + faults);
+}
 }  // namespace
+
+int64_t LlamaRunner::context_bytes(const LlamaConfig& c, const LlamaOptions& o) {
+  // Each layer's two caches and the RoPE table hold context + chunk rows, as does `generated`;
+  // computed in doubles, so that no option overflows it, and held to int64.
+  const double rows = double(o.context) + double(o.chunk);
+  const double cache = double(c.layers) * 2 * rows * double(c.kv_heads) * double(c.head_dim) *
+                       double(storage_bytes(o.cache_dtype, 1024)) / 1024.0;
+  const double total = cache + rows * double(c.head_dim) * 4 + rows * 4;
+  return total >= 9.0e18 ? INT64_MAX : int64_t(total);
+}
 
 std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const RunnerOptions& options) {
   namespace fs = std::filesystem;
@@ -39,15 +101,27 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
     config = llama_config_from_gguf(gguf);
     r->tokenizer_ = std::make_unique<text::Tokenizer>(text::tokenizer_from_gguf(gguf));
   }
-  r->options_.model.context = std::min(r->options_.model.context, config.context);
+  // Every id the model can sample must decode: checked here, not when generation reaches one.
+  if (r->tokenizer_ && r->tokenizer_->vocab_size() < config.vocab)
+    value_error(path + ": the tokenizer has " + std::to_string(r->tokenizer_->vocab_size()) +
+                " tokens, fewer than the model's vocabulary of " + std::to_string(config.vocab));
+  LlamaOptions& mo = r->options_.model;
+  mo.context = std::min(mo.context, config.context);
+  mo.chunk = std::min(mo.chunk, mo.context);  // a prefill call never takes more than the context, as in llama.cpp
   r->weights_ = llama_state_dict(open_checkpoint(weights));
-  r->model_ = std::make_unique<LlamaModel>(config, r->options_.model);
-  r->model_->set_profile(r->options_.profile);
-  r->model_->load_state_dict(r->weights_);
-  CompileOptions compile{.threads = options.threads};
-  const int64_t chunk = r->options_.model.chunk;
-  r->model_->compile({{"tokens", InputSpec({chunk}, i32)}}, compile).load();
-  r->model_->compile({}, compile).load();
+  const int64_t context_bytes = LlamaRunner::context_bytes(config, mo);
+  if (context_bytes > (int64_t(1) << 30)) log(LogLevel::warning, context_notice(context_bytes, mo));
+  try {
+    r->model_ = std::make_unique<LlamaModel>(config, mo);
+    r->model_->set_profile(r->options_.profile);
+    check_weights(*r->model_, r->weights_);
+    r->model_->load_state_dict(r->weights_);
+    CompileOptions compile{.threads = options.threads};
+    r->model_->compile({{"tokens", InputSpec({mo.chunk}, i32)}}, compile).load();
+    r->model_->compile({}, compile).load();
+  } catch (const std::bad_alloc&) {
+    value_error("out of memory allocating the model: " + context_notice(context_bytes, mo));
+  }
   r->load_seconds_ = seconds_since(start);
   return r;
 }
@@ -60,6 +134,11 @@ const text::Tokenizer& LlamaRunner::tokenizer() const {
 std::vector<int32_t> LlamaRunner::prompt_ids(const std::string& prompt, bool chat) const {
   tokenizer();  // a clear error when the model came without one
   if (chat) {
+    const auto& tmpl = tokenizer_->chat_template();
+    if (!tmpl || tmpl->find("<|im_start|>") == std::string::npos)
+      log(LogLevel::warning, std::string(tmpl ? "the model's chat template is not ChatML, the one form rendered"
+                                              : "the model has no chat template") +
+                                 ": the prompt is wrapped in ChatML instead");
     std::string text = tokenizer_->apply_chat_template({{"user", prompt}}, true, text::ChatTemplateFallback::chatml);
     return tokenizer_->encode(text, false);
   }
@@ -86,7 +165,6 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   CompileOptions compile{.threads = options_.threads};
   CompiledGraph& prefill = model_->compile({{"tokens", InputSpec({chunk}, i32)}}, compile);
   CompiledGraph& decode = model_->compile({}, compile);
-  const int64_t seed = int64_t(mo.sampling.seed % uint64_t(kValueLimit));
 
   // Every chunk but the last as plain calls; the last starts the loop.
   auto t0 = Clock::now();
@@ -99,7 +177,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
     int64_t n = std::min(chunk, total - at);
     std::fill_n(tokens.mutable_data_as<int32_t>(), chunk, 0);
     std::memcpy(tokens.mutable_data(), prompt.data() + at, size_t(n) * 4);
-    std::vector<ValueArg> values{{"position", at}, {"rows", n}, {"token", 0}, {"seed", seed}};
+    std::vector<ValueArg> values{{"position", at}, {"rows", n}, {"token", 0}, {"step", 0}};
     if (at + n < total) {
       prefill(std::span<const Tensor>(&tokens, 1), values);
     } else {
@@ -109,7 +187,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
     at += n;
   }
   stats.prompt_seconds = seconds_since(t0);
-  if (max_tokens <= 0) {
+  if (max_tokens == 0) {
     stats.stop = "token limit";
     return stats;
   }
@@ -121,8 +199,9 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   }
   // Decode steps: step k embeds the token at position total + k and leaves the next at + 1.
   int64_t room = context - total - 1;
-  int64_t steps = std::min(max_tokens - 1, room);
-  stats.stop = steps < max_tokens - 1 ? "context full" : "token limit";
+  // A negative max_tokens (llama.cpp's -n -1): until the end of sequence or a full context.
+  int64_t steps = max_tokens < 0 ? room : std::min(max_tokens - 1, room);
+  stats.stop = max_tokens < 0 || steps < max_tokens - 1 ? "context full" : "token limit";
   Tensor generated = decode.read(model_->generated);
   const int32_t* ids = generated.data_as<int32_t>();
   auto t1 = Clock::now();
@@ -193,7 +272,7 @@ Tensor LlamaRunner::score(const std::vector<int32_t>& prompt) {
   CompiledGraph& v = scorer_->compile({{"tokens", InputSpec({chunk}, i32)}}, {.threads = options_.threads});
   Tensor tokens = Tensor::zeros({chunk}, i32);
   std::memcpy(tokens.mutable_data(), prompt.data(), size_t(n) * 4);
-  std::vector<ValueArg> values{{"position", 0}, {"rows", n}, {"token", 0}, {"seed", 0}};
+  std::vector<ValueArg> values{{"position", 0}, {"rows", n}, {"token", 0}, {"step", 0}};
   return v(std::span<const Tensor>(&tokens, 1), values).outputs[2].clone();
 }
 

@@ -61,11 +61,10 @@ std::string format_chat(const std::optional<std::string>& chat_template,
   const bool chatml = chat_template && chat_template->find("<|im_start|>") != std::string::npos;
   if (!chatml && fallback == ChatTemplateFallback::error) {
     if (!chat_template) value_error("chat template: the model has no chat template");
-    std::string head = detail::sanitize_utf8(chat_template->substr(0, 120));
     value_error(
         "chat template: unsupported template (only ChatML is rendered; pass "
         "ChatTemplateFallback::chatml to use ChatML anyway): \"" +
-        head + (chat_template->size() > 120 ? "...\"" : "\""));
+        escaped(*chat_template, 120) + "\"");
   }
   std::string out;
   if (chatml && !messages.empty() && messages[0].role != "system") {

@@ -2,29 +2,16 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "iron/error.hpp"
+#include "iron/io/safetensors.hpp"
 #include "iron/text/tokenizer.hpp"
 
 namespace iron::text {
 namespace {
 
 using nlohmann::json;
-
-json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) io_error("tokenizer.json: cannot open " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  try {
-    return json::parse(buffer.str());
-  } catch (const json::exception& e) {
-    value_error("tokenizer.json: " + path + " is not valid JSON: " + e.what());
-  }
-}
 
 std::string type_of(const json& j) {
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return "";
@@ -85,14 +72,14 @@ std::optional<std::string> config_token(const json& config, const char* key) {
 int64_t token_id(const json& id) {
   if (id.is_number_unsigned()) return int64_t(std::min<uint64_t>(id.get<uint64_t>(), INT64_MAX));
   if (!id.is_number_integer())
-    value_error("tokenizer.json: token id " + id.dump().substr(0, 40) + " is not an integer");
+    value_error("tokenizer.json: token id " + escaped(id.dump(), 40) + " is not an integer");
   return id.get<int64_t>();
 }
 
 }  // namespace
 
 TokenizerData read_hf_tokenizer_json(const std::string& path) {
-  const json root = read_json(path);
+  const json root = io::read_json_file(path);
   try {
     if (!root.is_object() || !root.contains("model")) {
       value_error("tokenizer.json: " + path + " has no \"model\"");
@@ -100,11 +87,11 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
     const json& model = root["model"];
     const std::string kind = type_of(model);
     if (kind != "BPE") {
-      value_error("tokenizer.json: unsupported model type \"" + kind + "\" (only BPE)");
+      value_error("tokenizer.json: unsupported model type \"" + escaped(kind) + "\" (only BPE)");
     }
     if (root.contains("normalizer") && !root["normalizer"].is_null()) {
       value_error("tokenizer.json: normalizers are not supported (found " +
-                  type_of(root["normalizer"]) + ")");
+                  escaped(type_of(root["normalizer"])) + ")");
     }
     if (model.value("byte_fallback", false)) {
       value_error("tokenizer.json: BPE with byte_fallback (SentencePiece style) is not supported");
@@ -172,7 +159,7 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
     const std::filesystem::path config_path =
         std::filesystem::path(path).parent_path() / "tokenizer_config.json";
     if (std::filesystem::exists(config_path)) {
-      const json config = read_json(config_path.string());
+      const json config = io::read_json_file(config_path.string());
       const auto id_of = [&](const std::optional<std::string>& text) -> std::optional<int32_t> {
         if (!text) return std::nullopt;
         for (size_t i = 0; i < data.tokens.size(); ++i) {

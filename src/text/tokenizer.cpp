@@ -79,15 +79,15 @@ void build_merges(Tokenizer::Impl& t, const std::vector<std::string>& merges) {
     // Split at the first space after the first byte, as llama.cpp does.
     const size_t space = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
     if (space == std::string::npos || space + 1 >= m.size()) {
-      value_error("tokenizer: merge " + std::to_string(rank) + " \"" + detail::sanitize_utf8(m) +
+      value_error("tokenizer: merge " + std::to_string(rank) + " \"" + escaped(m) +
                   "\" is not two tokens separated by a space");
     }
     const std::string left = m.substr(0, space), right = m.substr(space + 1);
     const auto find = [&](const std::string& s) {
       const auto it = t.id_of.find(s);
       if (it == t.id_of.end()) {
-        value_error("tokenizer: merge " + std::to_string(rank) + " \"" + detail::sanitize_utf8(m) +
-                    "\" refers to \"" + detail::sanitize_utf8(s) + "\", which is not a token");
+        value_error("tokenizer: merge " + std::to_string(rank) + " \"" + escaped(m) +
+                    "\" refers to \"" + escaped(s) + "\", which is not a token");
       }
       return it->second;
     };
@@ -110,7 +110,7 @@ Tokenizer Tokenizer::build(TokenizerData data) {
   } else if (data.model == "gpt2") {
     t.kind = ModelKind::byte_level_bpe;
   } else {
-    value_error("tokenizer: unsupported tokenizer model \"" + data.model +
+    value_error("tokenizer: unsupported tokenizer model \"" + escaped(data.model) +
                 "\" (supported: llama, gpt2)");
   }
   if (t.kind == ModelKind::byte_level_bpe) {
@@ -123,7 +123,7 @@ Tokenizer Tokenizer::build(TokenizerData data) {
     } else if (data.pre == "qwen2") {
       t.pre = PreTokenizerKind::qwen2;
     } else {
-      value_error("tokenizer: unsupported pre-tokenizer \"" + data.pre +
+      value_error("tokenizer: unsupported pre-tokenizer \"" + escaped(data.pre) +
                   "\" for a gpt2 tokenizer (supported: gpt2, smollm, llama-bpe, qwen2)");
     }
   }
@@ -171,7 +171,7 @@ Tokenizer Tokenizer::build(TokenizerData data) {
       const int b = parse_byte_token(s);
       if (b < 0) {
         value_error("tokenizer: byte token " + std::to_string(i) + " \"" +
-                    detail::sanitize_utf8(s) + "\" is not of the form <0xNN>");
+                    escaped(s) + "\" is not of the form <0xNN>");
       }
       t.texts[i] = std::string(1, char(b));
       if (t.byte_token[size_t(b)] < 0) t.byte_token[size_t(b)] = id;

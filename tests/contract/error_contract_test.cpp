@@ -8,10 +8,16 @@
 #include <fstream>
 #include <functional>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "io/io_test_util.hpp"
 #include "iron/io/checkpoint.hpp"
+#include "iron/io/files.hpp"
 #include "iron/io/gguf.hpp"
+#include "iron/io/safetensors.hpp"
 #include "iron/iron.hpp"
+#include "iron/models/describe.hpp"
 #include "iron/models/runner.hpp"
 
 namespace F = iron::functional;
@@ -70,6 +76,32 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
   models::RunnerOptions small;
   small.model.context = 8;
   auto runner = models::LlamaRunner::open(iron::io::testing::stories_path(), small);
+  // Bad input, round two (issue 17).
+  const std::string fifo = (std::filesystem::temp_directory_path() / ("iron_contract_" + std::to_string(::getpid()) + ".fifo")).string();
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  io::testing::TinyHfModel i32_weight;
+  i32_weight.dtypes["model.layers.0.self_attn.q_proj.weight"] = "I32";
+  io::testing::TinyHfModel many_missing;
+  many_missing.config_layers = 500;  // a bad block_count: 499 layers of 9 tensors missing
+  io::testing::TinyHfModel small_tokenizer;
+  small_tokenizer.vocab = 300;
+  small_tokenizer.tokenizer_json = std::string(IRON_SOURCE_DIR) + "/fuzz/corpus/tokenizer_json/gpt2.json";
+  io::testing::TinyHfModel odd_names;
+  odd_names.extra_tensors = {"evil\x1b[2J\n", std::string(70000, 'n')};
+  const models::LlamaConfig stories_config = runner->config();
+  std::string missing_message, last_message;
+  // A row's run that also keeps its message, for the checks after the table.
+  auto keeping = [](std::string& message, std::function<void()> fn) -> std::function<void()> {
+    return [&message, fn] {
+      try {
+        fn();
+      } catch (const Error& e) {
+        message = e.what();
+        throw;
+      }
+    };
+  };
 
   std::vector<Row> table = {
       {"wrong input shape", [&] { v({Tensor::zeros({3, 3}, f32)}, {{"rows", 1}}); }, ErrorKind::value,
@@ -95,6 +127,38 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
        "no operator 'Conv7' in the catalog"},
       {"profile naming an unknown field", [&] { Profile::load(profile_field); }, ErrorKind::value,
        "GEMM declares no field 'tile_q'"},
+      {"a FIFO as a model (no hang)", [&] { io::MappedFile::open(fifo); }, ErrorKind::io,
+       "is a FIFO, not a regular file"},
+      {"a FIFO as a JSON file", [&] { io::read_json_file(fifo); }, ErrorKind::io, "is a FIFO, not a regular file"},
+      {"a device as a profile", [&] { io::read_file("/dev/zero", io::kProfileLimit, "a profile"); }, ErrorKind::io,
+       "/dev/zero: is a character device, not a regular file"},
+      {"a profile over its cap", [&] { io::read_file(profile_op, 10, "a profile"); }, ErrorKind::value,
+       "a profile is over the 10-byte limit"},
+      {"a context past 2^30 positions",
+       [&] {
+         models::LlamaOptions huge;
+         huge.context = huge.chunk = int64_t(1) << 62;  // context + chunk would overflow
+         models::LlamaModel model(stories_config, huge);
+       },
+       ErrorKind::value, "context + chunk rows are positions, at most 2^30"},
+      {"a write to a full device", [&] { io::write_file("/dev/full", "{}", "the trace"); }, ErrorKind::io,
+       "/dev/full: cannot write the trace: No space left on device"},
+      {"a config that is not there",
+       [&] {
+         models::DescribeOptions o;
+         o.config_path = "/nonexistent/config.json";
+         models::describe_checkpoint(iron::io::testing::stories_path(), o);
+       },
+       ErrorKind::io, "/nonexistent/config.json: cannot open the config"},
+      {"an I32 weight matrix", [&] { models::LlamaRunner::open(i32_weight.write("i32")); }, ErrorKind::value,
+       "wrong kind layers.0.attn.q i32, not a float or quantised type"},
+      {"thousands of missing tensors",
+       keeping(missing_message, [&] { models::LlamaRunner::open(many_missing.write("missing")); }),
+       ErrorKind::value, ", ... and 4,471 more"},
+      {"a tokenizer short of the vocabulary", [&] { models::LlamaRunner::open(small_tokenizer.write("vocab")); },
+       ErrorKind::value, "the tokenizer has 271 tokens, fewer than the model's vocabulary of 300"},
+      {"control bytes, a 70 KB tensor name",
+       keeping(last_message, [&] { models::LlamaRunner::open(odd_names.write("names")); }), ErrorKind::value, "extra evil\\x1b[2J\\n, nnnnn"},
   };
   std::printf("%-36s %-6s %s\n", "misuse or bad input", "kind", "message");
   for (const Row& row : table) {
@@ -109,6 +173,13 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
           << row.what << ": '" << row.phrase << "' not in: " << e.what();
     }
   }
+  // The cut lists: the one line stays short (it was 763 KB), a 70 KB name is cut at 200
+  // characters, and no raw control byte reaches the terminal.
+  EXPECT_LT(missing_message.size(), 2000u) << missing_message.substr(0, 3000);
+  EXPECT_LT(last_message.size(), 1000u) << last_message.substr(0, 2000);
+  EXPECT_EQ(last_message.find('\x1b'), std::string::npos);
+  EXPECT_NE(last_message.find(std::string(200, 'n') + "..."), std::string::npos);
+  std::filesystem::remove(fifo);
   // A full KV cache is reported as the reason generation stopped, not an error.
   std::vector<int32_t> out;
   auto stats = runner->generate({1}, 100, [&](int32_t id) { out.push_back(id); });

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -207,5 +209,67 @@ std::vector<uint8_t> as_bytes(const std::vector<T>& values) {
   if (!out.empty()) std::memcpy(out.data(), values.data(), out.size());
   return out;
 }
+
+/// A tiny Llama as a Hugging Face directory (config.json, model.safetensors of zeros and, when
+/// `tokenizer_json` is given, tokenizer.json), for checks of what open() refuses.
+struct TinyHfModel {
+  int64_t layers = 1, dim = 8, heads = 2, kv_heads = 1, ffn = 16, vocab = 16;
+  int64_t config_layers = -1;                        // what config.json says (-1: layers)
+  std::map<std::string, std::string> dtypes;         // a tensor's safetensors dtype (else F32)
+  std::vector<std::string> extra_tensors;            // more tensors of shape (1,), by name
+  std::string tokenizer_json;                        // a path copied in as tokenizer.json
+
+  /// Writes the directory under the temp directory and returns its path.
+  std::string write(const std::string& name) const {
+    namespace fs = std::filesystem;
+    const int64_t hd = dim / heads;
+    std::vector<std::pair<std::string, std::vector<int64_t>>> tensors = {
+        {"model.embed_tokens.weight", {vocab, dim}}, {"model.norm.weight", {dim}}, {"lm_head.weight", {vocab, dim}}};
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      tensors.push_back({p + "self_attn.q_proj.weight", {heads * hd, dim}});
+      tensors.push_back({p + "self_attn.k_proj.weight", {kv_heads * hd, dim}});
+      tensors.push_back({p + "self_attn.v_proj.weight", {kv_heads * hd, dim}});
+      tensors.push_back({p + "self_attn.o_proj.weight", {dim, heads * hd}});
+      tensors.push_back({p + "input_layernorm.weight", {dim}});
+      tensors.push_back({p + "mlp.gate_proj.weight", {ffn, dim}});
+      tensors.push_back({p + "mlp.up_proj.weight", {ffn, dim}});
+      tensors.push_back({p + "mlp.down_proj.weight", {dim, ffn}});
+      tensors.push_back({p + "post_attention_layernorm.weight", {dim}});
+    }
+    for (const std::string& n : extra_tensors) tensors.push_back({n, {1}});
+    nlohmann::json header = nlohmann::json::object();
+    std::vector<uint8_t> data;
+    for (const auto& [n, shape] : tensors) {
+      int64_t count = 1;
+      for (int64_t d : shape) count *= d;
+      const size_t begin = data.size();
+      data.resize(begin + size_t(count) * 4);
+      const auto found = dtypes.find(n);
+      header[n] = {{"dtype", found == dtypes.end() ? "F32" : found->second},
+                   {"shape", shape},
+                   {"data_offsets", {begin, data.size()}}};
+    }
+    const fs::path dir = fs::temp_directory_path() / ("iron_tiny_hf_" + name + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const auto bytes = safetensors_bytes(header.dump(), data);
+    std::ofstream((dir / "model.safetensors").string(), std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    const nlohmann::json config = {{"model_type", "llama"},
+                                   {"num_hidden_layers", config_layers < 0 ? layers : config_layers},
+                                   {"hidden_size", dim},
+                                   {"num_attention_heads", heads},
+                                   {"num_key_value_heads", kv_heads},
+                                   {"intermediate_size", ffn},
+                                   {"vocab_size", vocab},
+                                   {"max_position_embeddings", 64},
+                                   {"rms_norm_eps", 1e-5},
+                                   {"tie_word_embeddings", false}};
+    std::ofstream((dir / "config.json").string()) << config.dump();
+    if (!tokenizer_json.empty()) fs::copy_file(tokenizer_json, dir / "tokenizer.json");
+    return dir.string();
+  }
+};
 
 }  // namespace iron::io::testing

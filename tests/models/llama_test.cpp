@@ -91,6 +91,57 @@ TEST(Stories260K, SameSeedSameSamples) {
   EXPECT_NE(generate(*c, {1}, 50), first);  // another seed, another story
 }
 
+// Issue 17: the seed is the sampler's param, mixed with a per-call counter, so any 64-bit seed
+// samples any number of tokens (a seed near 2^30 used to fail, at the first call or mid-way);
+// greedy never reads it.
+TEST(Stories260K, AnySeedSamplesEveryToken) {
+  for (uint64_t seed : {uint64_t(1073741822), uint64_t(1073741823), uint64_t(4294967295), ~uint64_t(0)}) {
+    RunnerOptions o;
+    o.model.context = 256;
+    o.model.sampling = {0.9, 40, 0.95, seed};
+    auto runner = LlamaRunner::open(stories_path(), o);
+    std::vector<int32_t> out;
+    runner->generate({1}, 200, [&](int32_t id) { out.push_back(id); }, false);
+    EXPECT_EQ(out.size(), 200u) << "seed " << seed;
+  }
+  RunnerOptions greedy;
+  greedy.model.context = 256;
+  greedy.model.sampling = {0.0, 40, 0.95, ~uint64_t(0)};
+  EXPECT_EQ(generate(*LlamaRunner::open(stories_path(), greedy), {1}, 60), kStoriesGreedy);
+}
+
+TEST(Stories260K, MinusOneTokensRunsToAFullContext) {
+  RunnerOptions o;
+  o.model.context = 16;
+  auto runner = LlamaRunner::open(stories_path(), o);
+  std::vector<int32_t> out;
+  auto stats = runner->generate({1}, -1, [&](int32_t id) { out.push_back(id); });
+  EXPECT_EQ(stats.stop, "context full");
+  EXPECT_EQ(out, std::vector<int32_t>(kStoriesGreedy.begin(), kStoriesGreedy.begin() + 15));
+}
+
+TEST(Stories260K, TheBatchIsHeldToTheContext) {
+  RunnerOptions capped, asked;
+  capped.model.context = asked.model.context = 64;
+  capped.model.chunk = 64;
+  asked.model.chunk = 1 << 20;  // 2^20 rows of cache per layer, were it not held to the context
+  auto a = LlamaRunner::open(stories_path(), capped), b = LlamaRunner::open(stories_path(), asked);
+  EXPECT_EQ(b->state_bytes(), a->state_bytes());
+  EXPECT_EQ(generate(*b, {1}, 20), std::vector<int32_t>(kStoriesGreedy.begin(), kStoriesGreedy.begin() + 20));
+}
+
+TEST(LlamaRunner, ContextBytesCountCacheAndTables) {
+  LlamaConfig c;
+  c.layers = 30, c.kv_heads = 3, c.head_dim = 64;  // SmolLM2-135M
+  LlamaOptions o;
+  o.context = 2048, o.chunk = 100000;  // -b 100000 before the batch was held to the context
+  const int64_t rows = 102048;
+  EXPECT_EQ(LlamaRunner::context_bytes(c, o), 30 * 2 * rows * 3 * 64 * 4 + rows * 64 * 4 + rows * 4);
+  EXPECT_GT(LlamaRunner::context_bytes(c, o), int64_t(1) << 30);  // open() says so before allocating
+  o.context = o.chunk = INT64_MAX;  // no overflow
+  EXPECT_EQ(LlamaRunner::context_bytes(c, o), INT64_MAX);
+}
+
 TEST(Stories260K, AFullContextIsReported) {
   IRON_NEEDS_STORIES();
   RunnerOptions o;

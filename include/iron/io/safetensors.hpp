@@ -65,6 +65,6 @@ class SafetensorsFile {
 /// Reads a JSON file (a Hugging Face config.json, tokenizer.json...), at most `max_bytes` long;
 /// throws iron::Error naming the path for a missing, oversized or malformed file.
 /// Include <nlohmann/json.hpp> to use the result.
-nlohmann::json read_json_file(const std::string& path, size_t max_bytes = size_t(16) << 20);
+nlohmann::json read_json_file(const std::string& path, size_t max_bytes = size_t(256) << 20);
 
 }  // namespace iron::io

@@ -13,7 +13,9 @@
 
 namespace iron::models {
 
-/// How the next token is chosen on the device. temperature 0: greedy.
+/// How the next token is chosen on the device. temperature 0: greedy (the seed is not read). Any
+/// 64-bit seed works: it is the Sample operator's param, mixed with the per-call counter `step`
+/// and the position by ops::sample_uniform.
 struct Sampling {
   double temperature = 0.0;
   int64_t top_k = 40;
@@ -56,7 +58,8 @@ class LlamaBlock : public Module {
 
 /// The graph. Inputs: `tokens` (rows,) i32, present for prefill and absent for decode. Per-call
 /// values: `position` (carried: where this call's first row sits), `token` (carried: the token a
-/// decode call embeds), `rows` (valid prompt rows of a prefill call). Outputs: the logits of the
+/// decode call embeds), `step` (carried: calls since generation began, the sampler's counter),
+/// `rows` (valid prompt rows of a prefill call). Outputs: the logits of the
 /// last valid row (or of every row with all_logits) and the sampled token, also written to the
 /// state `generated` at the position it will occupy.
 class LlamaModel : public Graph {
@@ -69,7 +72,7 @@ class LlamaModel : public Graph {
 
   Input tokens;
   Scratchpad rows;
-  Carried position, token, seed;
+  Carried position, token, step;
   Param embed, norm, output;
   std::vector<std::unique_ptr<LlamaBlock>> layers;
   Weight rope_table;  // (context + chunk, head_dim): cosines then sines per position

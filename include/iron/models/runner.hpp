@@ -36,6 +36,8 @@ class LlamaRunner {
  public:
   /// Opens a GGUF file (weights, tokenizer and config inside), or a Hugging Face model: a
   /// directory (or its model.safetensors) with config.json and, optionally, tokenizer.json.
+  /// The context is held to the model's, and the chunk (batch) to the context; a failed
+  /// allocation is a value error naming what the context takes and how to ask for less.
   static std::unique_ptr<LlamaRunner> open(const std::string& path, const RunnerOptions& options = {});
 
   const LlamaConfig& config() const { return model_->config(); }
@@ -56,6 +58,9 @@ class LlamaRunner {
 
   /// Bytes of weights one decode step reads (every layer's, the classifier, one embedding row).
   int64_t weight_bytes_per_token() const;
+  /// Bytes a context takes before any call (the KV caches, the RoPE table, the generated ids):
+  /// what open() prints, before allocating it, when it is over 1 GiB.
+  static int64_t context_bytes(const LlamaConfig& config, const LlamaOptions& options);
   /// Bytes of the KV caches and the other states.
   int64_t state_bytes() const;
   /// Bytes of the arena's scratch region.

@@ -1,11 +1,12 @@
 #include "devices/cpu/trace.hpp"
 
-#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "iron/error.hpp"
+#include "iron/io/files.hpp"
 #include "iron/trace.hpp"
 
 namespace iron::cpu {
@@ -53,8 +54,7 @@ bool on() { return cpu::trace_enabled.load(); }
 size_t stop_and_write(const std::string& path) {
   cpu::trace_enabled.store(false);
   auto& b = cpu::buffers();
-  std::ofstream out(path);
-  if (!out) io_error(path + ": cannot write the trace");
+  std::ostringstream out;
   int64_t origin = INT64_MAX;
   for (auto& v : b.spans)
     for (auto& s : v) origin = std::min(origin, s.begin);
@@ -66,6 +66,7 @@ size_t stop_and_write(const std::string& path) {
           << ", \"ts\": " << double(s.begin - origin) / 1000.0 << ", \"dur\": " << double(s.end - s.begin) / 1000.0 << "}";
     }
   out << "\n], \"displayTimeUnit\": \"ns\"}\n";
+  io::write_file(path, out.str(), "the trace");  // every write and the close checked
   return count;
 }
 

@@ -1,11 +1,13 @@
 // Sample: the next token from a row of logits, as a one-element i32. Greedy (the highest logit,
 // the lowest id on a tie) at temperature 0; otherwise the top_k most likely, cut to the smallest
 // set whose probability reaches top_p, softmax at `temperature`, and one draw from a counter-based
-// generator keyed by the per-call seed and position: the same seed gives the same tokens.
+// generator (sample.hpp) keyed by the `seed` param and the per-call counter and position: the
+// same seed gives the same tokens. Greedy never reads the seed.
 #include <limits>
 #include <numeric>
 
 #include "ops/op.hpp"
+#include "ops/sample/sample.hpp"
 
 namespace iron::ops {
 
@@ -15,7 +17,8 @@ const Declaration kSample{"Sample",
                           {{"N", std::nullopt},
                            {"temperature", 0.0},
                            {"top_k", int64_t(0)},
-                           {"top_p", 1.0}},
+                           {"top_p", 1.0},
+                           {"seed", int64_t(0)}},  // the 64-bit seed's bits
                           {}};
 
 // The first index of the largest non-NaN value (0 when every value is NaN). Two passes: the
@@ -35,22 +38,14 @@ inline int32_t argmax(const float* x, int64_t n) {
   return 0;  // every value NaN
 }
 
-// splitmix64: a uniform double in [0, 1) from (seed, position).
-inline double uniform(int64_t seed, int64_t position) {
-  uint64_t z = uint64_t(seed) * 0x9E3779B97F4A7C15ull + uint64_t(position) + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return double(z >> 11) * (1.0 / 9007199254740992.0);
-}
-
 struct Settings {
   int64_t n, top_k;
   double temperature, top_p;
+  uint64_t seed;
 };
 
 // The sampled id; `order` and `probability` are scratch of n entries each.
-inline int32_t sample(const Settings& s, const float* x, int64_t seed, int64_t position, int32_t* order,
+inline int32_t sample(const Settings& s, const float* x, int64_t counter, int64_t position, int32_t* order,
                       double* probability) {
   if (s.temperature <= 0) return argmax(x, s.n);
   std::iota(order, order + s.n, 0);
@@ -68,7 +63,7 @@ inline int32_t sample(const Settings& s, const float* x, int64_t seed, int64_t p
   }
   double kept = 0;
   for (int64_t i = 0; i < keep; ++i) kept += probability[i];
-  double u = uniform(seed, position) * kept;
+  double u = sample_uniform(s.seed, counter, position) * kept;
   for (int64_t i = 0; i < keep; ++i) {
     u -= probability[i];
     if (u < 0) return order[i];
@@ -90,9 +85,9 @@ class Kernel final : public cpu::Kernel {
     float* values = base + 3 * s_.n;
     const float* x = x_.dtype == f32 ? x_.data<float>(w) : values;
     if (x_.dtype != f32) load_row(x_, w, 0, values, s_.n);
-    int64_t seed = scalars_.size() > 0 ? scalars_[0].get(w) : 0;
+    int64_t counter = scalars_.size() > 0 ? scalars_[0].get(w) : 0;
     int64_t position = scalars_.size() > 1 ? scalars_[1].get(w) : 0;
-    *y_.data<int32_t>(w) = sample(s_, x, seed, position, order, probability);
+    *y_.data<int32_t>(w) = sample(s_, x, counter, position, order, probability);
   }
 
  private:
@@ -104,16 +99,17 @@ class Kernel final : public cpu::Kernel {
 
 struct Sample : Operator {
   Sample(Fields p, Fields t) : Operator(kSample, std::move(p), std::move(t)) {
-    s_ = {params_.integer("N"), params_.integer("top_k"), params_.number("temperature"), params_.number("top_p")};
+    s_ = {params_.integer("N"), params_.integer("top_k"), params_.number("temperature"), params_.number("top_p"),
+          uint64_t(params_.integer("seed"))};
     if (s_.n <= 0) value_error("Sample N is positive, got " + std::to_string(s_.n));
-    if (s_.temperature < 0) value_error("Sample temperature is at least 0, got " + std::to_string(s_.temperature));
+    if (!(s_.temperature >= 0)) value_error("Sample temperature is at least 0, got " + std::to_string(s_.temperature));
     if (!(s_.top_p > 0 && s_.top_p <= 1)) value_error("Sample top_p is in (0, 1], got " + std::to_string(s_.top_p));
   }
   void reference(const RefCall& c) const override {
     std::vector<int32_t> order(size_t(s_.n));
     std::vector<double> probability(size_t(s_.n));
-    int64_t seed = c.scalars.size() > 0 ? c.scalars[0] : 0, position = c.scalars.size() > 1 ? c.scalars[1] : 0;
-    c.out[0].data[0] = float(sample(s_, c.in[0].data, seed, position, order.data(), probability.data()));
+    int64_t counter = c.scalars.size() > 0 ? c.scalars[0] : 0, position = c.scalars.size() > 1 ? c.scalars[1] : 0;
+    c.out[0].data[0] = float(sample(s_, c.in[0].data, counter, position, order.data(), probability.data()));
   }
   Tolerance tolerance(Precision) const override { return {0, 0}; }
   std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
