@@ -28,13 +28,13 @@ models::RunnerOptions runner_options(const ModelOptions& o) {
   models::RunnerOptions options;
   options.threads = o.threads;
   options.model.precision = precision_from_name(o.precision);
-  // A directory holds cpu.json; a file is the profile. Read through io::read_file, which refuses
-  // a FIFO or a device before opening it and caps the size.
+  // A directory holds cpu.json; a file is the profile. Profile::load refuses a FIFO or a device
+  // before opening it and caps the size.
   std::string file = o.profile;
   if (fs::is_directory(o.profile)) file = (fs::path(o.profile) / "cpu.json").string();
   std::error_code ec;
   if (fs::exists(fs::symlink_status(file, ec)) || fs::exists(file, ec))
-    options.profile = Profile::parse(io::read_file(file, io::kProfileLimit, "a profile"), file);
+    options.profile = Profile::load(file);
   return options;
 }
 

@@ -31,28 +31,6 @@ double measure(models::LlamaRunner& runner, int64_t chunk, int64_t steps, int re
   return best;
 }
 
-// Profile::save does not report a failed write (/dev/full, a full disk): save to a private
-// temporary file, then write its bytes through io::write_file, which checks every write and the
-// close.
-void write_profile(const Profile& profile, const std::string& path) {
-  namespace fs = std::filesystem;
-  std::string name = (fs::temp_directory_path() / "iron_profile_XXXXXX").string();
-  const int fd = ::mkstemp(name.data());
-  if (fd < 0) io_error(std::string("cannot make a temporary file for the profile: ") + std::strerror(errno));
-  ::close(fd);
-  std::string text;
-  try {
-    profile.save(name);
-    text = io::read_file(name, io::kProfileLimit, "the profile");
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(name, ec);
-    throw;
-  }
-  std::error_code ec;
-  fs::remove(name, ec);
-  io::write_file(path, text, "the profile");
-}
 }  // namespace
 
 void add_tune_command(CLI::App& app, bool execute) {
@@ -107,7 +85,7 @@ void add_tune_command(CLI::App& app, bool execute) {
     }
     std::filesystem::path out(o->output);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
-    write_profile(profile, o->output);
+    profile.save(o->output);
     std::printf("tuned: %.2f ms per trial; wrote %zu entries to %s\n", best_time * 1e3, profile.entries().size(),
                 o->output.c_str());
   });

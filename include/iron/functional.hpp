@@ -53,9 +53,10 @@ Handle softmax(const Handle& x, double scale = 1.0);
 Handle argmax(const Handle& logits);
 /// A token drawn from a row of logits (one-element i32): the top_k most likely (0: all), cut to
 /// the smallest set reaching top_p, softmax at `temperature` (0: greedy), one draw keyed by the
-/// per-call `seed` and `position`.
-Handle sample(const Handle& logits, double temperature, int64_t top_k, double top_p, const Affine& seed,
-              const Affine& position);
+/// 64-bit `seed` (a param) mixed with the per-call `step` and `position` (ops::sample_uniform,
+/// the one mixing every device uses).
+Handle sample(const Handle& logits, double temperature, int64_t top_k, double top_p, uint64_t seed,
+              const Affine& step, const Affine& position);
 /// The sum of per-call expressions as a one-element i32 (a carried value of two values).
 Handle scalar(const std::vector<Affine>& terms);
 /// Causal grouped-query attention of q (rows, heads, head_dim) over the caches k_cache and v_cache

@@ -186,12 +186,14 @@ Handle argmax(const Handle& logits) {
   return step("Sample", {{"N", logits.shape().back()}}, {logits}, {1}, i32, {});
 }
 
-Handle sample(const Handle& logits, double temperature, int64_t top_k, double top_p, const Affine& seed,
-              const Affine& position) {
+Handle sample(const Handle& logits, double temperature, int64_t top_k, double top_p, uint64_t seed,
+              const Affine& step_count, const Affine& position) {
   if (!(logits.rank() == 1 || (logits.rank() == 2 && logits.dim(0) == 1)))
     value_error("sample(): logits " + logits.str() + " are not one row");
-  Fields p{{"N", logits.shape().back()}, {"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p}};
-  return step("Sample", p, {logits}, {1}, i32, {}, Precision::highest, {seed, position});
+  // The seed's 64 bits travel in a signed param, bit for bit.
+  Fields p{{"N", logits.shape().back()}, {"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p},
+           {"seed", int64_t(seed)}};
+  return step("Sample", p, {logits}, {1}, i32, {}, Precision::highest, {step_count, position});
 }
 
 Handle scalar(const std::vector<Affine>& terms) {

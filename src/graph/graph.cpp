@@ -113,30 +113,35 @@ void Graph::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& t
   for (const auto& [p, r] : params) {
     const Tensor* t = find(p);
     if (!t) {
-      missing.push_back(p);
+      missing.push_back(escaped(p));
       continue;
     }
     if (t->shape() != r->shape)
-      shapes.push_back(p + " " + to_string(t->shape()) + ", not " + to_string(r->shape));
-    if (r->dtype != keep_dtype && float_kind(t->dtype()) != float_kind(r->dtype))
-      kinds.push_back(p + " " + std::string(iron::name(t->dtype())) + ", not " +
+      shapes.push_back(escaped(p) + " " + to_string(t->shape()) + ", not " + to_string(r->shape));
+    if (r->dtype == keep_dtype && !float_kind(t->dtype()))
+      // A param that keeps the file's type takes floats or quantised blocks, never integers.
+      kinds.push_back(escaped(p) + " " + std::string(iron::name(t->dtype())) + ", not a float or quantised type");
+    else if (r->dtype != keep_dtype && float_kind(t->dtype()) != float_kind(r->dtype))
+      kinds.push_back(escaped(p) + " " + std::string(iron::name(t->dtype())) + ", not " +
                       std::string(iron::name(r->dtype)));
     else if (r->dtype != keep_dtype && info(r->dtype).quantised && t->dtype() != r->dtype)
-      kinds.push_back(p + " " + std::string(iron::name(t->dtype())) + ", not " +
+      kinds.push_back(escaped(p) + " " + std::string(iron::name(t->dtype())) + ", not " +
                       std::string(iron::name(r->dtype)) + " (quantising on load is not supported)");
   }
+  // Names come from a checkpoint: escaped, and each list cut after its first 20 (the whole of
+  // it at IRON_LOG=debug).
   for (const auto& [n, t] : tensors) {
     if (n.compare(0, path.size(), path) != 0) continue;
-    if (std::find(held_paths.begin(), held_paths.end(), n) == held_paths.end()) extra.push_back(n);
+    if (std::find(held_paths.begin(), held_paths.end(), n) == held_paths.end()) extra.push_back(escaped(n));
   }
   std::sort(missing.begin(), missing.end());
   std::sort(extra.begin(), extra.end());
   if (!missing.empty() || !extra.empty() || !shapes.empty() || !kinds.empty()) {
     std::vector<std::string> parts;
-    if (!missing.empty()) parts.push_back("missing " + join(missing));
-    if (!extra.empty()) parts.push_back("extra " + join(extra));
-    if (!shapes.empty()) parts.push_back("wrong shape " + join(shapes));
-    if (!kinds.empty()) parts.push_back("wrong kind " + join(kinds));
+    if (!missing.empty()) parts.push_back("missing " + cut_list(missing, "missing tensors"));
+    if (!extra.empty()) parts.push_back("extra " + cut_list(extra, "extra tensors"));
+    if (!shapes.empty()) parts.push_back("wrong shape " + cut_list(shapes, "tensors of the wrong shape"));
+    if (!kinds.empty()) parts.push_back("wrong kind " + cut_list(kinds, "tensors of the wrong kind"));
     std::string m = name_ + ": cannot load: ";
     for (size_t i = 0; i < parts.size(); ++i) m += (i ? "; " : "") + parts[i];
     value_error(m);

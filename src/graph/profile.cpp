@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "iron/error.hpp"
+#include "iron/io/files.hpp"
 
 namespace iron {
 
@@ -120,18 +121,14 @@ void Profile::save(const std::string& path) const {
     out << (i ? ",\n  " : "\n  ") << line.dump();
   }
   out << "\n]}\n";
-  std::ofstream file(path);
-  if (!file) io_error(path + ": cannot write the profile");
-  file << out.str();
+  // Every write and the close checked: a full disk is an error naming the path, not a profile
+  // silently cut short.
+  io::write_file(path, out.str(), "the profile");
 }
 
 Profile Profile::load(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) io_error(path + ": cannot open the profile");
-  std::stringstream text;
-  text << file.rdbuf();
-  if (file.bad()) io_error(path + ": cannot read the profile");
-  return parse(text.str(), path);
+  // A FIFO or a device is refused before it is opened, and what is read is capped.
+  return parse(io::read_file(path, io::kProfileLimit, "the profile"), path);
 }
 
 Profile Profile::parse(std::string_view text, const std::string& path) {

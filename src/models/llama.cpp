@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "graph/recording.hpp"
 #include "iron/error.hpp"
 #include "iron/functional.hpp"
 
@@ -13,21 +12,6 @@ namespace F = functional;
 namespace {
 // Quantised weights stay as the checkpoint holds them; kernels read them in place.
 constexpr DType kWeights = keep_dtype;
-
-// Gives the Sample step that wrote `token` the 64-bit seed as its `seed` param. F::sample keys
-// its draw by two per-call words (30 bits each: here the call counter and the position); the
-// seed is the operator's, mixed in by ops::sample_uniform, so that any 64-bit seed works.
-void seed_sampler(const Handle& token, uint64_t seed) {
-  Recorder& r = Recorder::require("seeding the sampler");
-  for (Step& s : r.recording().steps)
-    if (s.op->name() == "Sample" && s.out.size() == 1 && s.out[0].buffer() == token.buffer()) {
-      Fields params = s.op->params();
-      params.set("seed", int64_t(seed));
-      s.op = r.make("Sample", params);
-      return;
-    }
-  value_error("llama: no Sample step to seed");
-}
 }  // namespace
 
 LlamaAttention::LlamaAttention(const LlamaConfig& c)
@@ -142,8 +126,7 @@ Outputs LlamaModel::body() {
   Handle last = prefill ? F::copy(x[at(Affine(rows) - 1)]) : x.reshape({c.dim});
   Handle logits = F::linear(F::rms_norm(last, c.dim, norm, c.rms_eps), output, {}, options_.precision);
   const Sampling& sp = options_.sampling;
-  Handle next = F::sample(logits, sp.temperature, sp.top_k, sp.top_p, step, position);
-  seed_sampler(next, sp.seed);
+  Handle next = F::sample(logits, sp.temperature, sp.top_k, sp.top_p, sp.seed, step, position);
   std::vector<Handle> outs{logits, next};
   if (prefill && options_.all_logits) outs.push_back(F::linear(F::rms_norm(x, c.dim, norm, c.rms_eps), output));
   // A decode step leaves its token where the host finds it while later steps run: at the

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <new>
-#include <set>
 
 #include "graph/arena.hpp"
 #include "graph/recording.hpp"
@@ -35,40 +34,6 @@ std::string context_notice(int64_t bytes, const LlamaOptions& o) {
          "-b/--batch-size";
 }
 
-// The checkpoint against the model's params, before Graph::load_state_dict sees it: every fault
-// of each kind, each list cut to its first 20 (one bad block_count makes thousands), names
-// escaped, and a weight of an integer type refused (a keep_dtype param takes the file's type, so
-// the graph would take an I32 matrix as it is).
-void check_weights(const LlamaModel& model, const StateDict& weights) {
-  std::vector<std::string> missing, extra, shapes, kinds;
-  std::set<std::string> held;
-  std::set<const Resident*> bound;
-  for (const auto& [path, r] : model.held()) {
-    held.insert(path);
-    if (r->is_state || r->tensor.defined() || !bound.insert(r.get()).second) continue;
-    if (!weights.contains(path)) {
-      missing.push_back(escaped(path));
-      continue;
-    }
-    const Tensor& t = weights.at(path);
-    if (t.shape() != r->shape)
-      shapes.push_back(escaped(path) + " " + to_string(t.shape()) + ", not " + to_string(r->shape));
-    if (!info(t.dtype()).floating)
-      kinds.push_back(escaped(path) + " " + std::string(name(t.dtype())) + ", not a float or quantised type");
-  }
-  for (const auto& [path, t] : weights.items())
-    if (!held.count(path)) extra.push_back(escaped(path));
-  std::sort(missing.begin(), missing.end());
-  std::sort(extra.begin(), extra.end());
-  std::string faults;
-  for (const auto& [kind, list] : {std::pair<const char*, const std::vector<std::string>*>{"missing", &missing},
-                                   {"extra", &extra},
-                                   {"wrong shape", &shapes},
-                                   {"wrong kind", &kinds}})
-    if (!list->empty())
-      faults += (faults.empty() ? "" : "; ") + std::string(kind) + " " + cut_list(*list, std::string("llama: ") + kind);
-  if (!faults.empty()) value_error("llama: cannot load: " + faults);
-}
 }  // namespace
 
 int64_t LlamaRunner::context_bytes(const LlamaConfig& c, const LlamaOptions& o) {
@@ -114,7 +79,6 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
   try {
     r->model_ = std::make_unique<LlamaModel>(config, mo);
     r->model_->set_profile(r->options_.profile);
-    check_weights(*r->model_, r->weights_);
     r->model_->load_state_dict(r->weights_);
     CompileOptions compile{.threads = options.threads};
     r->model_->compile({{"tokens", InputSpec({mo.chunk}, i32)}}, compile).load();
