@@ -1,5 +1,6 @@
-// `iron bench -m MODEL [-p N] [-n N] [-t THREADS] [-r REPS] [-b BATCH] [--trace FILE]`: prefill and
-// decode speed as mean and spread over repetitions, in a table like llama-bench's, with the
+// `iron bench -m MODEL [-p N] [-n N] [-t THREADS] [-r REPS] [-b BATCH] [--contend K] [--trace FILE]`:
+// prefill and decode speed as mean and spread over repetitions (quiet, and with --contend beside
+// K busy processes), in a table like llama-bench's, with the
 // weight bytes a decoded token reads, the machine's streaming-read bandwidth, the fraction of
 // that bound the decode reached, and peak memory.
 #include <algorithm>
@@ -8,7 +9,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "commands.hpp"
 #include "iron/cpu.hpp"
@@ -37,7 +37,7 @@ void add_bench_command(CLI::App& app, bool execute) {
     ModelOptions common;
     std::string trace;
     int64_t prompt = 512, tokens = 128, chunk = 512;
-    int reps = 5;
+    int reps = 5, contend = 0;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("bench",
@@ -49,6 +49,9 @@ void add_bench_command(CLI::App& app, bool execute) {
   add_integer(*cmd, "-n,--n-gen", o->tokens, 0, kMaxRows / 2, "Tokens to decode (0: skip)");
   add_integer(*cmd, "-r,--repetitions", o->reps, 1, 1000, "Repetitions of each test");
   add_integer(*cmd, "-b,--batch-size", o->chunk, 1, INT32_MAX, "Prompt rows a prefill call takes (at most -p)");
+  add_integer(*cmd, "--contend", o->contend, 0, 256,
+              "Also measure beside this many busy-loop processes of its own (a busy machine), alternating "
+              "with the quiet runs, and print both");
   cmd->add_option("--trace", o->trace,
                   "Write a timeline of one prefill and a few decode steps (one span per command and thread) "
                   "to this file, in the Chrome trace format (open it in Perfetto)");
@@ -60,7 +63,7 @@ void add_bench_command(CLI::App& app, bool execute) {
     options.model.context = o->prompt + o->tokens + 2;
     auto runner = models::LlamaRunner::open(o->common.model, options);
     const auto& c = runner->config();
-    int threads = o->common.threads > 0 ? o->common.threads : int(std::thread::hardware_concurrency());
+    int threads = o->common.threads > 0 ? o->common.threads : cpu_device::available_cpus();
     std::printf("model: %s (%s)\n", std::filesystem::path(o->common.model).filename().c_str(), c.describe().c_str());
     std::printf("cpu: %s; threads %d; load %.3f s\n\n", cpu_device::features().c_str(), threads,
                 runner->load_seconds());
@@ -73,26 +76,50 @@ void add_bench_command(CLI::App& app, bool execute) {
       auto s = runner->generate({prompt[0]}, o->tokens + 1, nothing, false);
       return double(s.generated_tokens - 1) / s.generate_seconds;
     };
-    std::vector<double> pp, tg;
-    runner->generate(prompt, 2, nothing, false);  // warm up: pages the weights in
-    for (int r = 0; r < o->reps; ++r) {
+    std::vector<double> pp, tg, busy_pp, busy_tg;
+    auto measure = [&](std::vector<double>& p, std::vector<double>& t) {
       if (o->prompt > 0) {
         auto s = runner->generate(prompt, 0, nothing, false);
-        pp.push_back(double(s.prompt_tokens) / s.prompt_seconds);
+        p.push_back(double(s.prompt_tokens) / s.prompt_seconds);
       }
-      if (o->tokens > 0) tg.push_back(decode());
+      if (o->tokens > 0) t.push_back(decode());
+    };
+    runner->generate(prompt, 2, nothing, false);  // warm up: pages the weights in
+    for (int r = 0; r < o->reps; ++r) {
+      measure(pp, tg);
+      if (o->contend > 0) {
+        // A busy machine, alternating with the quiet one so both see the same neighbours.
+        cpu_device::BusyProcesses busy(o->contend);
+        measure(busy_pp, busy_tg);
+      }
     }
-    std::printf("| %-8s | %7s | %16s |\n", "test", "threads", "t/s");
-    std::printf("| %-8s | %7s | %16s |\n", "--------", "-------", "----------------");
-    if (!pp.empty()) {
-      Spread s = spread(pp);
-      std::printf("| pp%-6lld | %7d | %8.1f ± %5.1f |\n", (long long)o->prompt, threads, s.mean, s.sd);
+    auto row = [&](const char* test, int64_t n, const std::vector<double>& quiet, const std::vector<double>& busy) {
+      Spread s = spread(quiet);
+      std::printf("| %s%-6lld | %7d | %8.1f ± %5.1f |", test, (long long)n, threads, s.mean, s.sd);
+      if (!busy.empty()) {
+        Spread b = spread(busy);
+        std::printf(" %8.1f ± %5.1f | %5.2f |", b.mean, b.sd, b.mean / s.mean);
+      }
+      std::printf("\n");
+    };
+    if (o->contend > 0) {
+      std::printf("| %-8s | %7s | %16s | %16s | %5s |\n", "test", "threads", "t/s quiet",
+                  ("t/s, " + std::to_string(o->contend) + " busy").c_str(), "ratio");
+      std::printf("| %-8s | %7s | %16s | %16s | %5s |\n", "--------", "-------", "----------------",
+                  "----------------", "-----");
+    } else {
+      std::printf("| %-8s | %7s | %16s |\n", "test", "threads", "t/s");
+      std::printf("| %-8s | %7s | %16s |\n", "--------", "-------", "----------------");
     }
+    if (!pp.empty()) row("pp", o->prompt, pp, busy_pp);
     Spread d;
     if (!tg.empty()) {
       d = spread(tg);
-      std::printf("| tg%-6lld | %7d | %8.1f ± %5.1f |\n", (long long)o->tokens, threads, d.mean, d.sd);
+      row("tg", o->tokens, tg, busy_tg);
     }
+    if (o->contend > 0)
+      std::printf("\n(busy: %d busy-loop process(es) of this command's own, nice 0; runs then take fewer threads "
+                  "while other processes hold cores)\n", o->contend);
     // Peak memory before the bandwidth test, whose buffer is not the model's.
     double peak = double(cpu_device::peak_resident_bytes());
     double bytes = double(runner->weight_bytes_per_token());

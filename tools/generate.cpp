@@ -7,6 +7,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "iron/cpu.hpp"
 #include "iron/models/runner.hpp"
 
 namespace iron::tools {
@@ -76,6 +77,11 @@ void add_generate_command(CLI::App& app, bool execute) {
                  (long long)stats.generated_tokens, (long long)decoded, stats.generate_seconds,
                  decoded / std::max(stats.generate_seconds, 1e-9), stats.stop.c_str());
     std::fprintf(stderr, "load: %.3f s\n", runner->load_seconds());
+    // -t is a maximum (default: the CPUs this process may run on); while other processes hold
+    // cores, runs take fewer threads, with the same results.
+    const int most = o->common.threads > 0 ? o->common.threads : cpu_device::available_cpus();
+    std::fprintf(stderr, "threads: at most %d (%d CPUs available to this process); the last step ran on %d\n", most,
+                 cpu_device::available_cpus(), cpu_device::threads_now(most));
   });
 }
 

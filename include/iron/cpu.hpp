@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace iron::cpu_device {
 
@@ -13,5 +14,23 @@ std::string features();
 double measure_read_bandwidth(int threads, size_t bytes = size_t(256) << 20);
 /// Peak resident memory of this process so far, in bytes.
 size_t peak_resident_bytes();
+/// The CPUs this process may run on (its affinity mask): the default thread count.
+int available_cpus();
+/// How many threads a run that asks for `wanted` takes now: fewer while other processes hold
+/// cores (the pool's governor, src/devices/cpu/thread_pool.hpp). Results do not depend on it.
+int threads_now(int wanted);
+
+/// Busy-loop processes of its own, started on construction and stopped on destruction: what a
+/// busy machine looks like to a benchmark (`iron bench --contend K`).
+class BusyProcesses {
+ public:
+  explicit BusyProcesses(int count);
+  ~BusyProcesses();
+  BusyProcesses(const BusyProcesses&) = delete;
+  BusyProcesses& operator=(const BusyProcesses&) = delete;
+
+ private:
+  std::vector<int> pids_;
+};
 
 }  // namespace iron::cpu_device

@@ -1,19 +1,55 @@
+// What iron/cpu.hpp tells tools and benchmarks about the CPU device: features, bandwidth, memory,
+// thread counts, and busy processes for measuring a busy machine.
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "devices/cpu/kernel.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "iron/cpu.hpp"
+#include "iron/error.hpp"
 
 namespace iron::cpu_device {
 
 std::string features() { return cpu::Features::host().str(); }
+
+int available_cpus() { return cpu::available_cpus(); }
+
+int threads_now(int wanted) {
+  cpu::ThreadPool& pool = cpu::ThreadPool::shared(1);
+  std::lock_guard lock(pool.mutex());
+  return std::min(pool.governor().current(wanted), pool.size());
+}
+
+BusyProcesses::BusyProcesses(int count) {
+  for (int i = 0; i < count; ++i) {
+    const pid_t pid = ::fork();
+    if (pid < 0) value_error(std::string("cannot start a busy process: ") + std::strerror(errno));
+    if (pid == 0) {
+      // The child spins until killed; it touches nothing of the parent's.
+      volatile uint64_t n = 0;
+      for (;;) n = n + 1;
+    }
+    pids_.push_back(pid);
+  }
+  // Let the scheduler place them before anything is timed.
+  ::usleep(200'000);
+}
+
+BusyProcesses::~BusyProcesses() {
+  for (int pid : pids_) ::kill(pid, SIGKILL);
+  for (int pid : pids_) ::waitpid(pid, nullptr, 0);
+}
 
 namespace {
 struct ReadJob {
