@@ -17,16 +17,16 @@ RunQueue::~RunQueue() {
 }
 
 int64_t RunQueue::push(Task task) {
-  int64_t ticket;
-  {
-    std::lock_guard lock(mutex_);
-    tasks_.push_back(std::move(task));
-    ticket = pushed_.fetch_add(1);
-  }
+  std::lock_guard lock(push_mutex_);
+  const int64_t ticket = pushed_.load();
+  if (ticket - completed_.load() >= kSlots) wait(ticket - kSlots);  // the ring is full
+  slots_[size_t(ticket % kSlots)] = std::move(task);
+  pushed_.store(ticket + 1);  // publishes the slot
   if (!thread_.joinable()) thread_ = std::thread([this] { device(); });
   // The first run of a burst: the host that starts it is about to wait, or to do little.
   if (ticket == completed_.load()) place_beside_caller();
-  pushed_.notify_one();
+  // A futex call only when the device sleeps: most pushes find it busy with earlier runs.
+  if (device_idle_.load()) pushed_.notify_one();
   return ticket;
 }
 
@@ -38,7 +38,8 @@ void RunQueue::wait(int64_t ticket) {
     for (int64_t c = completed_.load(); c <= ticket; c = completed_.load()) completed_.wait(c);
     waiting_for_.store(-1);
   }
-  std::lock_guard lock(mutex_);
+  if (!any_failure_.load()) return;
+  std::lock_guard lock(failure_mutex_);
   if (failed(ticket)) std::rethrow_exception(failure_);
 }
 
@@ -64,29 +65,31 @@ void RunQueue::device() {
   for (;;) {
     const int64_t k = completed_.load();
     for (int64_t p = pushed_.load(); p == k; p = pushed_.load()) {
-      completed_.notify_all();  // everything done so far, before sleeping
-      notified_at = Clock::now();
-      pushed_.wait(p);
+      if (waiting_for_.load() >= 0) {
+        completed_.notify_all();  // everything done so far, before sleeping
+        notified_at = Clock::now();
+      }
+      device_idle_.store(true);
+      // Checked again after saying so: a push that missed the flag is seen here.
+      if (pushed_.load() == p) pushed_.wait(p);
+      device_idle_.store(false);
     }
     if (stop_.load()) return;
-    Task task;
-    {
-      std::lock_guard lock(mutex_);
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
-    }
+    Task task = std::move(slots_[size_t(k % kSlots)]);
     try {
       std::vector<ValueArg> values;
       for (const auto& [name, value] : task.values) values.push_back({name, value});
       task.version->run_now(task.tensors, values);
     } catch (...) {
       // This run failed; the ones queued after it read what it would have carried, so they
-      // are dropped with the same error.
-      std::lock_guard lock(mutex_);
+      // are dropped with the same error. Runs pushed after this look run as usual: their slots
+      // lie outside the dropped ones (a push waits while kSlots runs are in flight).
+      std::lock_guard lock(failure_mutex_);
       failure_ = std::current_exception();
       failed_from_ = k;
       failed_to_ = pushed_.load();
-      tasks_.clear();
+      for (int64_t t = k + 1; t < failed_to_; ++t) slots_[size_t(t % kSlots)] = Task{};
+      any_failure_.store(true);
       completed_.store(failed_to_);
       completed_.notify_all();
       continue;

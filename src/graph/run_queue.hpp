@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -57,8 +56,15 @@ class RunQueue {
   int placed_on_ = -1;
   bool failed(int64_t ticket) const { return ticket >= failed_from_ && ticket < failed_to_; }
 
-  std::mutex mutex_;  // guards tasks_ and the failure
-  std::deque<Task> tasks_;
+  // Tasks wait in a ring indexed by ticket: the host writes slot `ticket % kSlots` before it
+  // publishes `pushed_`, the device reads it after, so the two never share a lock (a lock taken
+  // by both every run cost a futex call whenever they met). A host with kSlots runs in flight
+  // waits for the oldest before starting another.
+  static constexpr int64_t kSlots = 64;
+  std::vector<Task> slots_ = std::vector<Task>(kSlots);
+  std::mutex push_mutex_;     // callers that start runs on several threads take turns
+  std::mutex failure_mutex_;  // guards the failure, taken only when there is one
+  std::atomic<bool> any_failure_{false};
   std::exception_ptr failure_;
   int64_t failed_from_ = 0, failed_to_ = 0;  // tickets that failed or were dropped after one did
   std::atomic<int64_t> pushed_{0};
@@ -67,6 +73,7 @@ class RunQueue {
   std::atomic<int64_t> waiting_for_{-1};
   std::atomic<int64_t> window_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> device_idle_{false};  // the device thread sleeps, or is about to
   std::thread thread_;
 };
 

@@ -17,42 +17,55 @@ constexpr int64_t kMs = 1'000'000;
 
 TEST(ThreadPool, TheGovernorTakesAThreadOffWhileRunsStallAndProbesBack) {
   ThreadGovernor g;
+  const int64_t window = ThreadGovernor::kWindowNs, hold = ThreadGovernor::kHoldNs;
   int64_t now = 0;
-  // Quiet runs: 1 ms each, a few microseconds lost to an uneven split.
-  for (int i = 0; i < 20; ++i, now += kMs) {
+  // Quiet runs of two threads: 1 ms each, a few microseconds lost to an uneven split.
+  for (int i = 0; i < 100; ++i, now += kMs) {
     ASSERT_EQ(g.threads_for(2, now), 2);
     g.report(2, kMs, 0, now);
   }
   // Another process takes a core: each run loses half its time waiting on a descheduled thread.
-  for (int i = 0; i < 4; ++i, now += kMs) g.report(g.threads_for(2, now), kMs, kMs / 2, now);
+  // One window of them is enough.
+  auto stalled_window = [&](int wanted) {
+    for (int64_t spent = 0; spent < window; spent += kMs, now += kMs) g.report(g.threads_for(wanted, now), kMs, kMs / 2, now);
+  };
+  stalled_window(2);
   EXPECT_EQ(g.threads_for(2, now), 1);
-  // Runs of one thread report nothing to stall on; the hold lasts 100 ms.
-  now += 50 * kMs;
+  // Runs of one thread report nothing to stall on; the hold lasts its first length.
+  now += hold / 2;
   EXPECT_EQ(g.threads_for(2, now), 1);
-  now += 60 * kMs;
+  now += hold / 2 + kMs;
   EXPECT_EQ(g.threads_for(2, now), 2);  // the probe
   // The probe stalls again: back to one thread, for twice as long.
-  for (int i = 0; i < 4; ++i, now += kMs) g.report(g.threads_for(2, now), kMs, kMs / 2, now);
+  stalled_window(2);
   EXPECT_EQ(g.threads_for(2, now), 1);
-  now += 150 * kMs;
+  now += hold + hold / 2;
   EXPECT_EQ(g.threads_for(2, now), 1);
-  now += 60 * kMs;
+  now += hold;
   EXPECT_EQ(g.threads_for(2, now), 2);
   // The machine is quiet again: the probe's window is clean and two threads stay.
-  for (int i = 0; i < 10; ++i, now += kMs) g.report(g.threads_for(2, now), kMs, 0, now);
-  EXPECT_EQ(g.threads_for(2, now + 1000 * kMs), 2);
-  // A rare stall (a vCPU preempted once) under a fifth of a window changes nothing.
-  for (int i = 0; i < 8; ++i, now += kMs) g.report(g.threads_for(2, now), kMs, i == 3 ? kMs / 2 : 0, now);
+  for (int i = 0; i < 40; ++i, now += kMs) g.report(g.threads_for(2, now), kMs, 0, now);
+  EXPECT_EQ(g.threads_for(2, now + 1000 * hold), 2);
+  // A rare stall (a vCPU preempted once, 2 ms) in a window changes nothing.
+  for (int i = 0; i < 40; ++i, now += kMs) g.report(g.threads_for(2, now), kMs, i == 7 ? 2 * kMs : 0, now);
   EXPECT_EQ(g.threads_for(2, now), 2);
 }
 
 TEST(ThreadPool, WithMoreThreadsTheGovernorStepsDownOneAtATime) {
   ThreadGovernor g;
   int64_t now = 0;
-  // Four threads: each 1 ms run is 3 ms of waiting threads' time, so two runs fill a window.
-  for (int i = 0; i < 2; ++i, now += kMs) g.report(g.threads_for(4, now), kMs, kMs, now);
+  // Four threads, every waiting thread stalled the whole run.
+  auto stalled_window = [&] {
+    for (int64_t spent = 0; spent < ThreadGovernor::kWindowNs;) {
+      const int used = g.threads_for(4, now);
+      g.report(used, kMs, kMs * (used - 1), now);
+      spent += kMs * (used - 1);
+      now += kMs;
+    }
+  };
+  stalled_window();
   EXPECT_EQ(g.threads_for(4, now), 3);
-  for (int i = 0; i < 2; ++i, now += kMs) g.report(g.threads_for(4, now), kMs, kMs, now);
+  stalled_window();
   EXPECT_EQ(g.threads_for(4, now), 2);
   EXPECT_EQ(g.current(4), 2);
 }

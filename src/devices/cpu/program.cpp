@@ -110,7 +110,8 @@ class CpuProgram final : public detail::Program {
     barrier_.reset(threads);
     pool_.run(threads, &CpuProgram::job, this);
     const int64_t ended = steady_ns();
-    governor.report(threads, ended - began, barrier_.stalled_ns() + pool_.last_join_stall_ns(), ended);
+    if (!pool_.last_run_woke_a_worker())
+      governor.report(threads, ended - began, barrier_.stalled_ns() + pool_.last_join_stall_ns(), ended);
   }
 
   void run_one(size_t i, const int64_t* words) override {

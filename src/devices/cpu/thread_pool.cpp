@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "devices/cpu/kernel.hpp"
+#include "iron/log.hpp"
 
 namespace iron::cpu {
 
@@ -75,11 +76,6 @@ constexpr auto kBarrierSpin = std::chrono::microseconds(2000);
 // A wait this long is a thread descheduled, not an uneven split (those are microseconds): what
 // the governor counts. Shorter than a scheduler's slice (a few milliseconds).
 constexpr int64_t kStallNs = 300'000;
-// The governor's window, and the share of it lost to stalls that means contention.
-constexpr int64_t kWindowNs = 4'000'000;
-constexpr double kContended = 0.2;
-constexpr int64_t kHoldNs = 100'000'000;
-constexpr int kMaxBackoff = 3;
 
 thread_local bool in_job = false;  // this thread is running a share of a job
 }  // namespace
@@ -132,9 +128,16 @@ void ThreadGovernor::report(int used, int64_t wall_ns, int64_t stalled_ns, int64
   window_stalled_ += std::min(stalled_ns, wall_ns * (used - 1));
   if (window_wall_ < kWindowNs) return;
   const bool contended = double(window_stalled_) > kContended * double(window_wall_);
+  if (contended && log_level() <= LogLevel::debug)
+    log(LogLevel::debug, "thread pool: " + std::to_string(window_stalled_ / 1000) + " us of " +
+                             std::to_string(window_wall_ / 1000) + " us waited on descheduled threads; runs take " +
+                             std::to_string(std::max(1, used - 1)) + " thread(s) for " +
+                             std::to_string((kHoldNs << backoff_) / 1'000'000) + " ms");
   window_wall_ = window_stalled_ = 0;
   if (!contended) {
-    backoff_ = 0;
+    // The hold shrinks again one clean window at a time: a probe that happened to run while the
+    // other process was off its core does not reset it at once.
+    backoff_ = std::max(0, backoff_ - 1);
     return;
   }
   ++fewer_;
@@ -173,6 +176,7 @@ void ThreadPool::run(int threads, Job job, void* context) {
     ~InJob() { in_job = false; }
   } mark;
   join_stall_ns_ = 0;
+  woke_.store(false, std::memory_order_relaxed);
   if (threads > size()) threads = size();
   if (threads <= 1) {
     job(context, 0, 1);
@@ -211,6 +215,7 @@ void run_kernel(const Kernel& kernel, const int64_t* words, int threads) {
 void ThreadPool::work(int index) {
   in_job = true;  // a worker only ever runs shares of jobs
   uint32_t seen = 0;
+  bool slept = false;
   for (;;) {
     uint32_t now = generation_.load(std::memory_order_acquire);
     for (int spin = 0; now == seen && spin < kSpinsBeforeSleep; ++spin) {
@@ -222,11 +227,16 @@ void ThreadPool::work(int index) {
     }
     if (now == seen) {
       generation_.wait(seen, std::memory_order_acquire);
+      slept = true;
       continue;
     }
     seen = now;
     if (stop_.load()) return;
     if (index < threads_) {
+      // A worker that slept joins late by its wake-up (over 100 us in a VM): the run's waits on
+      // it say nothing about other processes, so the governor does not count them.
+      if (slept) woke_.store(true, std::memory_order_relaxed);
+      slept = false;
       job_(context_, index, threads_);
       pending_.fetch_sub(1, std::memory_order_acq_rel);
     }

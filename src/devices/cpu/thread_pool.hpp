@@ -40,13 +40,20 @@ class Barrier {
   alignas(64) std::atomic<int64_t> stalled_ns_{0};
 };
 
-/// Decides how many threads the next run takes. A run whose threads lost more than a fifth of
-/// its time waiting on a descheduled thread (over a window of a few milliseconds of runs) means
-/// another process holds one of our cores: runs then take one thread fewer, for a hold that
-/// doubles (100 ms up to 800 ms) each time a probe at the larger count stalls again. A clean
-/// window restores the count and the hold.
+/// Decides how many threads the next run takes. Runs whose threads lost more than a fifth of
+/// their time waiting on a descheduled thread (over a window of 20 ms of the waiting threads'
+/// time) mean another process holds one of our cores: runs then take one thread fewer, for a
+/// hold that doubles (100 ms up to 800 ms) each time a probe at the larger count stalls again.
+/// A clean window keeps the larger count and halves the hold again. A quiet machine's rare
+/// stall (an interrupt, our own host thread waking on a busy core) stays well under the share;
+/// a 4 ms window was not long enough for that.
 class ThreadGovernor {
  public:
+  static constexpr int64_t kWindowNs = 20'000'000;
+  static constexpr double kContended = 0.2;
+  static constexpr int64_t kHoldNs = 100'000'000;
+  static constexpr int kMaxBackoff = 3;
+
   /// Threads for a run that asks for `wanted`, at time `now_ns`.
   int threads_for(int wanted, int64_t now_ns);
   /// A run of `used` threads took `wall_ns`, of which threads waited `stalled_ns` on stalls.
@@ -79,6 +86,8 @@ class ThreadPool {
   void run(int threads, Job job, void* context);
   /// Time the caller waited for the others at the end of the last run, in long waits only.
   int64_t last_join_stall_ns() const { return join_stall_ns_; }
+  /// Whether a worker of the last run had gone to sleep before it (its wake-up delayed the run).
+  bool last_run_woke_a_worker() const { return woke_.load(std::memory_order_relaxed); }
 
   /// Serialises runs, and the growth of the shared kernel scratch with them.
   std::recursive_mutex& mutex() { return mutex_; }
@@ -96,6 +105,7 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   std::recursive_mutex mutex_;
   int64_t join_stall_ns_ = 0;
+  std::atomic<bool> woke_{false};
   ThreadGovernor governor_;
 };
 
