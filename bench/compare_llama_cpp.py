@@ -21,6 +21,14 @@ import sys
 import time
 
 
+def fmt(xs):
+    """Mean ± sample standard deviation of a list of figures ("-" for none)."""
+    if not xs:
+        return "-"
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{statistics.mean(xs):9.1f} ± {sd:6.1f}"
+
+
 def iron_run(iron, model, threads, prompt, gen, batch, precision):
     out = subprocess.run(
         [iron, "bench", "-m", model, "-t", str(threads), "-p", str(prompt), "-n", str(gen), "-r", "1", "-b", str(batch),
@@ -103,12 +111,6 @@ def main():
         for k, v in llama_cpp_run(llm, llama_cpp, prompt_ids, args.n_gen).items():
             results["llama.cpp"][k].append(v)
         print(f"run {rep + 1}/{args.repetitions}: iron {figures}", file=sys.stderr)
-
-    def fmt(xs):
-        if not xs:
-            return "-"
-        sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
-        return f"{statistics.mean(xs):9.1f} ± {sd:6.1f}"
 
     name = os.path.basename(args.model)
     print(f"\nmodel {name}, {args.threads} threads, {args.repetitions} alternating runs each, iron at "

@@ -15,24 +15,19 @@ Not part of the tests: it measures, it does not pass or fail.
 """
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
 import time
 
+from compare_llama_cpp import fmt, iron_run
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def bench(iron, model, threads, prompt, gen, precision):
-    cmd = [iron, "bench", "-m", model, "-p", str(prompt), "-n", str(gen), "-r", "1", "--precision", precision]
-    if threads:
-        cmd += ["-t", str(threads)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    figures = {}
-    for test, value in re.findall(r"\|\s*(pp\d+|tg\d+)\s*\|\s*\d+\s*\|\s*([\d.]+)", out):
-        figures[test[:2]] = float(value)
-    return figures
+    """pp and tg tokens/s of one `iron bench` run (threads 0: its default)."""
+    return iron_run(iron, model, threads, prompt, gen, max(prompt, 1), precision)[0]
 
 
 class Busy:
@@ -86,12 +81,6 @@ def main():
                         if key in f:
                             r[key].append(f[key])
         print(f"rep {rep + 1}/{a.reps} done", file=sys.stderr)
-
-    def fmt(xs):
-        if not xs:
-            return "-"
-        sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
-        return f"{statistics.mean(xs):9.1f} ± {sd:7.1f}"
 
     label = lambda t: "default" if t == 0 else str(t)
     print(f"model {os.path.basename(a.model)}, --precision {a.precision}, {a.reps} alternating runs each, "
