@@ -145,15 +145,19 @@ class CpuProgram final : public detail::Program {
       return;
     }
     bool sense = false;
+    // How many threads take part: all of them, until a barrier finds one was descheduled; then
+    // thread 0 runs the rest alone and the others leave (the split changes, the results do not).
+    int active = threads;
     for (size_t k = 0; k < self->phases_.size(); ++k) {
+      if (thread >= active) return;
       const Phase& p = self->phases_[k];
       for (size_t i = p.begin; i < p.end; ++i) {
         if (self->kernels_[i]->parallel())
-          self->run_kernel(i, thread, threads);
+          self->run_kernel(i, thread, active);
         else if (thread == 0)
           self->run_kernel(i, 0, 1);
       }
-      if (threads > 1 && k + 1 < self->phases_.size()) self->barrier_.wait(sense);
+      if (active > 1 && k + 1 < self->phases_.size()) active = self->barrier_.wait(sense);
     }
   }
 

@@ -80,13 +80,17 @@ constexpr int64_t kStallNs = 300'000;
 thread_local bool in_job = false;  // this thread is running a share of a job
 }  // namespace
 
-void Barrier::wait(bool& sense) {
+int Barrier::wait(bool& sense) {
   sense = !sense;
   if (waiting_.fetch_add(1, std::memory_order_acq_rel) == threads_ - 1) {
     waiting_.store(0, std::memory_order_relaxed);
+    // A thread was descheduled (another process wants its core): the run goes on with thread 0
+    // alone rather than meet it again at every barrier. Results do not depend on the count.
+    if (slow_.load(std::memory_order_relaxed)) threads_ = 1;
+    active_.store(threads_, std::memory_order_relaxed);
     release_.store(sense, std::memory_order_release);
     release_.notify_all();
-    return;
+    return threads_;
   }
   // Spin a little (the other threads are usually microseconds away), then sleep: on a machine
   // busier than its cores, a spinning waiter would hold the core the last thread needs.
@@ -98,7 +102,9 @@ void Barrier::wait(bool& sense) {
     IRON_PAUSE();
     if ((spin & 63) == 0) {
       long_wait = true;  // past the fast path: the wait is timed (a clock read, not per spin)
-      if (std::chrono::steady_clock::now() > give_up) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - began >= std::chrono::nanoseconds(kStallNs)) slow_.store(true, std::memory_order_relaxed);
+      if (now > give_up) {
         while (release_.load(std::memory_order_acquire) != sense) release_.wait(!sense, std::memory_order_acquire);
         break;
       }
@@ -108,6 +114,7 @@ void Barrier::wait(bool& sense) {
     const int64_t waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began).count();
     if (waited >= kStallNs) stalled_ns_.fetch_add(waited, std::memory_order_relaxed);
   }
+  return active_.load(std::memory_order_relaxed);  // written before the release we acquired
 }
 
 int ThreadGovernor::current(int wanted) const { return std::max(1, wanted - fewer_); }

@@ -19,7 +19,9 @@ namespace iron::cpu {
 int available_cpus();
 
 /// All threads of a job meet here between two commands. Sense-reversing, spinning, then
-/// sleeping. A wait that lasts long (a thread descheduled) is added to stalled_ns().
+/// sleeping. A wait that lasts long (a thread descheduled) is added to stalled_ns(), and makes
+/// the rest of the run one thread's: the last thread to arrive decides, so every thread leaves
+/// with the same answer, and the others leave the job instead of being waited for again.
 class Barrier {
  public:
   explicit Barrier(int threads = 1) : threads_(threads) {}
@@ -28,8 +30,11 @@ class Barrier {
     waiting_.store(0, std::memory_order_relaxed);
     release_.store(false, std::memory_order_relaxed);
     stalled_ns_.store(0, std::memory_order_relaxed);
+    slow_.store(false, std::memory_order_relaxed);
+    active_.store(threads, std::memory_order_relaxed);
   }
-  void wait(bool& sense);
+  /// Waits for every thread; returns how many take part from here on (1 after a stall).
+  int wait(bool& sense);
   /// Time threads spent in waits longer than a scheduler's time slice, since reset().
   int64_t stalled_ns() const { return stalled_ns_.load(std::memory_order_relaxed); }
 
@@ -38,6 +43,8 @@ class Barrier {
   alignas(64) std::atomic<int> waiting_{0};
   alignas(64) std::atomic<bool> release_{false};
   alignas(64) std::atomic<int64_t> stalled_ns_{0};
+  std::atomic<bool> slow_{false};  // a waiter has waited past a stall's length this run
+  std::atomic<int> active_{1};     // threads taking part after the last release
 };
 
 /// Decides how many threads the next run takes. Runs whose threads lost more than a fifth of
