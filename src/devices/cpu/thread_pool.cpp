@@ -82,15 +82,18 @@ thread_local bool in_job = false;  // this thread is running a share of a job
 
 int Barrier::wait(bool& sense) {
   sense = !sense;
-  if (waiting_.fetch_add(1, std::memory_order_acq_rel) == threads_ - 1) {
+  // Read before arriving: the last thread to arrive may change it for the barriers after this.
+  const int threads = threads_.load(std::memory_order_relaxed);
+  if (waiting_.fetch_add(1, std::memory_order_acq_rel) == threads - 1) {
     waiting_.store(0, std::memory_order_relaxed);
     // A thread was descheduled (another process wants its core): the run goes on with thread 0
     // alone rather than meet it again at every barrier. Results do not depend on the count.
-    if (slow_.load(std::memory_order_relaxed)) threads_ = 1;
-    active_.store(threads_, std::memory_order_relaxed);
+    const int next = slow_.load(std::memory_order_relaxed) ? 1 : threads;
+    threads_.store(next, std::memory_order_relaxed);
+    active_.store(next, std::memory_order_relaxed);
     release_.store(sense, std::memory_order_release);
     release_.notify_all();
-    return threads_;
+    return next;
   }
   // Spin a little (the other threads are usually microseconds away), then sleep: on a machine
   // busier than its cores, a spinning waiter would hold the core the last thread needs.

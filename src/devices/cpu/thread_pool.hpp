@@ -26,7 +26,7 @@ class Barrier {
  public:
   explicit Barrier(int threads = 1) : threads_(threads) {}
   void reset(int threads) {
-    threads_ = threads;
+    threads_.store(threads, std::memory_order_relaxed);
     waiting_.store(0, std::memory_order_relaxed);
     release_.store(false, std::memory_order_relaxed);
     stalled_ns_.store(0, std::memory_order_relaxed);
@@ -39,7 +39,7 @@ class Barrier {
   int64_t stalled_ns() const { return stalled_ns_.load(std::memory_order_relaxed); }
 
  private:
-  int threads_;
+  std::atomic<int> threads_;
   alignas(64) std::atomic<int> waiting_{0};
   alignas(64) std::atomic<bool> release_{false};
   alignas(64) std::atomic<int64_t> stalled_ns_{0};
