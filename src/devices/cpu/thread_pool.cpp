@@ -106,8 +106,10 @@ int Barrier::wait(bool& sense) {
     if ((spin & 63) == 0) {
       long_wait = true;  // past the fast path: the wait is timed (a clock read, not per spin)
       const auto now = std::chrono::steady_clock::now();
-      if (now - began >= std::chrono::nanoseconds(kStallNs)) slow_.store(true, std::memory_order_relaxed);
       if (now > give_up) {
+        // Spun its whole 2 ms: longer than a woken worker takes to arrive, as long as another
+        // process's time slice. The rest of the run is thread 0's (see wait()'s last arriver).
+        slow_.store(true, std::memory_order_relaxed);
         while (release_.load(std::memory_order_acquire) != sense) release_.wait(!sense, std::memory_order_acquire);
         break;
       }

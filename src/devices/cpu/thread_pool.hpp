@@ -43,20 +43,20 @@ class Barrier {
   alignas(64) std::atomic<int> waiting_{0};
   alignas(64) std::atomic<bool> release_{false};
   alignas(64) std::atomic<int64_t> stalled_ns_{0};
-  std::atomic<bool> slow_{false};  // a waiter has waited past a stall's length this run
+  std::atomic<bool> slow_{false};  // a waiter has spun its whole 2 ms this run
   std::atomic<int> active_{1};     // threads taking part after the last release
 };
 
 /// Decides how many threads the next run takes. Runs whose threads lost more than a fifth of
-/// their time waiting on a descheduled thread (over a window of 20 ms of the waiting threads'
+/// their time waiting on a descheduled thread (over a window of 10 ms of the waiting threads'
 /// time) mean another process holds one of our cores: runs then take one thread fewer, for a
 /// hold that doubles (100 ms up to 800 ms) each time a probe at the larger count stalls again.
 /// A clean window keeps the larger count and halves the hold again. A quiet machine's rare
-/// stall (an interrupt, our own host thread waking on a busy core) stays well under the share;
-/// a 4 ms window was not long enough for that.
+/// stall (an interrupt, our own host thread waking on a busy core) stays under the share; a
+/// 4 ms window was not long enough for that.
 class ThreadGovernor {
  public:
-  static constexpr int64_t kWindowNs = 20'000'000;
+  static constexpr int64_t kWindowNs = 10'000'000;
   static constexpr double kContended = 0.2;
   static constexpr int64_t kHoldNs = 100'000'000;
   static constexpr int kMaxBackoff = 3;
