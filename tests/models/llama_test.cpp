@@ -95,6 +95,7 @@ TEST(Stories260K, SameSeedSameSamples) {
 // samples any number of tokens (a seed near 2^30 used to fail, at the first call or mid-way);
 // greedy never reads it.
 TEST(Stories260K, AnySeedSamplesEveryToken) {
+  IRON_NEEDS_STORIES();
   for (uint64_t seed : {uint64_t(1073741822), uint64_t(1073741823), uint64_t(4294967295), ~uint64_t(0)}) {
     RunnerOptions o;
     o.model.context = 256;
@@ -111,6 +112,7 @@ TEST(Stories260K, AnySeedSamplesEveryToken) {
 }
 
 TEST(Stories260K, MinusOneTokensRunsToAFullContext) {
+  IRON_NEEDS_STORIES();
   RunnerOptions o;
   o.model.context = 16;
   auto runner = LlamaRunner::open(stories_path(), o);
@@ -121,6 +123,7 @@ TEST(Stories260K, MinusOneTokensRunsToAFullContext) {
 }
 
 TEST(Stories260K, TheBatchIsHeldToTheContext) {
+  IRON_NEEDS_STORIES();
   RunnerOptions capped, asked;
   capped.model.context = asked.model.context = 64;
   capped.model.chunk = 64;
