@@ -17,6 +17,7 @@
 
 #include "devices/cpu/kernel.hpp"
 #include "devices/cpu/thread_pool.hpp"
+#include "iron/cpu.hpp"
 #include "iron/operator.hpp"
 
 using namespace iron;
@@ -180,35 +181,6 @@ BENCHMARK(BM_GEMM)
     ->UseRealTime()
     ->MinTime(0.3);
 
-// The machine's streaming read bandwidth: sum a 256 MiB buffer, split across threads.
-struct Stream {
-  const uint64_t* data;
-  size_t words;
-  uint64_t sums[8];
-};
-void stream_job(void* context, int thread, int threads) {
-  auto* s = static_cast<Stream*>(context);
-  auto [begin, end] = cpu::split(int64_t(s->words), thread, threads, 64);
-  uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t i = begin; i < end; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] ^= s->data[i + j];
-  uint64_t total = 0;
-  for (uint64_t v : acc) total ^= v;
-  s->sums[thread] = total;
-}
-void BM_StreamRead(benchmark::State& state) {
-  const size_t bytes = size_t(256) << 20;
-  std::vector<uint64_t> buffer(bytes / 8, 1);
-  Stream s{buffer.data(), buffer.size(), {}};
-  cpu::ThreadPool::shared(2);
-  for (auto _ : state) {
-    cpu::ThreadPool::shared(2).run(int(state.range(0)), &stream_job, &s);
-    benchmark::DoNotOptimize(s.sums);
-  }
-  state.counters["GB/s"] = benchmark::Counter(double(bytes) * double(state.iterations()) / 1e9,
-                                              benchmark::Counter::kIsRate);
-}
-BENCHMARK(BM_StreamRead)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->MinTime(1.0);
 
 // Prints the GEMV and GEMM tables side by side after Google Benchmark's own.
 class Summary : public benchmark::ConsoleReporter {
@@ -228,12 +200,12 @@ class Summary : public benchmark::ConsoleReporter {
       else if (std::sscanf(name.c_str(), "BM_GEMM/shape:%ld/rows:%ld/threads:%ld/fast:%ld", &a0,
                            &a1, &a2, &a3) == 4)
         gemm_[{int(a0), int(a1)}][int(a2 * 3 + a3)] = ns;
-      else if (std::sscanf(name.c_str(), "BM_StreamRead/threads:%ld", &a0) == 1)
-        stream_[int(a0)] = double(size_t(256) << 20) / ns;
     }
   }
   void Finalize() override {
     ConsoleReporter::Finalize();
+    // The machine's streaming read, as `iron bench` measures it, at each thread count.
+    for (int t : {1, 2}) stream_[t] = cpu_device::measure_read_bandwidth(t);
     for (const auto& [t, gbs] : stream_)
       std::printf("\nstreaming read, %d thread(s): %.1f GB/s", t, gbs);
     std::printf(

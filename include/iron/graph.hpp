@@ -256,7 +256,7 @@ class Graph : public Module {
   // Started runs, in order; made on the first start(). Last, so it is destroyed (waiting out
   // the runs in flight) before the versions and the arena they use.
   std::shared_ptr<detail::RunQueue> queue_;
-  detail::RunQueue& queue();
+  const std::shared_ptr<detail::RunQueue>& queue();
   /// Waits out every started run (a call on the host's thread must not overlap one).
   void settle();
 };

@@ -295,13 +295,10 @@ RunResult Graph::reference(std::span<const Tensor> tensors, std::span<const Valu
   std::vector<int64_t> words(values_.size(), 0);
   std::vector<bool> given(values_.size(), false);
   for (const ValueArg& v : values) {
-    auto slot = std::find_if(values_.begin(), values_.end(), [&](const PerCall& p) { return p.name == v.name; });
-    if (slot == values_.end()) type_error(name_ + ": no per-call value '" + std::string(v.name) + "'");
-    if (v.value < 0 || v.value >= kValueLimit)
-      value_error(name_ + ": per-call value " + std::string(v.name) + "=" + std::to_string(v.value) +
-                  " is outside 30 bits [0, 2^30)");
-    words[size_t(slot->slot)] = v.value;
-    given[size_t(slot->slot)] = true;
+    const size_t slot = size_t(value_slot(values_, v.name, name_));
+    check_value(v.name, v.value, name_);
+    words[slot] = v.value;
+    given[slot] = true;
   }
   for (size_t s = 0; s < values_.size(); ++s)
     if (!given[s] && value_defaults_[s]) words[s] = *value_defaults_[s], given[s] = true;
@@ -330,16 +327,7 @@ Outputs Graph::operator()(std::vector<Handle> inputs, std::vector<std::pair<std:
   Recorder::CalledGraph call{this, name_, std::vector<std::optional<Affine>>(values_.size())};
   for (size_t s = 0; s < values_.size(); ++s)
     if (value_defaults_[s]) call.values[s] = Affine(*value_defaults_[s]);
-  for (const auto& [n, expression] : values) {
-    const std::string& wanted = n;
-    auto it = std::find_if(values_.begin(), values_.end(), [&](const PerCall& v) { return v.name == wanted; });
-    if (it == values_.end()) {
-      std::vector<std::string> known;
-      for (const PerCall& v : values_) known.push_back(v.name);
-      type_error(name_ + ": no per-call value '" + n + "' (it takes: " + (known.empty() ? "none" : join(known)) + ")");
-    }
-    call.values[size_t(it->slot)] = expression;
-  }
+  for (const auto& [n, expression] : values) call.values[size_t(value_slot(values_, n, name_))] = expression;
   // Its inputs are the caller's handles while its body records; then they are unset again.
   std::vector<Handle> previous;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -406,8 +394,7 @@ Run CompiledGraph::start(std::span<const Tensor> tensors, std::span<const ValueA
   for (const ValueArg& v : values) task.values.emplace_back(std::string(v.name), v.value);
   Run run;
   run.version_ = this;
-  graph_->queue();
-  run.queue_ = graph_->queue_;
+  run.queue_ = graph_->queue();
   run.ticket_ = run.queue_->push(std::move(task));
   return run;
 }
@@ -426,9 +413,9 @@ const RunResult& Run::wait() {
 
 bool Run::done() const { return queue_ && queue_->complete(ticket_); }
 
-detail::RunQueue& Graph::queue() {
+const std::shared_ptr<detail::RunQueue>& Graph::queue() {
   if (!queue_) queue_ = std::make_shared<detail::RunQueue>();
-  return *queue_;
+  return queue_;
 }
 
 void Graph::settle() {

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
-#include <thread>
 
 #include "devices/cpu/thread_pool.hpp"
 #include "graph/reference.hpp"
@@ -231,31 +230,14 @@ std::vector<bool> Image::barriers() {
 void Image::write_values(std::span<const ValueArg> values) {
   std::fill(given_.begin(), given_.end(), false);
   const auto& decls = recording_.values;
-  uint64_t given_small = 0;
-  std::vector<bool> given_large;  // only for graphs of more than 64 values
   for (const ValueArg& v : values) {
-    size_t slot = 0;
-    while (slot < decls.size() && decls[slot].name != v.name) ++slot;
-    if (slot == decls.size()) {
-      std::string known;
-      for (const auto& d : decls) known += (known.empty() ? "" : ", ") + d.name;
-      type_error(recording_.graph + ": no per-call value '" + std::string(v.name) +
-                 "' (it takes: " + (known.empty() ? "none" : known) + ")");
-    }
-    if (v.value < 0 || v.value >= kValueLimit)
-      value_error(recording_.graph + ": per-call value " + std::string(v.name) + "=" +
-                  std::to_string(v.value) + " is outside 30 bits [0, 2^30)");
+    const size_t slot = size_t(value_slot(decls, v.name, recording_.graph));
+    check_value(v.name, v.value, recording_.graph);
     words_[slot] = v.value;
     given_[slot] = true;
-    if (slot < 64) given_small |= uint64_t(1) << slot;
-    else {
-      given_large.resize(decls.size());
-      given_large[slot] = true;
-    }
   }
   for (size_t slot = 0; slot < decls.size(); ++slot) {
-    bool given = slot < 64 ? (given_small >> slot) & 1 : (slot < given_large.size() && given_large[slot]);
-    if (given || !table_.reads(int(slot))) continue;
+    if (given_[slot] || !table_.reads(int(slot))) continue;
     if (have_carried_[slot]) continue;  // the value the last run carried
     if (defaults_[slot]) {
       words_[slot] = *defaults_[slot];

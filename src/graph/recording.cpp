@@ -19,6 +19,20 @@ Recorder::~Recorder() { current_recorder = previous_; }
 
 Recorder* Recorder::current() { return current_recorder; }
 
+int value_slot(const std::vector<PerCall>& values, std::string_view name, const std::string& graph) {
+  for (const PerCall& v : values)
+    if (v.name == name) return v.slot;
+  std::string known;
+  for (const PerCall& v : values) known += (known.empty() ? "" : ", ") + v.name;
+  type_error(graph + ": no per-call value '" + std::string(name) + "' (it takes: " + (known.empty() ? "none" : known) + ")");
+}
+
+void check_value(std::string_view name, int64_t value, const std::string& graph) {
+  if (value < 0 || value >= kValueLimit)
+    value_error(graph + ": per-call value " + std::string(name) + "=" + std::to_string(value) +
+                " is outside 30 bits [0, 2^30)");
+}
+
 const Affine* Recorder::given(const PerCall& value) const {
   for (auto call = calls_.rbegin(); call != calls_.rend(); ++call) {
     if (call->owner != value.owner) continue;

@@ -146,6 +146,11 @@ class Recorder {
   int scratch_count_ = 0;
 };
 
+/// The slot of per-call value `name` among `values`, or a type error naming what `graph` takes.
+int value_slot(const std::vector<PerCall>& values, std::string_view name, const std::string& graph);
+/// A value error unless `value`, given for `name`, fits a per-call word (30 bits).
+void check_value(std::string_view name, int64_t value, const std::string& graph);
+
 /// Gives `h` a dense layout, recording a copy if it is a strided or gathered view.
 Handle dense(const Handle& h);
 

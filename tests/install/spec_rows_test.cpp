@@ -14,6 +14,18 @@ using iron::Tensor;
 
 namespace {
 
+/// `fn` must raise an iron::Error of `kind` whose message holds `phrase` (`what`: the misuse).
+template <class Fn>
+void expect_error(Fn&& fn, iron::ErrorKind kind, const std::string& phrase, const char* what) {
+  try {
+    fn();
+    ADD_FAILURE() << what << " was accepted";
+  } catch (const iron::Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+  }
+}
+
 // An embedding lookup of host token ids that also writes a state: a bad id must be refused
 // before the state changes.
 struct Lookup : iron::Graph {
@@ -34,15 +46,8 @@ TEST(SpecRows, AHostIdOutsideItsTableIsRefusedBeforeAnythingRuns) {
   auto& v = g.compile({{"ids", iron::InputSpec({3}, iron::i32)}});
   auto out = v({Tensor::from_ints({3, 1, 0}, {3})}, {{"n", 3}}).outputs[0].clone();
   EXPECT_EQ(out.to_floats(), (std::vector<float>{30, 31, 10, 11, 0, 1}));
-  try {
-    v({Tensor::from_ints({2, 4, 1}, {3})}, {{"n", 3}});
-    FAIL() << "an id past the table's rows was accepted";
-  } catch (const iron::Error& e) {
-    EXPECT_EQ(e.kind(), iron::ErrorKind::index);
-    EXPECT_NE(std::string(e.what()).find("id 4 at position 1 of input 'ids' is outside table's 4 rows"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_error([&] { v({Tensor::from_ints({2, 4, 1}, {3})}, {{"n", 3}}); }, iron::ErrorKind::index,
+               "id 4 at position 1 of input 'ids' is outside table's 4 rows", "an id past the table's rows");
   // Nothing ran: the state still holds the first call's row.
   EXPECT_EQ(v.read(g.seen).to_floats(), (std::vector<float>{30, 31}));
   // Ids past the valid rows are not read, so they are not checked either.
@@ -207,12 +212,8 @@ TEST(SpecRows, AtWithRepeatReadsAGrowingCacheWithoutACopy) {
       EXPECT_NEAR(values[i], want[i], 1e-5f);
     }
   }
-  try {
-    v({Tensor::zeros({1, 4}, iron::f32)}, {{"position", 16}});
-    FAIL() << "a repeat past the walk's rows was accepted";
-  } catch (const iron::Error& e) {
-    EXPECT_EQ(e.kind(), iron::ErrorKind::index) << e.what();
-  }
+  expect_error([&] { v({Tensor::zeros({1, 4}, iron::f32)}, {{"position", 16}}); }, iron::ErrorKind::index,
+               "is 16, outside", "a position past the cache's rows");
 }
 
 // A walk seen as another shape: merged where contiguous, split, or refused when it would copy.
@@ -252,12 +253,8 @@ TEST(SpecRows, AtSeesAWalkAsAnotherShapeWhereNoCopyIsNeeded) {
       return {F::copy(Handle(x).at(iron::AccessPattern{0, {4, 2}, {4, 1}}, {8}))};
     }
   } refused;
-  try {
-    refused.compile({{"x", {16, 4}}});
-    FAIL() << "a walk that needs a copy was seen as another shape";
-  } catch (const iron::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot be seen as (8,) without a copy"), std::string::npos) << e.what();
-  }
+  expect_error([&] { refused.compile({{"x", {16, 4}}}); }, iron::ErrorKind::value,
+               "cannot be seen as (8,) without a copy", "a walk that needs a copy, seen as another shape,");
 }
 
 // A graph called inside another's body records its steps there: directly, its per-call values
@@ -318,12 +315,8 @@ TEST(SpecRows, AGraphCalledInAnotherRecordsItsStepsThere) {
     iron::Outputs body() override { return inner({x}, {{"colums", 1}}); }
   } wrong;
   wrong.load_state_dict({{"inner.w", w1}});
-  try {
-    wrong.compile({{"x", {5, 6}}});
-    FAIL() << "an unknown per-call value was accepted";
-  } catch (const iron::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no per-call value 'colums' (it takes: rows)"), std::string::npos) << e.what();
-  }
+  expect_error([&] { wrong.compile({{"x", {5, 6}}}); }, iron::ErrorKind::type,
+               "no per-call value 'colums' (it takes: rows)", "an unknown per-call value");
 }
 
 // Wiring the device loop by hand: compile's feeds (or emit_to) say which version an Emit starts,

@@ -111,17 +111,6 @@ TEST(Stories260K, AnySeedSamplesEveryToken) {
   EXPECT_EQ(generate(*LlamaRunner::open(stories_path(), greedy), {1}, 60), kStoriesGreedy);
 }
 
-TEST(Stories260K, MinusOneTokensRunsToAFullContext) {
-  IRON_NEEDS_STORIES();
-  RunnerOptions o;
-  o.model.context = 16;
-  auto runner = LlamaRunner::open(stories_path(), o);
-  std::vector<int32_t> out;
-  auto stats = runner->generate({1}, -1, [&](int32_t id) { out.push_back(id); });
-  EXPECT_EQ(stats.stop, "context full");
-  EXPECT_EQ(out, std::vector<int32_t>(kStoriesGreedy.begin(), kStoriesGreedy.begin() + 15));
-}
-
 TEST(Stories260K, TheBatchIsHeldToTheContext) {
   IRON_NEEDS_STORIES();
   RunnerOptions capped, asked;
@@ -150,11 +139,13 @@ TEST(Stories260K, AFullContextIsReported) {
   RunnerOptions o;
   o.model.context = 16;
   auto runner = LlamaRunner::open(stories_path(), o);
-  std::vector<int32_t> out;
-  auto stats = runner->generate({1}, 100, [&](int32_t id) { out.push_back(id); });
-  EXPECT_EQ(stats.stop, "context full");
-  EXPECT_EQ(int64_t(out.size()), 15);
-  EXPECT_EQ(out, std::vector<int32_t>(kStoriesGreedy.begin(), kStoriesGreedy.begin() + 15));
+  // Asked for more tokens than fit, or for -1 (until the end of sequence or a full context).
+  for (int64_t asked : {int64_t(100), int64_t(-1)}) {
+    std::vector<int32_t> out;
+    auto stats = runner->generate({1}, asked, [&](int32_t id) { out.push_back(id); });
+    EXPECT_EQ(stats.stop, "context full") << "asked for " << asked;
+    EXPECT_EQ(out, std::vector<int32_t>(kStoriesGreedy.begin(), kStoriesGreedy.begin() + 15)) << "asked for " << asked;
+  }
   std::vector<int32_t> long_prompt(16, 1);
   try {
     runner->generate(long_prompt, 1, [](int32_t) {});
