@@ -115,8 +115,11 @@ class Kernel {
   virtual ~Kernel() = default;
   /// Runs thread `thread`'s share of the work; every thread of the pool calls it.
   virtual void run(const int64_t* words, int thread, int threads) const = 0;
-  /// Whether splitting across threads pays; a serial kernel runs on thread 0 alone.
+  /// Whether splitting across threads can pay; a serial kernel runs on thread 0 alone.
   virtual bool parallel() const { return true; }
+  /// Multiply-adds of its largest call, for kernels whose work is more than the bytes they
+  /// touch (matmuls, attention): with those bytes, what decides whether splitting pays.
+  virtual int64_t multiply_adds() const { return 0; }
 };
 
 }  // namespace iron::cpu

@@ -72,25 +72,49 @@ std::string Features::str() const {
 
 namespace {
 
+// Bytes a kernel reads and writes at its largest: a gathered view counts the rows it reads.
+int64_t bytes_touched(const KernelArgs& args) {
+  auto bytes = [](const Operand& o) {
+    const DTypeInfo& i = info(o.dtype);
+    int64_t elements = o.ids ? element_count(o.ids->shape) * o.row_elements() : element_count(o.shape);
+    return elements / i.block * i.bytes;
+  };
+  int64_t total = 0;
+  for (const Operand& o : args.in) total += bytes(o);
+  for (const Operand& o : args.out) total += bytes(o);
+  return total;
+}
+
+// A kernel whose bytes touched plus multiply-adds come to less than this runs on thread 0 alone,
+// whatever it declares: split, it would cost the other threads more in meeting at barriers (a
+// fraction of a microsecond each, more when a thread is late) than they save (reading 64 KiB
+// from cache, or as many multiply-adds, takes a microsecond or two). Consecutive such kernels
+// then share a phase, and a graph made only of them (a small model's decode step) runs with no
+// barrier at all.
+constexpr int64_t kMinParallelWork = 64 << 10;
+
 class CpuProgram final : public detail::Program {
  public:
   CpuProgram(std::vector<std::unique_ptr<Kernel>> kernels, std::vector<std::string> names,
-             const std::vector<bool>& barrier_before, int threads)
+             const std::vector<bool>& barrier_before, const std::vector<int64_t>& bytes, int threads)
       : kernels_(std::move(kernels)), names_(std::move(names)), threads_(threads), pool_(ThreadPool::shared(threads)) {
+    for (size_t i = 0; i < kernels_.size(); ++i)
+      parallel_.push_back(kernels_[i]->parallel() && bytes[i] + kernels_[i]->multiply_adds() >= kMinParallelWork);
     // A phase runs until a step needs what an earlier one wrote (or would overwrite what one
     // reads). Consecutive serial kernels also share a phase: thread 0 runs them in order.
     for (size_t i = 0; i < kernels_.size();) {
       Phase p{i, i + 1};
-      bool serial = !kernels_[i]->parallel();  // every kernel of the phase so far runs on thread 0
-      while (p.end < kernels_.size() && (!barrier_before[p.end] || (serial && !kernels_[p.end]->parallel()))) {
-        serial = serial && !kernels_[p.end]->parallel();
+      bool serial = !parallel_[i];  // every kernel of the phase so far runs on thread 0
+      while (p.end < kernels_.size() && (!barrier_before[p.end] || (serial && !parallel_[p.end]))) {
+        serial = serial && !parallel_[p.end];
         ++p.end;
       }
       phases_.push_back(p);
       i = p.end;
     }
     if (threads_ > pool_.size()) threads_ = pool_.size();
-    for (const auto& k : kernels_) any_parallel_ |= k->parallel();
+    barrier_ = std::make_unique<Barrier>(threads_);
+    for (bool p : parallel_) any_parallel_ |= p;
   }
 
   void run(const int64_t* words) override {
@@ -107,17 +131,18 @@ class CpuProgram final : public detail::Program {
     const int64_t began = steady_ns();
     const int threads = governor.threads_for(threads_, began);
     // Reset before the pool publishes the job, so no thread can reach the barrier first.
-    barrier_.reset(threads);
+    barrier_->reset(threads, pool_.cpu_clocks());
     pool_.run(threads, &CpuProgram::job, this);
     const int64_t ended = steady_ns();
     if (!pool_.last_run_woke_a_worker())
-      governor.report(threads, ended - began, barrier_.stalled_ns() + pool_.last_join_stall_ns(), ended);
+      governor.report(threads, ended - began, barrier_->stalled_ns() + pool_.last_join_stall_ns(), ended,
+                      barrier_->descheduled());
   }
 
   void run_one(size_t i, const int64_t* words) override {
     words_ = words;
     single_ = int64_t(i);
-    pool_.run(kernels_[i]->parallel() ? threads_ : 1, &CpuProgram::job, this);
+    pool_.run(parallel_[i] ? threads_ : 1, &CpuProgram::job, this);
   }
 
   size_t commands() const override { return kernels_.size(); }
@@ -144,29 +169,33 @@ class CpuProgram final : public detail::Program {
       self->run_kernel(size_t(self->single_), thread, threads);
       return;
     }
-    bool sense = false;
+    BarrierSeat seat;
     // How many threads take part: all of them, until a barrier finds one was descheduled; then
     // thread 0 runs the rest alone and the others leave (the split changes, the results do not).
     int active = threads;
     for (size_t k = 0; k < self->phases_.size(); ++k) {
-      if (thread >= active) return;
+      if (thread >= active) {
+        ThreadPool::rest_after_this_job();
+        return;
+      }
       const Phase& p = self->phases_[k];
       for (size_t i = p.begin; i < p.end; ++i) {
-        if (self->kernels_[i]->parallel())
+        if (self->parallel_[i])
           self->run_kernel(i, thread, active);
         else if (thread == 0)
           self->run_kernel(i, 0, 1);
       }
-      if (active > 1 && k + 1 < self->phases_.size()) active = self->barrier_.wait(sense);
+      if (active > 1 && k + 1 < self->phases_.size()) active = self->barrier_->wait(seat, thread);
     }
   }
 
   std::vector<std::unique_ptr<Kernel>> kernels_;
+  std::vector<bool> parallel_;  // split across threads (else thread 0 runs it)
   std::vector<std::string> names_;
   std::vector<Phase> phases_;
   int threads_;
   ThreadPool& pool_;
-  Barrier barrier_;
+  std::unique_ptr<Barrier> barrier_;
   bool any_parallel_ = false;
   const int64_t* words_ = nullptr;
   int64_t single_ = -1;
@@ -181,11 +210,13 @@ std::unique_ptr<Program> lower_cpu(const Recording& recording, std::vector<cpu::
                                    const std::vector<bool>& barrier_before, int threads) {
   std::vector<std::unique_ptr<cpu::Kernel>> kernels;
   std::vector<std::string> names;
+  std::vector<int64_t> bytes;
   for (size_t i = 0; i < recording.steps.size(); ++i) {
     kernels.push_back(recording.steps[i].op->cpu_kernel(args[i]));
     names.push_back(recording.steps[i].op->name());
+    bytes.push_back(cpu::bytes_touched(args[i]));
   }
-  return std::make_unique<cpu::CpuProgram>(std::move(kernels), std::move(names), barrier_before, threads);
+  return std::make_unique<cpu::CpuProgram>(std::move(kernels), std::move(names), barrier_before, bytes, threads);
 }
 
 }  // namespace iron::detail

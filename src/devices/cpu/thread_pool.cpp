@@ -68,22 +68,79 @@ namespace {
 // How long a worker spins for the next job before sleeping: long enough to span the host's
 // work between two decode steps, short enough not to burn a core when idle.
 constexpr int kSpinsBeforeSleep = 20000;
-// How long a thread spins at a barrier before sleeping on it. Longer than a sleeping thread
-// takes to wake (over 100 us in a VM whose idle vCPU halts): with a shorter spin, a waiter woken
-// late finds the other thread already asleep at the next barrier, and the two take turns
-// sleeping, one wake-up per phase (seen as ~110 us gaps at every phase of a decode step).
-constexpr auto kBarrierSpin = std::chrono::microseconds(2000);
+// How long a thread spins at a barrier for a thread that is running before sleeping on it.
+// Longer than a sleeping thread takes to wake (over 100 us in a VM whose idle vCPU halts): with
+// a shorter spin, a waiter woken late finds the other thread already asleep at the next barrier,
+// and the two take turns sleeping, one wake-up per phase (seen as ~110 us gaps at every phase of
+// a decode step).
+constexpr int64_t kBarrierSpinNs = 2'000'000;
+// How often a waiter looks at a late thread's CPU clock (a system call of about a microsecond):
+// a thread that got less than half of such a span is descheduled. Longer than the brief
+// preemptions of a quiet machine (an interrupt, our own host thread waking), short against a
+// scheduler's slice (milliseconds), which is what a descheduled thread loses.
+constexpr int64_t kProbeNs = 100'000;
 // A wait this long is a thread descheduled, not an uneven split (those are microseconds): what
 // the governor counts. Shorter than a scheduler's slice (a few milliseconds).
 constexpr int64_t kStallNs = 300'000;
 
 thread_local bool in_job = false;  // this thread is running a share of a job
+thread_local bool rest_after_job = false;  // this worker's share left the run early
 }  // namespace
 
-int Barrier::wait(bool& sense) {
-  sense = !sense;
+void ThreadPool::rest_after_this_job() { rest_after_job = true; }
+
+Barrier::Barrier(int capacity)
+    : arrived_(std::make_unique<std::atomic<uint32_t>[]>(size_t(std::max(capacity, 1)))), capacity_(std::max(capacity, 1)) {}
+
+void Barrier::reset(int threads, const clockid_t* clocks) {
+  threads_.store(std::min(threads, capacity_), std::memory_order_relaxed);
+  clocks_ = clocks;
+  for (int t = 0; t < capacity_; ++t) arrived_[size_t(t)].store(0, std::memory_order_relaxed);
+  waiting_.store(0, std::memory_order_relaxed);
+  release_.store(false, std::memory_order_relaxed);
+  stalled_ns_.store(0, std::memory_order_relaxed);
+  slow_.store(false, std::memory_order_relaxed);
+  active_.store(threads, std::memory_order_relaxed);
+}
+
+namespace {
+int64_t thread_cpu_ns(clockid_t clock) {
+  timespec ts{};
+  if (clock_gettime(clock, &ts) != 0) return -1;
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+}  // namespace
+
+bool Barrier::late_thread_descheduled(uint32_t round, int self, int& probed, int64_t& cpu_then,
+                                      int64_t& wall_then) const {
+  const int64_t wall_now = steady_ns();
+  if (probed >= 0 && arrived_[size_t(probed)].load(std::memory_order_acquire) < round) {
+    // The thread looked at last time is still not here: did it run in between?
+    const int64_t cpu_now = thread_cpu_ns(clocks_[probed]);
+    if (cpu_then >= 0 && cpu_now >= 0 && wall_now - wall_then >= kProbeNs &&
+        2 * (cpu_now - cpu_then) < wall_now - wall_then)
+      return true;
+    if (wall_now - wall_then < kProbeNs) return false;
+  }
+  // Look at (another) late thread from now on.
+  probed = -1;
+  const int threads = threads_.load(std::memory_order_relaxed);
+  for (int t = 0; t < threads; ++t)
+    if (t != self && arrived_[size_t(t)].load(std::memory_order_acquire) < round) {
+      probed = t;
+      break;
+    }
+  cpu_then = probed >= 0 ? thread_cpu_ns(clocks_[probed]) : -1;
+  wall_then = wall_now;
+  return false;
+}
+
+int Barrier::wait(BarrierSeat& seat, int thread) {
+  const bool sense = seat.sense = !seat.sense;
+  const uint32_t round = ++seat.round;
   // Read before arriving: the last thread to arrive may change it for the barriers after this.
   const int threads = threads_.load(std::memory_order_relaxed);
+  arrived_[size_t(thread)].store(round, std::memory_order_release);
   if (waiting_.fetch_add(1, std::memory_order_acq_rel) == threads - 1) {
     waiting_.store(0, std::memory_order_relaxed);
     // A thread was descheduled (another process wants its core): the run goes on with thread 0
@@ -95,30 +152,30 @@ int Barrier::wait(bool& sense) {
     release_.notify_all();
     return next;
   }
-  // Spin a little (the other threads are usually microseconds away), then sleep: on a machine
-  // busier than its cores, a spinning waiter would hold the core the last thread needs.
-  const auto began = std::chrono::steady_clock::now();
-  const auto give_up = began + kBarrierSpin;
-  bool long_wait = false;
+  // Spin (the other threads are usually microseconds away), looking now and then whether a late
+  // thread is running at all; sleep once it is not, or after 2 ms: on a machine busier than its
+  // cores, a spinning waiter would hold the core the late thread needs.
+  const int64_t began = steady_ns();
+  int probed = -1;
+  int64_t cpu_then = -1, wall_then = 0, last_probe = began;
+  bool long_wait = false, descheduled = false;
   for (int spin = 1;; ++spin) {
     if (release_.load(std::memory_order_acquire) == sense) break;
     IRON_PAUSE();
-    if ((spin & 63) == 0) {
-      long_wait = true;  // past the fast path: the wait is timed (a clock read, not per spin)
-      const auto now = std::chrono::steady_clock::now();
-      if (now > give_up) {
-        // Spun its whole 2 ms: longer than a woken worker takes to arrive, as long as another
-        // process's time slice. The rest of the run is thread 0's (see wait()'s last arriver).
-        slow_.store(true, std::memory_order_relaxed);
-        while (release_.load(std::memory_order_acquire) != sense) release_.wait(!sense, std::memory_order_acquire);
-        break;
-      }
+    if ((spin & 63) != 0) continue;
+    long_wait = true;  // past the fast path: the wait is timed (a clock read, not per spin)
+    const int64_t now = steady_ns();
+    if (clocks_ && now - last_probe >= kProbeNs) {
+      last_probe = now;
+      descheduled = late_thread_descheduled(round, thread, probed, cpu_then, wall_then);
+    }
+    if (descheduled || now - began > kBarrierSpinNs) {
+      if (descheduled) slow_.store(true, std::memory_order_relaxed);  // see the last arriver above
+      while (release_.load(std::memory_order_acquire) != sense) release_.wait(!sense, std::memory_order_acquire);
+      break;
     }
   }
-  if (long_wait) {
-    const int64_t waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began).count();
-    if (waited >= kStallNs) stalled_ns_.fetch_add(waited, std::memory_order_relaxed);
-  }
+  if (long_wait && descheduled) stalled_ns_.fetch_add(steady_ns() - began, std::memory_order_relaxed);
   return active_.load(std::memory_order_relaxed);  // written before the release we acquired
 }
 
@@ -134,12 +191,14 @@ int ThreadGovernor::threads_for(int wanted, int64_t now_ns) {
   return current(wanted);
 }
 
-void ThreadGovernor::report(int used, int64_t wall_ns, int64_t stalled_ns, int64_t now_ns) {
+void ThreadGovernor::report(int used, int64_t wall_ns, int64_t stalled_ns, int64_t now_ns, bool descheduled) {
   if (used <= 1) return;  // one thread cannot stall on another
   window_wall_ += wall_ns * (used - 1);
   window_stalled_ += std::min(stalled_ns, wall_ns * (used - 1));
-  if (window_wall_ < kWindowNs) return;
-  const bool contended = double(window_stalled_) > kContended * double(window_wall_);
+  // A thread seen losing its core decides at once: a short run (a small model's prefill takes
+  // about a millisecond) cannot afford to lose a window of them first.
+  if (window_wall_ < kWindowNs && !descheduled) return;
+  const bool contended = descheduled || double(window_stalled_) > kContended * double(window_wall_);
   if (contended && log_level() <= LogLevel::debug)
     log(LogLevel::debug, "thread pool: " + std::to_string(window_stalled_ / 1000) + " us of " +
                              std::to_string(window_wall_ / 1000) + " us waited on descheduled threads; runs take " +
@@ -166,6 +225,8 @@ ThreadPool& ThreadPool::shared(int threads) {
 
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+  clocks_.assign(size_t(std::max(threads, 1)), CLOCK_THREAD_CPUTIME_ID);
+  for (size_t i = 0; i < workers_.size(); ++i) pthread_getcpuclockid(workers_[i].native_handle(), &clocks_[i + 1]);
 }
 
 ThreadPool::~ThreadPool() {
@@ -189,6 +250,7 @@ void ThreadPool::run(int threads, Job job, void* context) {
   } mark;
   join_stall_ns_ = 0;
   woke_.store(false, std::memory_order_relaxed);
+  pthread_getcpuclockid(pthread_self(), &clocks_[0]);
   if (threads > size()) threads = size();
   if (threads <= 1) {
     job(context, 0, 1);
@@ -244,13 +306,22 @@ void ThreadPool::work(int index) {
     }
     seen = now;
     if (stop_.load()) return;
+    bool rest = true;  // a worker left out of a run sleeps: runs take fewer threads for a while
     if (index < threads_) {
       // A worker that slept joins late by its wake-up (over 100 us in a VM): the run's waits on
       // it say nothing about other processes, so the governor does not count them.
       if (slept) woke_.store(true, std::memory_order_relaxed);
       slept = false;
+      rest_after_job = false;
       job_(context_, index, threads_);
+      rest = rest_after_job;
       pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    if (rest) {
+      // Sleep until the next job, not spin: the core this worker would spin on is the one the
+      // other process, or our own thread 0, needs.
+      generation_.wait(seen, std::memory_order_acquire);
+      slept = true;
     }
   }
 }

@@ -2,13 +2,18 @@
 // before sleeping, so back-to-back calls (a decode loop) never pay a wake-up. The pool serves
 // one run at a time: callers on several threads queue for it. How many threads a run takes
 // adapts to what the machine gives (ThreadGovernor): on a core that another process wants, a
-// thread of ours is descheduled for milliseconds and every barrier waits for it, so while runs
-// show such stalls they take fewer threads. Results do not change with the count: every kernel
+// thread of ours is descheduled for milliseconds and every barrier waits for it, so once a
+// barrier sees a thread lose its core (by that thread's CPU clock) the run finishes on one
+// thread and the runs after it take fewer threads for a while; the workers left out sleep. Results do not change with the count: every kernel
 // computes each output element on one thread, in an order that does not depend on the split.
 #pragma once
 
+#include <pthread.h>
+#include <time.h>
+
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -18,39 +23,51 @@ namespace iron::cpu {
 /// The CPUs this process may run on (sched_getaffinity), at least 1: the default thread count.
 int available_cpus();
 
+/// A thread's place at a Barrier: its sense and how many waits it has arrived at this run.
+struct BarrierSeat {
+  bool sense = false;
+  uint32_t round = 0;
+};
+
 /// All threads of a job meet here between two commands. Sense-reversing, spinning, then
-/// sleeping. A wait that lasts long (a thread descheduled) is added to stalled_ns(), and makes
-/// the rest of the run one thread's: the last thread to arrive decides, so every thread leaves
-/// with the same answer, and the others leave the job instead of being waited for again.
+/// sleeping. A waiter that has spun a while looks at the CPU clock of a thread that has not
+/// arrived: one that got less than half the time since is descheduled (another process holds
+/// its core), not slow. Then the rest of the run is one thread's: the last thread to arrive
+/// decides, so every thread leaves with the same answer, and the others leave the job instead
+/// of being waited for again.
 class Barrier {
  public:
-  explicit Barrier(int threads = 1) : threads_(threads) {}
-  void reset(int threads) {
-    threads_.store(threads, std::memory_order_relaxed);
-    waiting_.store(0, std::memory_order_relaxed);
-    release_.store(false, std::memory_order_relaxed);
-    stalled_ns_.store(0, std::memory_order_relaxed);
-    slow_.store(false, std::memory_order_relaxed);
-    active_.store(threads, std::memory_order_relaxed);
-  }
+  /// `capacity`: the most threads a run may take.
+  explicit Barrier(int capacity = 1);
+  /// Before a run of `threads`; `clocks[t]` is thread t's CPU-time clock.
+  void reset(int threads, const clockid_t* clocks);
   /// Waits for every thread; returns how many take part from here on (1 after a stall).
-  int wait(bool& sense);
-  /// Time threads spent in waits longer than a scheduler's time slice, since reset().
+  int wait(BarrierSeat& seat, int thread);
+  /// Time threads spent waiting on a descheduled thread, since reset().
   int64_t stalled_ns() const { return stalled_ns_.load(std::memory_order_relaxed); }
+  /// Whether a waiter found a thread descheduled since reset().
+  bool descheduled() const { return slow_.load(std::memory_order_relaxed); }
 
  private:
-  std::atomic<int> threads_;
+  /// Whether a late thread, looked at over the waiter's spin, got less than half a core.
+  bool late_thread_descheduled(uint32_t round, int self, int& probed, int64_t& cpu_then, int64_t& wall_then) const;
+
+  std::atomic<int> threads_{1};
+  const clockid_t* clocks_ = nullptr;
+  std::unique_ptr<std::atomic<uint32_t>[]> arrived_;  // per thread: the last round it reached
+  int capacity_;
   alignas(64) std::atomic<int> waiting_{0};
   alignas(64) std::atomic<bool> release_{false};
   alignas(64) std::atomic<int64_t> stalled_ns_{0};
-  std::atomic<bool> slow_{false};  // a waiter has spun its whole 2 ms this run
+  std::atomic<bool> slow_{false};  // a waiter found a thread descheduled this run
   std::atomic<int> active_{1};     // threads taking part after the last release
 };
 
-/// Decides how many threads the next run takes. Runs whose threads lost more than a fifth of
-/// their time waiting on a descheduled thread (over a window of 10 ms of the waiting threads'
-/// time) mean another process holds one of our cores: runs then take one thread fewer, for a
-/// hold that doubles (100 ms up to 800 ms) each time a probe at the larger count stalls again.
+/// Decides how many threads the next run takes. A run in which a barrier saw a thread lose its
+/// core, or runs whose threads lost more than a fifth of their time waiting at the end of a run
+/// (over a window of 10 ms of the waiting threads' time), mean another process holds one of our
+/// cores: runs then take one thread fewer, for a hold that doubles (100 ms up to 800 ms) each
+/// time a probe at the larger count stalls again.
 /// A clean window keeps the larger count and halves the hold again. A quiet machine's rare
 /// stall (an interrupt, our own host thread waking on a busy core) stays under the share; a
 /// 4 ms window was not long enough for that.
@@ -63,8 +80,9 @@ class ThreadGovernor {
 
   /// Threads for a run that asks for `wanted`, at time `now_ns`.
   int threads_for(int wanted, int64_t now_ns);
-  /// A run of `used` threads took `wall_ns`, of which threads waited `stalled_ns` on stalls.
-  void report(int used, int64_t wall_ns, int64_t stalled_ns, int64_t now_ns);
+  /// A run of `used` threads took `wall_ns`, of which threads waited `stalled_ns` on stalls;
+  /// `descheduled`: a barrier saw, by its CPU clock, that a thread of the run lost its core.
+  void report(int used, int64_t wall_ns, int64_t stalled_ns, int64_t now_ns, bool descheduled = false);
   /// What runs take now when they ask for `wanted` (for reports; no side effect).
   int current(int wanted) const;
 
@@ -95,6 +113,11 @@ class ThreadPool {
   int64_t last_join_stall_ns() const { return join_stall_ns_; }
   /// Whether a worker of the last run had gone to sleep before it (its wake-up delayed the run).
   bool last_run_woke_a_worker() const { return woke_.load(std::memory_order_relaxed); }
+  /// The CPU-time clocks of the last run's threads (thread 0: the caller).
+  const clockid_t* cpu_clocks() const { return clocks_.data(); }
+  /// Called by a worker's share of a job that leaves the rest of the run to others: the worker
+  /// sleeps after the job instead of spinning for the next, leaving the core to whoever holds it.
+  static void rest_after_this_job();
 
   /// Serialises runs, and the growth of the shared kernel scratch with them.
   std::recursive_mutex& mutex() { return mutex_; }
@@ -104,6 +127,7 @@ class ThreadPool {
   void work(int index);
 
   std::vector<std::thread> workers_;
+  std::vector<clockid_t> clocks_;  // per thread; [0] is set by each run to its caller's
   alignas(64) std::atomic<uint32_t> generation_{0};
   alignas(64) std::atomic<int> pending_{0};
   Job job_ = nullptr;

@@ -79,6 +79,9 @@ class Kernel final : public cpu::Kernel {
     if (k_.dtype == f32 && v_.dtype == f32 && f.avx512f) fast_ = attention::avx512_row(d_.d);
   }
 
+  // Each query row against every key of the cache and its value, at most.
+  int64_t multiply_adds() const override { return q_.shape[0] * d_.heads * d_.ctx * d_.d * 2; }
+
   void run(const int64_t* w, int thread, int threads) const override {
     const int64_t rows = q_.rows(w), d = d_.d, heads = d_.heads;
     const int64_t start = start_.get(w);

@@ -99,6 +99,7 @@ class FastKernel final : public RowRangeKernel {
   }
 
   int64_t rows_of_w() const override { return c_.n; }
+  int64_t multiply_adds() const override { return max_rows_ * c_.k * c_.n; }
 
   int64_t unit(const int64_t* w) const override {
     if (int8_) return kInt8Rows;

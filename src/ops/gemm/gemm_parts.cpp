@@ -28,6 +28,12 @@ class PartsKernel final : public cpu::Kernel {
     }
   }
 
+  int64_t multiply_adds() const override {
+    int64_t n = 0;
+    for (const auto& part : parts_) n += part->multiply_adds();
+    return n;
+  }
+
   void run(const int64_t* w, int thread, int threads) const override {
     // The part whose preparation the scratch holds (-1: none yet): a part that shares it
     // (the same `a`, laid out alike) needs no prepare() of its own.

@@ -41,6 +41,7 @@ class MatmulKernel final : public RowRangeKernel {
 
   int64_t rows_of_w() const override { return n_; }
   int64_t unit(const int64_t*) const override { return tile_n_; }
+  int64_t multiply_adds() const override { return (a_.shape.size() < 2 ? 1 : a_.shape[0]) * k_ * n_; }
 
   void run_rows(const int64_t* w, int thread, int64_t begin, int64_t end) const override {
     const int64_t rows = a_.shape.size() < 2 ? 1 : a_.rows(w);
