@@ -12,217 +12,42 @@
 
 namespace iron::detail {
 
-// ---- words --------------------------------------------------------------------------------
-
-WordTable::WordTable(const std::vector<PerCall>& values) : values_(int(values.size())) {
-  read_.assign(values.size(), false);
-}
-
-cpu::WordRef WordTable::ref(const Affine& a) {
-  if (a.is_constant()) return {-1, a.constant()};
-  read_.at(size_t(a.slot())) = true;
-  if (a.steps().empty()) return {a.slot(), 0};
-  for (size_t i = 0; i < derived_.size(); ++i)
-    if (derived_[i] == a) return {values_ + int(i), 0};
-  derived_.push_back(a);
-  return {values_ + int(derived_.size()) - 1, 0};
-}
-
-void WordTable::evaluate(int64_t* words) const {
-  for (size_t i = 0; i < derived_.size(); ++i) words[size_t(values_) + i] = derived_[i].eval(words);
-}
-
-// ---- plan -----------------------------------------------------------------------------------
-
-namespace {
-constexpr int64_t kAlign = 64;
-int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-}  // namespace
+// ---- plan and lower -------------------------------------------------------------------------
 
 Image::Image(Arena& arena, const Recording& recording,
              const std::vector<std::optional<int64_t>>& defaults, CompileOptions options)
-    : arena_(arena), recording_(recording), defaults_(defaults), options_(options),
-      table_(recording.values) {
+    : arena_(arena), recording_(recording), defaults_(defaults), options_(options), plan_(recording) {
   if (options_.threads <= 0) options_.threads = cpu::available_cpus();
-  plan();
+  if (plan_.output_bytes() > 0) {
+    output_memory_ = {static_cast<char*>(std::aligned_alloc(64, size_t(plan_.output_bytes()))), std::free};
+    if (!output_memory_)
+      value_error(recording_.graph + ": cannot allocate " + std::to_string(plan_.output_bytes()) +
+                  " bytes for this version's outputs");
+  }
+  arena_.reserve_scratch(plan_.scratch_bytes());
+  link();
 }
 
 Image::~Image() = default;
 
-// Buffer lifetimes packed into one scratch region: each buffer lives from the first step that
-// touches it to the last (inputs from the start, outputs and carried handles to the end); two
-// buffers share bytes only when their lifetimes do not overlap.
-void Image::plan() {
-  const auto& buffers = recording_.buffers;
-  const int end = int(recording_.steps.size());
-  std::vector<int> first(buffers.size(), end + 1), last(buffers.size(), -2);
-  auto touch = [&](const Handle& h, int step) {
-    int id = h.buffer()->id;
-    first[size_t(id)] = std::min(first[size_t(id)], step);
-    last[size_t(id)] = std::max(last[size_t(id)], step);
-    if (h.ids()) {
-      int ids = h.ids()->buffer()->id;
-      first[size_t(ids)] = std::min(first[size_t(ids)], step);
-      last[size_t(ids)] = std::max(last[size_t(ids)], step);
-    }
-  };
-  for (int s = 0; s < end; ++s) {
-    for (const Handle& h : recording_.steps[size_t(s)].in) touch(h, s);
-    for (const Handle& h : recording_.steps[size_t(s)].out) touch(h, s);
+char* Image::address(const Place& place) {
+  switch (place.region) {
+    case Place::Region::resident:
+      return arena_.place(place.resident);
+    case Place::Region::output:
+      return output_memory_.get() + place.offset;
+    case Place::Region::scratch:
+      break;
   }
-  for (const Handle& h : recording_.inputs)
-    if (h.defined()) touch(h, -1);
-  for (const Handle& h : recording_.outputs) touch(h, end);
-  if (recording_.emitted.defined()) touch(recording_.emitted, end);
-  for (const HostStep& hs : recording_.host) {
-    for (const Handle& h : hs.reads) touch(h, int(hs.after_step));
-    for (const Handle& h : hs.writes) touch(h, int(hs.after_step));
-  }
-
-  // Outputs get this version's own memory, one after another: they must outlive the call of
-  // any other version (which reuses the scratch) until this version's next call.
-  output_offsets_.assign(buffers.size(), -1);
-  for (const Handle& h : recording_.outputs) {
-    const BufferNode& b = *h.buffer();
-    if ((b.role != Role::scratch && b.role != Role::input) || output_offsets_[size_t(b.id)] >= 0) continue;
-    output_offsets_[size_t(b.id)] = output_bytes_;
-    output_bytes_ += aligned(storage_bytes(b.dtype, element_count(b.shape)));
-  }
-  if (output_bytes_ > 0) {
-    output_memory_ = {static_cast<char*>(std::aligned_alloc(size_t(kAlign), size_t(output_bytes_))), std::free};
-    if (!output_memory_) value_error(recording_.graph + ": cannot allocate " + std::to_string(output_bytes_) +
-                                       " bytes for this version's outputs");
-  }
-
-  // Largest first, each at the lowest offset clear of every placed buffer alive at the same time.
-  std::vector<size_t> order;
-  for (size_t i = 0; i < buffers.size(); ++i)
-    if ((buffers[i]->role == Role::scratch || buffers[i]->role == Role::input) && last[i] >= -1 &&
-        output_offsets_[i] < 0)
-      order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return storage_bytes(buffers[a]->dtype, element_count(buffers[a]->shape)) >
-           storage_bytes(buffers[b]->dtype, element_count(buffers[b]->shape));
-  });
-  offsets_.assign(buffers.size(), -1);
-  struct Span {
-    int64_t begin, end;
-    int first, last;
-  };
-  std::vector<Span> placed;
-  for (size_t i : order) {
-    int64_t bytes = aligned(storage_bytes(buffers[i]->dtype, element_count(buffers[i]->shape)));
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (const Span& p : placed)
-      if (p.first <= last[i] && first[i] <= p.last) busy.emplace_back(p.begin, p.end);
-    std::sort(busy.begin(), busy.end());
-    int64_t offset = 0;
-    for (const auto& [b, e] : busy) {
-      if (offset + bytes <= b) break;
-      offset = std::max(offset, e);
-    }
-    offsets_[i] = offset;
-    placed.push_back({offset, offset + bytes, first[i], last[i]});
-    scratch_bytes_ = std::max(scratch_bytes_, offset + bytes);
-  }
-  arena_.reserve_scratch(scratch_bytes_);
-
-  // Words and the bounds to check each call.
-  for (const Constraint& c : recording_.constraints)
-    constraints_.push_back({table_.ref(c.value), c.lo, c.hi, &c});
-  for (const CarryItem& c : recording_.carry) carry_slots_.push_back(c.target.slot);
-  link();
-}
-
-char* Image::address(const BufferNode& buffer) {
-  if (buffer.resident) return arena_.place(buffer.resident);
-  if (int64_t own = output_offsets_.at(size_t(buffer.id)); own >= 0) return output_memory_.get() + own;
-  int64_t offset = offsets_.at(size_t(buffer.id));
-  if (offset < 0) value_error("buffer " + buffer.name + " has no place in the arena");
-  return arena_.scratch() + offset;
-}
-
-cpu::Operand Image::operand(const Handle& h) {
-  cpu::Operand o;
-  o.base = address(*h.buffer());
-  o.dtype = h.dtype();
-  o.shape = h.shape();
-  o.strides = h.strides();
-  o.offset = table_.ref(h.offset());
-  for (int a = 0; a < h.rank(); ++a) {
-    const auto& bound = h.valid(a);
-    o.valid.push_back(bound ? table_.ref(*bound) : cpu::WordRef{-1, h.shape()[size_t(a)]});
-  }
-  if (h.ids()) o.ids = std::make_shared<cpu::Operand>(operand(*h.ids()));
-  o.fixed_rows = h.fixed_rows();
-  o.table_rows = h.buffer()->shape.empty() ? 0 : h.buffer()->shape[0];
-  if (h.buffer()->resident && !h.buffer()->resident->is_state) o.prepared = h.buffer()->resident->prepared;
-  return o;
+  return arena_.scratch() + place.offset;
 }
 
 void Image::link() {
-  std::vector<cpu::KernelArgs> args;
-  for (const Step& step : recording_.steps) {
-    cpu::KernelArgs a;
-    for (const Handle& h : step.in) a.in.push_back(operand(h));
-    for (const Handle& h : step.out) a.out.push_back(operand(h));
-    for (const Affine& s : step.scalars) a.scalars.push_back(table_.ref(s));
-    a.precision = step.precision;
-    a.features = &cpu::Features::host();
-    args.push_back(std::move(a));
-  }
-  host_ids_.clear();
-  for (const Step& step : recording_.steps)
-    for (const auto* handles : {&step.in, &step.out})
-      for (const Handle& h : *handles)
-        if (h.ids() && h.ids()->buffer()->role == Role::input)
-          host_ids_.push_back({operand(*h.ids()), h.buffer()->shape.at(0), h.buffer()->name, h.ids()->buffer()->name});
-  outputs_.clear();
-  for (const Handle& h : recording_.outputs) outputs_.push_back(operand(h));
-  emitted_ = recording_.emitted.defined() ? operand(recording_.emitted) : cpu::Operand{};
-  words_.assign(size_t(table_.size()), 0);
-  have_carried_.assign(size_t(table_.values()), false);
-  given_.assign(size_t(table_.values()), false);
-  program_ = lower_cpu(recording_, std::move(args), barriers(), options_.threads);
+  words_.assign(size_t(plan_.table().size()), 0);
+  have_carried_.assign(size_t(plan_.table().values()), false);
+  given_.assign(size_t(plan_.table().values()), false);
+  program_ = lower_cpu(plan_, [this](const Place& p) { return address(p); }, options_.threads);
   linked_ = arena_.generation();
-}
-
-std::vector<bool> Image::barriers() {
-  struct Range {
-    uintptr_t begin, end;
-    bool overlaps(const Range& o) const { return begin < o.end && o.begin < end; }
-  };
-  auto range = [&](const Handle& h) {
-    const BufferNode& b = *h.buffer();
-    auto begin = reinterpret_cast<uintptr_t>(address(b));
-    return Range{begin, begin + uintptr_t(storage_bytes(b.dtype, element_count(b.shape)))};
-  };
-  std::vector<bool> out(recording_.steps.size(), false);
-  std::vector<Range> reads, writes;  // of the phase so far
-  for (size_t i = 0; i < recording_.steps.size(); ++i) {
-    const Step& step = recording_.steps[i];
-    std::vector<Range> r, w;
-    for (const Handle& h : step.in) {
-      r.push_back(range(h));
-      if (h.ids()) r.push_back(range(*h.ids()));
-    }
-    for (const Handle& h : step.out) w.push_back(range(h));
-    bool hazard = false;
-    for (const Range& x : w) {
-      for (const Range& y : reads) hazard |= x.overlaps(y);
-      for (const Range& y : writes) hazard |= x.overlaps(y);
-    }
-    for (const Range& x : r)
-      for (const Range& y : writes) hazard |= x.overlaps(y);
-    if (hazard || i == 0) {
-      out[i] = i > 0;
-      reads.clear();
-      writes.clear();
-    }
-    reads.insert(reads.end(), r.begin(), r.end());
-    writes.insert(writes.end(), w.begin(), w.end());
-  }
-  return out;
 }
 
 // ---- a call -------------------------------------------------------------------------------
@@ -230,6 +55,7 @@ std::vector<bool> Image::barriers() {
 void Image::write_values(std::span<const ValueArg> values) {
   std::fill(given_.begin(), given_.end(), false);
   const auto& decls = recording_.values;
+  const WordTable& table = plan_.table();
   for (const ValueArg& v : values) {
     const size_t slot = size_t(value_slot(decls, v.name, recording_.graph));
     check_value(v.name, v.value, recording_.graph);
@@ -237,7 +63,7 @@ void Image::write_values(std::span<const ValueArg> values) {
     given_[slot] = true;
   }
   for (size_t slot = 0; slot < decls.size(); ++slot) {
-    if (given_[slot] || !table_.reads(int(slot))) continue;
+    if (given_[slot] || !table.reads(int(slot))) continue;
     if (have_carried_[slot]) continue;  // the value the last run carried
     if (defaults_[slot]) {
       words_[slot] = *defaults_[slot];
@@ -246,8 +72,8 @@ void Image::write_values(std::span<const ValueArg> values) {
     type_error(recording_.graph + ": per-call value '" + decls[slot].name + "' is missing" +
                (decls[slot].kind == ValueKind::carried ? " (a carried value: seed its first call)" : ""));
   }
-  table_.evaluate(words_.data());
-  for (const CheckedConstraint& c : constraints_) {
+  table.evaluate(words_.data());
+  for (const CheckedConstraint& c : plan_.constraints()) {
     int64_t v = c.word.get(words_.data());
     if (v < c.lo || v >= c.hi) {
       std::ostringstream m;
@@ -256,9 +82,9 @@ void Image::write_values(std::span<const ValueArg> values) {
       index_error(m.str());
     }
   }
-  for (size_t i = size_t(table_.values()); i < words_.size(); ++i)
+  for (size_t i = size_t(table.values()); i < words_.size(); ++i)
     if (words_[i] <= -kValueLimit || words_[i] >= kValueLimit)
-      value_error(recording_.graph + ": the derived word " + table_.derived()[i - size_t(table_.values())].str() +
+      value_error(recording_.graph + ": the derived word " + table.derived()[i - size_t(table.values())].str() +
                   " = " + std::to_string(words_[i]) + " is outside 30 bits");
 }
 
@@ -283,11 +109,11 @@ void Image::stage_inputs(std::span<const Tensor> tensors) {
   }
 }
 
-void Image::check_host_ids() const {
+void Image::check_host_ids() {
   const int64_t* words = words_.data();
-  for (const HostIds& c : host_ids_) {
-    const int32_t* ids = c.ids.data<int32_t>(words);
-    const int64_t n = c.ids.rows(words);
+  for (const HostIds& c : plan_.host_ids()) {
+    const auto* ids = reinterpret_cast<const int32_t*>(address(c.ids));
+    const int64_t n = c.ids.shape.empty() ? 1 : c.ids.valid[0].get(words);
     for (int64_t k = 0; k < n; ++k)
       if (ids[k] < 0 || ids[k] >= c.table_rows) {
         std::ostringstream m;
@@ -336,28 +162,31 @@ void Image::run_host(const HostStep& step) {
   step.fn(views);
 }
 
-void Image::emit(int64_t* next) const {
-  const int32_t* emitted = emitted_.data<int32_t>(words_.data());
-  for (size_t i = 0; i < carry_slots_.size(); ++i) next[i] = emitted[i];
+void Image::emit(int64_t* next) {
+  if (!plan_.emitted()) return;  // no carried values
+  const auto* emitted = reinterpret_cast<const int32_t*>(address(*plan_.emitted()));
+  for (size_t i = 0; i < plan_.carry_slots().size(); ++i) next[i] = emitted[i];
 }
 
 void Image::fill_result(CompiledGraph::Result& result) {
-  if (result.outputs.size() != outputs_.size()) {
+  const std::vector<View>& outputs = plan_.outputs();
+  if (result.outputs.size() != outputs.size()) {
     result.outputs.clear();
-    for (const cpu::Operand& o : outputs_)
-      result.outputs.push_back(Tensor::borrow(o.address(words_.data()), o.shape, o.dtype));
+    for (const View& o : outputs) result.outputs.push_back(Tensor::borrow(address(o), o.shape, o.dtype));
   }
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    const cpu::Operand& o = outputs_[i];
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const View& o = outputs[i];
     Tensor& t = result.outputs[i];
     // Cut to the rows valid this call, as the reference's outputs are.
-    int64_t rows = o.shape.empty() ? 0 : o.extent(0, words_.data());
-    if (t.data() != o.address(words_.data()) || (!o.shape.empty() && t.shape()[0] != rows)) {
-      t = Tensor::borrow(o.address(words_.data()), o.shape, o.dtype);
+    const int64_t rows = o.shape.empty() ? 0 : o.valid[0].get(words_.data());
+    char* at = address(o);
+    if (t.data() != at || (!o.shape.empty() && t.shape()[0] != rows)) {
+      t = Tensor::borrow(at, o.shape, o.dtype);
       if (!o.shape.empty()) t = t.rows(0, rows);
     }
   }
-  size_t n = carry_slots_.size();
+  const std::vector<int>& carry_slots = plan_.carry_slots();
+  size_t n = carry_slots.size();
   if (result.carried.size() != n) {
     result.carried.clear();
     for (const CarryItem& c : recording_.carry) result.carried.emplace_back(c.target.name, 0);
@@ -381,8 +210,8 @@ void Image::emit_into(Image& target, const CompiledGraph::Result& result) {
         target.words_[slot] = words_[slot];
         target.have_carried_[slot] = true;
       }
-  for (size_t i = 0; i < carry_slots_.size(); ++i) {
-    const size_t slot = size_t(carry_slots_[i]);
+  for (size_t i = 0; i < plan_.carry_slots().size(); ++i) {
+    const size_t slot = size_t(plan_.carry_slots()[i]);
     target.words_[slot] = result.carried[i].second;
     target.have_carried_[slot] = true;
   }

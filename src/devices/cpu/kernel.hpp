@@ -14,17 +14,13 @@
 #include "iron/dtype.hpp"
 #include "iron/precision.hpp"
 #include "iron/tensor.hpp"
+#include "graph/plan.hpp"
 #include "graph/prepared.hpp"
 
 namespace iron::cpu {
 
-/// A constant, or the index of a word written each call.
-struct WordRef {
-  int index = -1;
-  int64_t constant = 0;
-  int64_t get(const int64_t* words) const { return index < 0 ? constant : words[index]; }
-  bool per_call() const { return index >= 0; }
-};
+/// A constant, or the index of a word written each call (the plan's).
+using WordRef = detail::WordRef;
 
 /// The part [begin, end) of n items that thread `t` of `threads` takes, in multiples of `align`.
 inline std::pair<int64_t, int64_t> split(int64_t n, int t, int threads, int64_t align = 1) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "devices/cpu/kernel.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "devices/cpu/trace.hpp"
 #include "graph/image.hpp"
@@ -206,15 +207,43 @@ class CpuProgram final : public detail::Program {
 
 namespace iron::detail {
 
-std::unique_ptr<Program> lower_cpu(const Recording& recording, std::vector<cpu::KernelArgs> args,
-                                   const std::vector<bool>& barrier_before, int threads) {
+namespace {
+// A view with its address resolved, as a kernel reads it.
+cpu::Operand operand(const View& v, const std::function<char*(const Place&)>& address) {
+  cpu::Operand o;
+  o.base = address(v.place);
+  o.dtype = v.dtype;
+  o.shape = v.shape;
+  o.strides = v.strides;
+  o.offset = v.offset;
+  o.valid = v.valid;
+  if (v.ids) o.ids = std::make_shared<cpu::Operand>(operand(*v.ids, address));
+  o.fixed_rows = v.fixed_rows;
+  o.table_rows = v.table_rows;
+  if (v.place.resident && !v.place.resident->is_state) o.prepared = v.place.resident->prepared;
+  return o;
+}
+}  // namespace
+
+std::unique_ptr<Program> lower_cpu(const VersionPlan& plan, const std::function<char*(const Place&)>& address,
+                                   int threads) {
+  const Recording& recording = plan.recording();
   std::vector<std::unique_ptr<cpu::Kernel>> kernels;
   std::vector<std::string> names;
   std::vector<int64_t> bytes;
+  std::vector<bool> barrier_before;
   for (size_t i = 0; i < recording.steps.size(); ++i) {
-    kernels.push_back(recording.steps[i].op->cpu_kernel(args[i]));
+    const StepPlan& step = plan.steps()[i];
+    cpu::KernelArgs a;
+    for (const View& v : step.in) a.in.push_back(operand(v, address));
+    for (const View& v : step.out) a.out.push_back(operand(v, address));
+    a.scalars = step.scalars;
+    a.precision = step.precision;
+    a.features = &cpu::Features::host();
+    kernels.push_back(recording.steps[i].op->cpu_kernel(a));
     names.push_back(recording.steps[i].op->name());
-    bytes.push_back(cpu::bytes_touched(args[i]));
+    bytes.push_back(cpu::bytes_touched(a));
+    barrier_before.push_back(step.barrier_before);
   }
   return std::make_unique<cpu::CpuProgram>(std::move(kernels), std::move(names), barrier_before, bytes, threads);
 }
