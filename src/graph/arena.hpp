@@ -1,5 +1,5 @@
-// The arena: the memory one graph's versions share. Scratch (sized to the largest version),
-// states (placed once, zero at first) and weights (uploaded once each).
+// The arena: the memory one graph's versions share on its device. Scratch (sized to the largest
+// version), states (placed once, zero at first) and weights (uploaded once each).
 #pragma once
 
 #include <cstdint>
@@ -8,26 +8,33 @@
 #include <utility>
 #include <vector>
 
+#include "devices/device.hpp"
 #include "graph/recording.hpp"
 
 namespace iron {
 
 class Arena {
  public:
-  Arena() = default;
+  explicit Arena(detail::Device& device) : device_(&device) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
+
+  detail::Device& device() const { return *device_; }
+  /// Moves the arena to another device; only while nothing is placed (after release()).
+  void set_device(detail::Device& device);
+  /// Whether anything is placed (scratch, a state or a weight).
+  bool empty() const { return !scratch_ && placed_.empty(); }
 
   /// Grows the scratch region to at least `bytes`; a growth moves it (generation() changes) and
   /// every version relinks before its next call.
   void reserve_scratch(int64_t bytes);
-  char* scratch() { return scratch_.get(); }
-  int64_t scratch_bytes() const { return scratch_bytes_; }
+  detail::DeviceBuffer* scratch() { return scratch_.get(); }
+  int64_t scratch_bytes() const { return scratch_ ? scratch_->bytes() : 0; }
   uint64_t generation() const { return generation_; }
 
   /// Where a resident lives: a state is allocated (zeroed) on first use; a weight is uploaded on
   /// first use. On the CPU an upload of a weight already in its dtype is its mapped memory.
-  char* place(const std::shared_ptr<Resident>& resident);
+  detail::DeviceBuffer& place(const std::shared_ptr<Resident>& resident);
   /// Weights uploaded so far (each once per graph, whichever version asked first).
   int64_t uploads() const { return uploads_; }
   /// Each weight uploaded so far, by path, and how often (again only after a release()).
@@ -39,10 +46,10 @@ class Arena {
   struct Placed {
     Resident* resident;
     std::shared_ptr<Resident> keep;
-    char* address;
+    std::unique_ptr<detail::DeviceBuffer> buffer;
   };
-  std::unique_ptr<char[], void (*)(void*)> scratch_{nullptr, nullptr};
-  int64_t scratch_bytes_ = 0;
+  detail::Device* device_;
+  std::unique_ptr<detail::DeviceBuffer> scratch_;
   uint64_t generation_ = 1;
   std::vector<Placed> placed_;
   int64_t uploads_ = 0;

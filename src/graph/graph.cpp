@@ -28,7 +28,7 @@ void on_host(std::function<void(std::span<Tensor>)> fn, std::vector<Handle> read
   r.recording().host.push_back({r.recording().steps.size(), std::move(fn), std::move(reads), std::move(writes)});
 }
 
-Graph::Graph(std::string name) : name_(name.empty() ? "graph" : std::move(name)), arena_(std::make_unique<Arena>()) {}
+Graph::Graph(std::string name) : name_(name.empty() ? "graph" : std::move(name)), arena_(std::make_unique<Arena>(detail::cpu_device())) {}
 Graph::~Graph() {
   if (queue_) queue_->drain();
 }
@@ -422,15 +422,25 @@ void Graph::settle() {
   if (queue_) queue_->drain();
 }
 
+namespace {
+// The host's view of a device buffer: the memory itself where the host reaches it, else a copy.
+Tensor host_view(const detail::Location& at, const Shape& shape, DType dtype) {
+  if (char* host = at.host()) return Tensor::wrap(host, shape, dtype);
+  Tensor copy = Tensor::empty(shape, dtype);
+  at.buffer->read(at.offset, const_cast<void*>(copy.data()), copy.nbytes());
+  return copy;
+}
+}  // namespace
+
 Tensor CompiledGraph::read(const Held& x) {
   const Resident& r = *x.resident();
-  return Tensor::wrap(graph_->arena().place(x.resident()), r.shape, r.dtype);
+  return host_view({&graph_->arena().place(x.resident()), 0}, r.shape, r.dtype);
 }
 
 Tensor CompiledGraph::read(const Handle& x) {
   if (!x.defined()) value_error("read() of an undefined handle");
   for (const auto& b : recording_->buffers)
-    if (b == x.buffer()) return Tensor::wrap(image_->address(*b), b->shape, b->dtype);
+    if (b == x.buffer()) return host_view(image().locate(*b), b->shape, b->dtype);
   value_error(recording_->graph + ": " + x.str() + " is not a buffer of this version");
 }
 

@@ -19,10 +19,7 @@ Image::Image(Arena& arena, const Recording& recording,
     : arena_(arena), recording_(recording), defaults_(defaults), options_(options), plan_(recording) {
   if (options_.threads <= 0) options_.threads = cpu::available_cpus();
   if (plan_.output_bytes() > 0) {
-    output_memory_ = {static_cast<char*>(std::aligned_alloc(64, size_t(plan_.output_bytes()))), std::free};
-    if (!output_memory_)
-      value_error(recording_.graph + ": cannot allocate " + std::to_string(plan_.output_bytes()) +
-                  " bytes for this version's outputs");
+    output_memory_ = arena_.device().allocate(plan_.output_bytes(), recording_.graph + "'s outputs");
   }
   arena_.reserve_scratch(plan_.scratch_bytes());
   link();
@@ -30,23 +27,33 @@ Image::Image(Arena& arena, const Recording& recording,
 
 Image::~Image() = default;
 
-char* Image::address(const Place& place) {
+Location Image::locate(const Place& place) {
   switch (place.region) {
     case Place::Region::resident:
-      return arena_.place(place.resident);
+      return {&arena_.place(place.resident), 0};
     case Place::Region::output:
-      return output_memory_.get() + place.offset;
+      return {output_memory_.get(), place.offset};
     case Place::Region::scratch:
       break;
   }
-  return arena_.scratch() + place.offset;
+  return {arena_.scratch(), place.offset};
+}
+
+void Image::read(const Place& place, int64_t offset, void* target, int64_t bytes) {
+  const Location at = locate(place);
+  at.buffer->read(at.offset + offset, target, bytes);
+}
+
+void Image::write(const Place& place, int64_t offset, const void* source, int64_t bytes) {
+  const Location at = locate(place);
+  at.buffer->write(at.offset + offset, source, bytes);
 }
 
 void Image::link() {
   words_.assign(size_t(plan_.table().size()), 0);
   have_carried_.assign(size_t(plan_.table().values()), false);
   given_.assign(size_t(plan_.table().values()), false);
-  program_ = lower_cpu(plan_, [this](const Place& p) { return address(p); }, options_.threads);
+  program_ = arena_.device().lower(plan_, [this](const Place& p) { return locate(p); }, options_.threads);
   linked_ = arena_.generation();
 }
 
@@ -105,15 +112,17 @@ void Image::stage_inputs(std::span<const Tensor> tensors) {
                   to_string(t.shape()) + " " + std::string(name(t.dtype())) + "; this version takes " +
                   to_string(h.shape()) + " " + std::string(name(h.dtype())) +
                   " (call the graph to compile a version for another shape)");
-    std::memcpy(address(*h.buffer()), t.data(), size_t(t.nbytes()));
+    write(plan_.place(*h.buffer()), 0, t.data(), t.nbytes());
   }
 }
 
 void Image::check_host_ids() {
   const int64_t* words = words_.data();
   for (const HostIds& c : plan_.host_ids()) {
-    const auto* ids = reinterpret_cast<const int32_t*>(address(c.ids));
     const int64_t n = c.ids.shape.empty() ? 1 : c.ids.valid[0].get(words);
+    ids_.resize(size_t(n));
+    read(c.ids.place, byte_offset(c.ids), ids_.data(), n * int64_t(sizeof(int32_t)));
+    const int32_t* ids = ids_.data();
     for (int64_t k = 0; k < n; ++k)
       if (ids[k] < 0 || ids[k] >= c.table_rows) {
         std::ostringstream m;
@@ -147,39 +156,66 @@ void Image::run() {
 
 void Image::run_host(const HostStep& step) {
   std::vector<Tensor> views;
-  auto view = [&](const Handle& h, bool cut) {
-    Tensor t = Tensor::borrow(address(*h.buffer()) + storage_bytes(h.dtype(), h.offset().eval(words_.data())),
-                              h.shape(), h.dtype());
+  // Where the device's memory is not the host's, a handle is copied in before the function and
+  // a written one copied back after it.
+  struct Copied {
+    const Place* place;
+    int64_t offset;
+    Tensor tensor;
+  };
+  std::vector<Copied> written;
+  auto view = [&](const Handle& h, bool cut, bool writes) {
+    const Place& place = plan_.place(*h.buffer());
+    const int64_t offset = storage_bytes(h.dtype(), h.offset().eval(words_.data()));
+    Tensor t;
+    if (char* host = locate(place).host()) {
+      t = Tensor::wrap(host + offset, h.shape(), h.dtype());
+    } else {
+      t = Tensor::empty(h.shape(), h.dtype());
+      read(place, offset, const_cast<void*>(t.data()), t.nbytes());
+      if (writes) written.push_back({&place, offset, t});
+    }
     if (cut && h.rank() > 0 && h.valid(0)) t = t.rows(0, h.valid(0)->eval(words_.data()));
     return t;
   };
-  for (const Handle& h : step.reads) views.push_back(view(h, true));
-  for (const Handle& h : step.writes) {
-    Tensor t = view(h, false);
-    // A host step writes device state: hand it a writable view of that memory.
-    views.push_back(Tensor::wrap(const_cast<void*>(t.data()), t.shape(), t.dtype()));
-  }
+  for (const Handle& h : step.reads) views.push_back(view(h, true, false));
+  for (const Handle& h : step.writes) views.push_back(view(h, false, true));
   step.fn(views);
+  for (const Copied& c : written) write(*c.place, c.offset, c.tensor.data(), c.tensor.nbytes());
 }
 
 void Image::emit(int64_t* next) {
   if (!plan_.emitted()) return;  // no carried values
-  const auto* emitted = reinterpret_cast<const int32_t*>(address(*plan_.emitted()));
-  for (size_t i = 0; i < plan_.carry_slots().size(); ++i) next[i] = emitted[i];
+  int32_t emitted[64];
+  const size_t n = std::min<size_t>(plan_.carry_slots().size(), 64);
+  read(plan_.emitted()->place, byte_offset(*plan_.emitted()), emitted, int64_t(n * sizeof(int32_t)));
+  for (size_t i = 0; i < n; ++i) next[i] = emitted[i];
 }
 
 void Image::fill_result(CompiledGraph::Result& result) {
   const std::vector<View>& outputs = plan_.outputs();
+  // Where the host reads an output: the device's memory, or the copy made of it now.
+  output_copies_.resize(outputs.size());
+  auto host = [&](size_t i) {
+    const View& o = outputs[i];
+    const Location at = locate(o.place);
+    if (at.host()) return at.host() + byte_offset(o);
+    std::vector<char>& copy = output_copies_[i];
+    copy.resize(size_t(storage_bytes(o.dtype, element_count(o.shape))));
+    at.buffer->read(at.offset + byte_offset(o), copy.data(), int64_t(copy.size()));
+    return copy.data();
+  };
   if (result.outputs.size() != outputs.size()) {
     result.outputs.clear();
-    for (const View& o : outputs) result.outputs.push_back(Tensor::borrow(address(o), o.shape, o.dtype));
+    for (size_t i = 0; i < outputs.size(); ++i)
+      result.outputs.push_back(Tensor::borrow(host(i), outputs[i].shape, outputs[i].dtype));
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const View& o = outputs[i];
     Tensor& t = result.outputs[i];
     // Cut to the rows valid this call, as the reference's outputs are.
     const int64_t rows = o.shape.empty() ? 0 : o.valid[0].get(words_.data());
-    char* at = address(o);
+    char* at = host(i);
     if (t.data() != at || (!o.shape.empty() && t.shape()[0] != rows)) {
       t = Tensor::borrow(at, o.shape, o.dtype);
       if (!o.shape.empty()) t = t.rows(0, rows);
@@ -229,8 +265,10 @@ void Image::check_step(size_t i) {
   std::vector<std::vector<float>> before_in, before_out;
   auto snapshot = [&](const Handle& h) {
     const BufferNode& b = *h.buffer();
+    std::vector<char> bytes(size_t(storage_bytes(b.dtype, element_count(b.shape))));
+    read(plan_.place(b), 0, bytes.data(), int64_t(bytes.size()));
     std::vector<float> f(size_t(element_count(b.shape)));
-    to_f32(b.dtype, address(b), f.data(), int64_t(f.size()));
+    to_f32(b.dtype, bytes.data(), f.data(), int64_t(f.size()));
     return f;
   };
   for (const Handle& h : step.in) before_in.push_back(snapshot(h));

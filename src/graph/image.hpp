@@ -9,22 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "devices/device.hpp"
 #include "graph/arena.hpp"
 #include "graph/plan.hpp"
 #include "graph/recording.hpp"
 #include "iron/graph.hpp"
 
 namespace iron::detail {
-
-/// What a device runs: the commands of one version.
-class Program {
- public:
-  virtual ~Program() = default;
-  virtual void run(const int64_t* words) = 0;
-  /// Runs command `i` alone (check mode).
-  virtual void run_one(size_t i, const int64_t* words) = 0;
-  virtual size_t commands() const = 0;
-};
 
 class Image {
  public:
@@ -47,7 +38,8 @@ class Image {
   int64_t* words() { return words_.data(); }
   const WordTable& table() const { return plan_.table(); }
   const VersionPlan& plan() const { return plan_; }
-  char* address(const BufferNode& buffer) { return address(plan_.place(buffer)); }
+  /// Where a buffer of this version is now.
+  Location locate(const BufferNode& buffer) { return locate(plan_.place(buffer)); }
   Arena& arena() { return arena_; }
   int64_t scratch_bytes() const { return plan_.scratch_bytes(); }
   size_t commands() const { return program_ ? program_->commands() : 0; }
@@ -59,12 +51,15 @@ class Image {
   void release();
 
  private:
-  char* address(const Place& place);
-  /// The first element of `v` this call.
-  char* address(const View& v) {
+  Location locate(const Place& place);
+  /// Bytes from the first element of `v` this call to the start of its place.
+  int64_t byte_offset(const View& v) const {
     const DTypeInfo& i = info(v.dtype);
-    return address(v.place) + v.offset.get(words_.data()) / i.block * i.bytes;
+    return v.offset.get(words_.data()) / i.block * i.bytes;
   }
+  /// Copies `bytes` at `offset` past a place's start to or from the host.
+  void read(const Place& place, int64_t offset, void* target, int64_t bytes);
+  void write(const Place& place, int64_t offset, const void* source, int64_t bytes);
   /// Refuses ids the host staged that fall outside their table, before anything runs.
   void check_host_ids();
   void link();  // (re)lowers against the arena's current addresses
@@ -81,14 +76,15 @@ class Image {
   std::vector<bool> given_;  // the values this call was given (not defaults, not carried)
   // Outputs (and inputs returned as outputs) live in memory of this version's own, so that a
   // call of another version, which reuses the shared scratch, leaves them as they were.
-  std::unique_ptr<char[], void (*)(void*)> output_memory_{nullptr, nullptr};
+  std::unique_ptr<DeviceBuffer> output_memory_;
+  // Outputs as the host sees them, where it cannot address the device's memory: copied back
+  // each call, one per output.
+  std::vector<std::vector<char>> output_copies_;
+  std::vector<int32_t> ids_;  // host ids read back to be checked
   uint64_t linked_ = 0;
   std::unique_ptr<Program> program_;
 };
 
-/// Lowers a version's plan for the CPU (devices/cpu/program.cpp), `address` resolving each place
-/// to host memory. Steps between two barriers run as one phase.
-std::unique_ptr<Program> lower_cpu(const VersionPlan& plan, const std::function<char*(const Place&)>& address,
-                                   int threads);
+
 
 }  // namespace iron::detail

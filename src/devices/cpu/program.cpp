@@ -1,77 +1,14 @@
-// The CPU image: a flat list of kernels run by the persistent pool. Consecutive serial kernels
-// form one phase run by thread 0; threads meet at a barrier only between phases.
-#include <cpuid.h>
-
+// The CPU's program: a flat list of kernels run by the persistent pool. Consecutive serial
+// kernels form one phase run by thread 0; threads meet at a barrier only between phases.
 #include <cstdlib>
 #include <sstream>
 
 #include "devices/cpu/kernel.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "devices/cpu/trace.hpp"
-#include "graph/image.hpp"
+#include "devices/cpu/program.hpp"
 
 namespace iron::cpu {
-
-const Features& Features::host() {
-  static const Features features = [] {
-    Features f;
-#if defined(__x86_64__)
-    unsigned a, b, c, d;
-    if (__get_cpuid_count(1, 0, &a, &b, &c, &d)) {
-      f.fma = c & (1u << 12);
-      f.f16c = c & (1u << 29);
-    }
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-      f.avx2 = b & (1u << 5);
-      f.avx512f = b & (1u << 16);
-      f.avx512dq = b & (1u << 17);
-      f.avx512bw = b & (1u << 30);
-      f.avx512vnni = c & (1u << 11);
-      f.avx512vl = b & (1u << 31);
-      f.amx_bf16 = d & (1u << 22);
-    }
-    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = a & (1u << 5);
-    // The OS must also save the wide registers (XCR0): AVX state and, for AVX-512, opmask/ZMM.
-    unsigned xcr0_lo = 0, xcr0_hi = 0;
-    if (__get_cpuid_count(1, 0, &a, &b, &c, &d) && (c & (1u << 27)))
-      __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-    bool avx_state = (xcr0_lo & 0x6) == 0x6, avx512_state = (xcr0_lo & 0xe6) == 0xe6;
-    f.avx2 = f.avx2 && avx_state;
-    f.fma = f.fma && avx_state;
-    f.avx512f = f.avx512f && avx512_state;
-    f.avx512bw = f.avx512bw && avx512_state;
-    f.avx512vl = f.avx512vl && avx512_state;
-    f.avx512dq = f.avx512dq && avx512_state;
-    f.avx512vnni = f.avx512vnni && avx512_state;
-    f.avx512bf16 = f.avx512bf16 && f.avx512f;
-#endif
-    const char* level = std::getenv("IRON_CPU");
-    return level ? f.limited_to(level) : f;
-  }();
-  return features;
-}
-
-Features Features::limited_to(std::string_view level) const {
-  Features f = *this;
-  if (level == "portable" || level == "avx2") {
-    f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512bf16 = f.avx512vnni = false;
-    f.amx_bf16 = false;
-  }
-  if (level == "portable") f.avx2 = f.fma = f.f16c = false;
-  return f;
-}
-
-std::string Features::str() const {
-  std::ostringstream o;
-  o << (avx2 ? "avx2 " : "") << (fma ? "fma " : "") << (f16c ? "f16c " : "")
-    << (avx512f ? "avx512f " : "") << (avx512bw ? "avx512bw " : "") << (avx512vl ? "avx512vl " : "")
-    << (avx512dq ? "avx512dq " : "") << (avx512bf16 ? "avx512bf16 " : "")
-    << (avx512vnni ? "avx512vnni " : "") << (amx_bf16 ? "amx-bf16 " : "");
-  std::string s = o.str();
-  return s.empty() ? "portable" : s.substr(0, s.size() - 1);
-}
-
-namespace {
 
 // Bytes a kernel reads and writes at its largest: a gathered view counts the rows it reads.
 int64_t bytes_touched(const KernelArgs& args) {
@@ -93,6 +30,8 @@ int64_t bytes_touched(const KernelArgs& args) {
 // then share a phase, and a graph made only of them (a small model's decode step) runs with no
 // barrier at all.
 constexpr int64_t kMinParallelWork = 64 << 10;
+
+namespace {
 
 class CpuProgram final : public detail::Program {
  public:
@@ -203,49 +142,11 @@ class CpuProgram final : public detail::Program {
 };
 
 }  // namespace
+
+std::unique_ptr<detail::Program> make_program(std::vector<std::unique_ptr<Kernel>> kernels, std::vector<std::string> names,
+                                              const std::vector<bool>& barrier_before, const std::vector<int64_t>& bytes,
+                                              int threads) {
+  return std::make_unique<CpuProgram>(std::move(kernels), std::move(names), barrier_before, bytes, threads);
+}
+
 }  // namespace iron::cpu
-
-namespace iron::detail {
-
-namespace {
-// A view with its address resolved, as a kernel reads it.
-cpu::Operand operand(const View& v, const std::function<char*(const Place&)>& address) {
-  cpu::Operand o;
-  o.base = address(v.place);
-  o.dtype = v.dtype;
-  o.shape = v.shape;
-  o.strides = v.strides;
-  o.offset = v.offset;
-  o.valid = v.valid;
-  if (v.ids) o.ids = std::make_shared<cpu::Operand>(operand(*v.ids, address));
-  o.fixed_rows = v.fixed_rows;
-  o.table_rows = v.table_rows;
-  if (v.place.resident && !v.place.resident->is_state) o.prepared = v.place.resident->prepared;
-  return o;
-}
-}  // namespace
-
-std::unique_ptr<Program> lower_cpu(const VersionPlan& plan, const std::function<char*(const Place&)>& address,
-                                   int threads) {
-  const Recording& recording = plan.recording();
-  std::vector<std::unique_ptr<cpu::Kernel>> kernels;
-  std::vector<std::string> names;
-  std::vector<int64_t> bytes;
-  std::vector<bool> barrier_before;
-  for (size_t i = 0; i < recording.steps.size(); ++i) {
-    const StepPlan& step = plan.steps()[i];
-    cpu::KernelArgs a;
-    for (const View& v : step.in) a.in.push_back(operand(v, address));
-    for (const View& v : step.out) a.out.push_back(operand(v, address));
-    a.scalars = step.scalars;
-    a.precision = step.precision;
-    a.features = &cpu::Features::host();
-    kernels.push_back(recording.steps[i].op->cpu_kernel(a));
-    names.push_back(recording.steps[i].op->name());
-    bytes.push_back(cpu::bytes_touched(a));
-    barrier_before.push_back(step.barrier_before);
-  }
-  return std::make_unique<cpu::CpuProgram>(std::move(kernels), std::move(names), barrier_before, bytes, threads);
-}
-
-}  // namespace iron::detail

@@ -1,0 +1,70 @@
+// What the processor offers, probed once (cpuid and the OS's saved register state).
+#include <cpuid.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "devices/cpu/kernel.hpp"
+
+namespace iron::cpu {
+
+const Features& Features::host() {
+  static const Features features = [] {
+    Features f;
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (__get_cpuid_count(1, 0, &a, &b, &c, &d)) {
+      f.fma = c & (1u << 12);
+      f.f16c = c & (1u << 29);
+    }
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+      f.avx2 = b & (1u << 5);
+      f.avx512f = b & (1u << 16);
+      f.avx512dq = b & (1u << 17);
+      f.avx512bw = b & (1u << 30);
+      f.avx512vnni = c & (1u << 11);
+      f.avx512vl = b & (1u << 31);
+      f.amx_bf16 = d & (1u << 22);
+    }
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = a & (1u << 5);
+    // The OS must also save the wide registers (XCR0): AVX state and, for AVX-512, opmask/ZMM.
+    unsigned xcr0_lo = 0, xcr0_hi = 0;
+    if (__get_cpuid_count(1, 0, &a, &b, &c, &d) && (c & (1u << 27)))
+      __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    bool avx_state = (xcr0_lo & 0x6) == 0x6, avx512_state = (xcr0_lo & 0xe6) == 0xe6;
+    f.avx2 = f.avx2 && avx_state;
+    f.fma = f.fma && avx_state;
+    f.avx512f = f.avx512f && avx512_state;
+    f.avx512bw = f.avx512bw && avx512_state;
+    f.avx512vl = f.avx512vl && avx512_state;
+    f.avx512dq = f.avx512dq && avx512_state;
+    f.avx512vnni = f.avx512vnni && avx512_state;
+    f.avx512bf16 = f.avx512bf16 && f.avx512f;
+#endif
+    const char* level = std::getenv("IRON_CPU");
+    return level ? f.limited_to(level) : f;
+  }();
+  return features;
+}
+
+Features Features::limited_to(std::string_view level) const {
+  Features f = *this;
+  if (level == "portable" || level == "avx2") {
+    f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512bf16 = f.avx512vnni = false;
+    f.amx_bf16 = false;
+  }
+  if (level == "portable") f.avx2 = f.fma = f.f16c = false;
+  return f;
+}
+
+std::string Features::str() const {
+  std::ostringstream o;
+  o << (avx2 ? "avx2 " : "") << (fma ? "fma " : "") << (f16c ? "f16c " : "")
+    << (avx512f ? "avx512f " : "") << (avx512bw ? "avx512bw " : "") << (avx512vl ? "avx512vl " : "")
+    << (avx512dq ? "avx512dq " : "") << (avx512bf16 ? "avx512bf16 " : "")
+    << (avx512vnni ? "avx512vnni " : "") << (amx_bf16 ? "amx-bf16 " : "");
+  std::string s = o.str();
+  return s.empty() ? "portable" : s.substr(0, s.size() - 1);
+}
+
+}  // namespace iron::cpu

@@ -1,0 +1,72 @@
+// What the graph layer asks of a device, and nothing more: memory to place a plan's buffers in,
+// and the commands of a version lowered from its plan (graph/plan.hpp). The graph layer, the
+// planner and the models are the same for every device; each device (devices/cpu/,
+// devices/vulkan/) implements this behind it, as IREE's HAL keeps devices behind an allocator,
+// command buffers and executables.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "graph/plan.hpp"
+
+namespace iron::detail {
+
+/// A block of a device's memory. On the CPU it is host memory; on a GPU the host may reach it
+/// only through copies.
+class DeviceBuffer {
+ public:
+  virtual ~DeviceBuffer() = default;
+  virtual int64_t bytes() const = 0;
+  /// The host address of byte 0 when the host reaches the memory directly (the CPU), else null.
+  virtual char* host() const = 0;
+  /// Copies between the host and [offset, offset + bytes) of this buffer. A device's work must
+  /// not be running on the buffer (the graph layer calls them between runs).
+  virtual void write(int64_t offset, const void* source, int64_t bytes) = 0;
+  virtual void read(int64_t offset, void* target, int64_t bytes) const = 0;
+};
+
+/// Where a place of a plan is now: a buffer and a byte offset in it.
+struct Location {
+  DeviceBuffer* buffer = nullptr;
+  int64_t offset = 0;
+  /// The host address, where the host reaches the buffer directly (else null).
+  char* host() const { return buffer && buffer->host() ? buffer->host() + offset : nullptr; }
+};
+using Locator = std::function<Location(const Place&)>;
+
+/// What a device runs: the commands of one version.
+class Program {
+ public:
+  virtual ~Program() = default;
+  /// Runs every command with this call's words, and returns when they are done.
+  virtual void run(const int64_t* words) = 0;
+  /// Runs command `i` alone (check mode, and around host steps).
+  virtual void run_one(size_t i, const int64_t* words) = 0;
+  virtual size_t commands() const = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  /// "cpu", "vulkan".
+  virtual std::string name() const = 0;
+  /// `bytes` zeroed bytes; `purpose` names them in errors ("scratch", "outputs of graph g").
+  virtual std::unique_ptr<DeviceBuffer> allocate(int64_t bytes, const std::string& purpose) = 0;
+  /// A weight's bytes as its checkpoint holds them, on the device once (the CPU reads the
+  /// tensor's memory, often the mapped file, in place).
+  virtual std::unique_ptr<DeviceBuffer> upload(const Resident& weight) = 0;
+  /// A state's memory, zero at first (the CPU keeps it in the resident's tensor, which read()
+  /// and the tests see).
+  virtual std::unique_ptr<DeviceBuffer> allocate_state(Resident& state) = 0;
+  /// The commands of a version, `at` giving each of its places' locations now. Lowered again
+  /// when a location moves (the arena's scratch grows).
+  virtual std::unique_ptr<Program> lower(const VersionPlan& plan, const Locator& at, int threads) = 0;
+};
+
+/// The CPU device (devices/cpu/device.cpp).
+Device& cpu_device();
+
+}  // namespace iron::detail
