@@ -140,7 +140,7 @@ void Buffer::invalidate(size_t offset, size_t bytes) const {
 // ---- Device ----
 
 std::unique_ptr<Device> Device::create() {
-  std::shared_ptr<Instance> instance = Instance::create();
+  std::shared_ptr<Instance> instance = Instance::shared();
   const uint32_t index = choose_device(instance->devices(), std::getenv("IRON_VULKAN_DEVICE"));
   DeviceOptions options;
   const char* staging = std::getenv("IRON_VULKAN_STAGING");

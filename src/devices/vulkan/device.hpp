@@ -88,8 +88,8 @@ struct DeviceOptions {
 
 class Device {
  public:
-  /// The device IRON_VULKAN_DEVICE names, else the best one (see choose_device), on a new
-  /// instance. Throws iron::Error when there is no loader, no device, or a bad override.
+  /// The device IRON_VULKAN_DEVICE names, else the best one (see choose_device), on the
+  /// process's instance (Instance::shared). Throws iron::Error when there is no loader, no device, or a bad override.
   static std::unique_ptr<Device> create();
   /// Device `index` of `instance`'s list (which must be usable).
   static std::unique_ptr<Device> create(std::shared_ptr<Instance> instance, uint32_t index,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 
 #include "devices/vulkan/errors.hpp"
@@ -348,6 +349,23 @@ std::shared_ptr<Instance> Instance::create() {
   for (uint32_t i = 0; i < count; ++i)
     instance->devices_.push_back(describe(f, instance->physical_devices_[i], i));
   return instance;
+}
+
+std::shared_ptr<Instance> Instance::shared() {
+  static std::once_flag once;
+  // Never destroyed (a heap object): it must outlive every device, including ones in static
+  // storage, and see shared() above for why the driver stays loaded.
+  static auto* instance = new std::shared_ptr<Instance>();
+  static std::string failure;
+  std::call_once(once, [] {
+    try {
+      *instance = create();
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+  });
+  if (!failure.empty()) fail(failure);
+  return *instance;
 }
 
 Instance::~Instance() {

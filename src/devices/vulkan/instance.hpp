@@ -84,6 +84,12 @@ class Instance {
   /// going to the IRON log. Throws iron::Error (io) without a loader or when the loader finds
   /// no driver; an instance with no device is not an error until one is chosen.
   static std::shared_ptr<Instance> create();
+  /// The process's instance: created on first use and never destroyed. Devices use it. Kept
+  /// because destroying the last instance makes the loader unload the driver, and a driver
+  /// loaded again for the next device costs its start-up again (lavapipe: LLVM's, tens of ms);
+  /// unloaded, its static allocations also look leaked to LeakSanitizer. A failure (no
+  /// loader, no driver) is kept and thrown again to every caller.
+  static std::shared_ptr<Instance> shared();
   ~Instance();
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;

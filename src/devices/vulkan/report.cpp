@@ -20,7 +20,7 @@ bool built() { return true; }
 std::string describe_devices() {
   std::shared_ptr<Instance> instance;
   try {
-    instance = Instance::create();
+    instance = Instance::shared();
   } catch (const Error& e) {
     return std::string("vulkan: none (") + e.what() + ")\n";
   }

@@ -49,7 +49,7 @@ class ScopedEnv {
 // The instance, or null with `why` set when this machine has no loader or no device.
 std::shared_ptr<vk::Instance> instance_or_why(std::string& why) {
   try {
-    auto instance = vk::Instance::create();
+    auto instance = vk::Instance::shared();
     if (instance->devices().empty()) {
       why = "the loader found no physical device";
       return nullptr;
