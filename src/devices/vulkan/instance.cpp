@@ -47,8 +47,8 @@ bool has_instance_extension(const GlobalFunctions& g, const char* layer, const c
                      [&](const auto& e) { return !std::strcmp(e.extensionName, name); });
 }
 
-// Validation reports go to the IRON log: errors as errors, the rest as warnings (IRON_LOG=info
-// shows the informational ones too).
+// Validation reports go to the IRON log: errors as errors, warnings as warnings. Informational
+// messages are not asked for: the loader's and layers' chatter about which driver they load.
 VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(
     VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT,
     const VkDebugUtilsMessengerCallbackDataEXT* data, void*) {
@@ -80,7 +80,10 @@ uint32_t compute_family(const InstanceFunctions& f, VkPhysicalDevice device, boo
   return UINT32_MAX;
 }
 
-DeviceInfo describe(const InstanceFunctions& f, VkPhysicalDevice device, uint32_t index) {
+// `instance_version`: the apiVersion the instance was created with. A device's 1.3 structures
+// may be chained only when both it and the instance are 1.3 or later.
+DeviceInfo describe(const InstanceFunctions& f, VkPhysicalDevice device, uint32_t index,
+                    uint32_t instance_version) {
   DeviceInfo info;
   info.index = index;
   VkPhysicalDeviceProperties basic{};
@@ -126,7 +129,7 @@ DeviceInfo describe(const InstanceFunctions& f, VkPhysicalDevice device, uint32_
 #if defined(VK_VERSION_1_3)
     VkPhysicalDeviceVulkan13Properties p13{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES};
     VkPhysicalDeviceVulkan13Features f13{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
-    const bool v13 = basic.apiVersion >= VK_API_VERSION_1_3;
+    const bool v13 = std::min(basic.apiVersion, instance_version) >= VK_API_VERSION_1_3;
     if (v13) {
       p12.pNext = &p13;
       f12.pNext = &f13;
@@ -328,8 +331,7 @@ std::shared_ptr<Instance> Instance::create() {
     VkDebugUtilsMessengerCreateInfoEXT messenger{
         VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
     messenger.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT |
-                                VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                                VK_DEBUG_UTILS_MESSAGE_SEVERITY_INFO_BIT_EXT;
+                                VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
     messenger.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
                             VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
                             VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
@@ -347,7 +349,8 @@ std::shared_ptr<Instance> Instance::create() {
   if (r != VK_INCOMPLETE) check(r, "vkEnumeratePhysicalDevices");
   instance->physical_devices_.resize(count);
   for (uint32_t i = 0; i < count; ++i)
-    instance->devices_.push_back(describe(f, instance->physical_devices_[i], i));
+    instance->devices_.push_back(
+        describe(f, instance->physical_devices_[i], i, application.apiVersion));
   return instance;
 }
 
