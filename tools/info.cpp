@@ -1,9 +1,11 @@
-// `iron info MODEL [--config config.json] [--no-tensors]`
+// `iron info MODEL [--config config.json] [--no-tensors]` and `iron info --devices`
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "commands.hpp"
+#include "devices/vulkan/report.hpp"
+#include "iron/cpu.hpp"
 #include "iron/models/describe.hpp"
 
 namespace iron::tools {
@@ -13,6 +15,7 @@ void add_info_command(CLI::App& app, bool execute) {
     std::string model;
     models::DescribeOptions describe;
     bool no_tensors = false;
+    bool devices = false;
     int64_t array_items = int64_t(models::DescribeOptions().array_items);
     int64_t string_chars = int64_t(models::DescribeOptions().string_chars);
   };
@@ -21,8 +24,11 @@ void add_info_command(CLI::App& app, bool execute) {
       "info",
       "Describe a checkpoint: format and version, metadata (type and value of every key), the "
       "tensor table (name, dtype, row-major shape, bytes, offset), totals, and for Llama-family "
-      "models the model configuration and tokenizer");
-  info->add_option("MODEL", options->model, "A GGUF or safetensors file")->required();
+      "models the model configuration and tokenizer. With --devices: the compute devices");
+  CLI::Option* model = info->add_option("MODEL", options->model, "A GGUF or safetensors file (not needed with --devices)");
+  info->add_flag("--devices", options->devices,
+                 "List the compute devices: the CPU's features, and each Vulkan device with its memory, "
+                 "features and limits, marking the one a run would use (IRON_VULKAN_DEVICE=N picks another)");
   info->add_option("--config", options->describe.config_path,
                    "A Hugging Face config.json describing a safetensors model (a tokenizer.json "
                    "next to it is summarised too)");
@@ -32,8 +38,16 @@ void add_info_command(CLI::App& app, bool execute) {
   add_integer(*info, "--string-chars", options->string_chars, 0, INT32_MAX,
               "Longer string values are cut to this many characters");
   // The callback holds the options: a parse without `execute` (the fuzz target) keeps them too.
-  info->callback([options, execute] {
+  info->callback([options, model, execute] {
+    if (model->count() == 0 && !options->devices) throw CLI::RequiredError("MODEL (or --devices)");
     if (!execute) return;
+    if (options->devices) {
+      std::cout << "cpu: " << cpu_device::available_cpus() << " CPUs available; features: " << cpu_device::features()
+                << "\n"
+                << vulkan::describe_devices();
+      if (model->count() == 0) return;
+      std::cout << "\n";
+    }
     options->describe.tensors = !options->no_tensors;
     options->describe.array_items = size_t(options->array_items);
     options->describe.string_chars = size_t(options->string_chars);
