@@ -133,6 +133,10 @@ struct CompileOptions {
   bool check = false;
   /// Threads the CPU device uses (0: the machine's cores).
   int threads = 0;
+  /// The device: "cpu" or "vulkan" (the GPU IRON_VULKAN_DEVICE names, else a discrete GPU, else
+  /// an integrated one, else any other, such as Mesa's lavapipe). Empty: the device the graph's
+  /// versions use already (a graph's memory is on one device at a time), else the CPU.
+  std::string device;
   /// The version this one's Emit starts: after each run its carried values (and the per-call
   /// values the run was given) become that version's values, as emit_to(). By default itself.
   CompiledGraph* feeds = nullptr;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "graph/plan.hpp"
 
@@ -68,5 +69,10 @@ class Device {
 
 /// The CPU device (devices/cpu/device.cpp).
 Device& cpu_device();
+/// The Vulkan device (devices/vulkan/lower.cpp), in a build with Vulkan support.
+Device& vulkan_device();
+/// The device called `name` ("cpu", "vulkan"); an error naming it otherwise, or saying that
+/// this build has no Vulkan support.
+Device& device_named(std::string_view name);
 
 }  // namespace iron::detail

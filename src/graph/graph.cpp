@@ -251,7 +251,10 @@ std::shared_ptr<Recording> Graph::record(const Shapes& shapes, bool checking) {
 }
 
 CompiledGraph& Graph::compile(const Shapes& shapes, CompileOptions options) {
-  std::string sig = signature(shapes) + (options.check ? "check" : "") + "t" + std::to_string(options.threads);
+  // A graph's memory is on one device at a time: by default, the one its versions use.
+  if (options.device.empty()) options.device = arena_->device().name();
+  arena_->set_device(detail::device_named(options.device));
+  std::string sig = signature(shapes) + (options.check ? "check" : "") + "t" + std::to_string(options.threads) + options.device;
   auto it = versions_.find(sig);
   if (it != versions_.end()) {
     if (options.feeds) it->second->emit_to(*options.feeds);

@@ -19,7 +19,8 @@ Image::Image(Arena& arena, const Recording& recording,
     : arena_(arena), recording_(recording), defaults_(defaults), options_(options), plan_(recording) {
   if (options_.threads <= 0) options_.threads = cpu::available_cpus();
   if (plan_.output_bytes() > 0) {
-    output_memory_ = arena_.device().allocate(plan_.output_bytes(), recording_.graph + "'s outputs");
+    device_ = &arena_.device();
+    output_memory_ = device_->allocate(plan_.output_bytes(), recording_.graph + "'s outputs");
   }
   arena_.reserve_scratch(plan_.scratch_bytes());
   link();
@@ -50,6 +51,9 @@ void Image::write(const Place& place, int64_t offset, const void* source, int64_
 }
 
 void Image::link() {
+  if (device_ && device_ != &arena_.device())
+    value_error(recording_.graph + ": this version was compiled for the " + device_->name() +
+                " device, and the graph's memory is now on " + arena_.device().name() + ": compile it again");
   words_.assign(size_t(plan_.table().size()), 0);
   have_carried_.assign(size_t(plan_.table().values()), false);
   given_.assign(size_t(plan_.table().values()), false);

@@ -76,6 +76,7 @@ class Image {
   std::vector<bool> given_;  // the values this call was given (not defaults, not carried)
   // Outputs (and inputs returned as outputs) live in memory of this version's own, so that a
   // call of another version, which reuses the shared scratch, leaves them as they were.
+  Device* device_ = nullptr;  // where output_memory_ is (set when it is made)
   std::unique_ptr<DeviceBuffer> output_memory_;
   // Outputs as the host sees them, where it cannot address the device's memory: copied back
   // each call, one per output.

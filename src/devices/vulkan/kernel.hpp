@@ -1,0 +1,82 @@
+// What an operator's Vulkan kernel is given: its operands as views of whole device buffers, the
+// per-call words buffer, and a command list to record its dispatches into, once. What changes
+// per call (offsets, bounds, positions) is read by the shaders from the words buffer; what does
+// not goes into push constants and specialization constants, so nothing is recorded again.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "devices/vulkan/commands.hpp"
+#include "devices/vulkan/device.hpp"
+#include "graph/plan.hpp"
+#include "iron/operator.hpp"
+
+namespace iron::vulkan {
+
+using WordRef = detail::WordRef;
+
+/// A word as shaders read it (devices/vulkan/shaders/words.glsl): a constant when >= 0, else
+/// per-call word -(w + 1) of the words buffer.
+int32_t shader_word(const WordRef& w);
+
+/// A view as a shader reads it: its buffer bound whole, and where the view starts in it.
+struct Operand {
+  const Buffer* buffer = nullptr;
+  int64_t base = 0;  // elements from the buffer's first byte to the view's place
+  DType dtype = f32;
+  Shape shape;
+  Shape strides;               // in elements, per axis
+  WordRef offset;              // in elements, from the place
+  std::vector<WordRef> valid;  // leading entries of each axis valid this call
+  std::shared_ptr<Operand> ids;
+  std::vector<int64_t> fixed_rows;
+  int64_t table_rows = 0;
+
+  int rank() const { return int(shape.size()); }
+  Binding binding() const { return {buffer, 0, buffer->size()}; }
+  /// The view's first element as a shader word: base plus a constant offset, or (a per-call
+  /// offset) the word itself, with the base passed beside it.
+  bool dense() const { return strides == contiguous_strides(shape); }
+};
+
+struct KernelArgs {
+  std::vector<Operand> in, out;
+  std::vector<WordRef> scalars;
+  Precision precision = Precision::highest;
+  Device* device = nullptr;
+  const Buffer* words = nullptr;  // the per-call words (i32), bound last by every shader
+};
+
+/// Records one step's dispatches (the barrier before the step is the lowering's). Throws
+/// iron::Error naming the operator and what it has no shader for.
+using KernelRecorder = void (*)(const Operator& op, const KernelArgs& args, CommandList& list);
+
+/// The recorder of operator `name`, or null where the Vulkan device has none
+/// (src/ops/catalog_vulkan.cpp lists them).
+KernelRecorder find_kernel(std::string_view name);
+
+/// An error naming `op`: the Vulkan device has no shader for what it was asked.
+[[noreturn]] void unsupported(const Operator& op, const std::string& what);
+
+/// `v` (an element count or offset) as a shader's int; an error naming `what` past 2^31 - 1.
+int32_t shader_int(int64_t v, const char* what);
+/// Workgroups of `local` invocations for a grid-stride loop over `n` items (at most 65535).
+uint32_t groups(int64_t n, uint32_t local);
+/// The words buffer's binding.
+inline Binding words_binding(const KernelArgs& a) { return {a.words, 0, a.words->size()}; }
+/// Unless every operand (ids aside) is f32: unsupported(op, ...), naming the dtype.
+void require_f32(const Operator& op, const KernelArgs& a);
+/// An operand's first element as two push-constant ints: its base, and its offset word.
+struct Start {
+  int32_t base, offset;
+};
+Start start(const Operand& o);
+/// The word of an operand's valid rows (its first axis's bound; 1 for a scalar).
+int32_t rows_word(const Operand& o);
+
+}  // namespace iron::vulkan

@@ -1,0 +1,26 @@
+// The operators the Vulkan device has kernels for: each records its dispatches from its own
+// folder (src/ops/<op>/<op>_vulkan.cpp, its shaders beside it). An operator missing here is
+// refused by the Vulkan device with an error naming it.
+#include <map>
+
+#include "devices/vulkan/kernel.hpp"
+
+namespace iron::ops {
+void record_elementwise(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+}  // namespace iron::ops
+
+namespace iron::vulkan {
+
+KernelRecorder find_kernel(std::string_view name) {
+  static const std::map<std::string, KernelRecorder, std::less<>> kKernels{
+      {"Add", &ops::record_elementwise},
+      {"Sub", &ops::record_elementwise},
+      {"Mul", &ops::record_elementwise},
+      {"Div", &ops::record_elementwise},
+      {"SwiGLU", &ops::record_elementwise},
+  };
+  auto it = kKernels.find(name);
+  return it == kKernels.end() ? nullptr : it->second;
+}
+
+}  // namespace iron::vulkan

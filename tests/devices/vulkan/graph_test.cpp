@@ -1,0 +1,93 @@
+// Graphs compiled for the Vulkan device (lavapipe in CI): the same graph, plan and words as on
+// the CPU, lowered into one command list recorded once; each call writes its words and submits.
+// Skips, naming why, where this machine has no Vulkan device.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "iron/iron.hpp"
+
+#if IRON_HAS_VULKAN
+#include "devices/vulkan/instance.hpp"
+#endif
+
+namespace F = iron::functional;
+
+namespace {
+
+// Why this machine cannot run the Vulkan device (empty: it can).
+std::string why_no_vulkan() {
+#if IRON_HAS_VULKAN
+  try {
+    if (iron::vulkan::Instance::shared()->devices().empty()) return "the Vulkan loader found no device";
+    return "";
+  } catch (const iron::Error& e) {
+    return e.what();
+  }
+#else
+  return "this build has no Vulkan device";
+#endif
+}
+
+#define IRON_NEEDS_VULKAN()                                                   \
+  do {                                                                        \
+    if (std::string why = why_no_vulkan(); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
+
+iron::Tensor pattern(int64_t rows, int64_t cols, int seed) {
+  std::vector<float> v(size_t(rows * cols));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(int((i * 37 + size_t(seed) * 11) % 29) - 14) / 8.0f;
+  return iron::Tensor::from(v, {rows, cols});
+}
+
+struct Sums : iron::Graph {
+  iron::Input a = input("a"), b = input("b"), row = input("row");
+  Sums() : iron::Graph("sums") {}
+  iron::Outputs body() override { return {(a + b) * b - a, a / row}; }
+};
+
+TEST(VulkanGraph, ElementwiseStepsMatchTheCpuAndTheReference) {
+  IRON_NEEDS_VULKAN();
+  Sums g;
+  const iron::Tensor a = pattern(4, 8, 1), b = pattern(4, 8, 2), row = pattern(1, 8, 3);
+  auto& gpu = g.compile({{"a", {4, 8}}, {"b", {4, 8}}, {"row", {1, 8}}}, {.device = "vulkan"});
+  const iron::RunResult want = g.reference({a, b, row});
+  // Three calls of one recording, with different inputs each time.
+  for (int call = 0; call < 3; ++call) {
+    const iron::Tensor x = pattern(4, 8, 10 + call);
+    const iron::RunResult got = gpu({x, b, row});
+    const iron::RunResult ref = g.reference({x, b, row});
+    ASSERT_EQ(got.outputs.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) EXPECT_EQ(got.outputs[k].to_floats(), ref.outputs[k].to_floats()) << "call " << call << " output " << k;
+  }
+  (void)want;
+}
+
+TEST(VulkanGraph, AGraphStaysOnOneDeviceUntilReleased) {
+  IRON_NEEDS_VULKAN();
+  Sums g;
+  g.compile({{"a", {2, 8}}, {"b", {2, 8}}, {"row", {1, 8}}}, {.device = "vulkan"});
+  try {
+    g.compile({{"a", {3, 8}}, {"b", {3, 8}}, {"row", {1, 8}}}, {.device = "cpu"});
+    FAIL() << "compiled for the CPU while the graph's memory is on Vulkan";
+  } catch (const iron::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("release() it before compiling for cpu"), std::string::npos) << e.what();
+  }
+  // A version compiled without naming a device takes the graph's.
+  auto& v = g.compile({{"a", {3, 8}}, {"b", {3, 8}}, {"row", {1, 8}}});
+  const iron::Tensor a = pattern(3, 8, 1), b = pattern(3, 8, 2), row = pattern(1, 8, 3);
+  EXPECT_EQ(v({a, b, row}).outputs[0].to_floats(), g.reference({a, b, row}).outputs[0].to_floats());
+}
+
+TEST(VulkanGraph, AnUnknownDeviceIsNamed) {
+  Sums g;
+  try {
+    g.compile({{"a", {2, 8}}, {"b", {2, 8}}, {"row", {1, 8}}}, {.device = "tpu"});
+    FAIL() << "compiled for a device that does not exist";
+  } catch (const iron::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no device 'tpu': the devices are cpu and vulkan"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
