@@ -7,6 +7,7 @@
 
 namespace iron::ops {
 void record_elementwise(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_matmul(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 }  // namespace iron::ops
 
 namespace iron::vulkan {
@@ -18,6 +19,9 @@ KernelRecorder find_kernel(std::string_view name) {
       {"Mul", &ops::record_elementwise},
       {"Div", &ops::record_elementwise},
       {"SwiGLU", &ops::record_elementwise},
+      {"GEMM", &ops::record_matmul},
+      {"ProjectionGEMM", &ops::record_matmul},
+      {"GEMV", &ops::record_matmul},
   };
   auto it = kKernels.find(name);
   return it == kKernels.end() ? nullptr : it->second;

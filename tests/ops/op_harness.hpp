@@ -1,13 +1,17 @@
 // Runs one operator directly, without a graph: host buffers of any dtype, cpu::Operands pointing
 // at them (every per-axis bound and scalar a per-call word), the kernel at 1 and 2 threads, and
 // the operator's reference() on f32 copies; every element of every output buffer is compared.
+// Where this machine has a Vulkan device and the operator a Vulkan kernel, the same buffers and
+// words run through that kernel too, against the same reference.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <cstdio>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -15,6 +19,10 @@
 #include <vector>
 
 #include "devices/cpu/kernel.hpp"
+#if IRON_HAS_VULKAN
+#include "devices/vulkan/commands.hpp"
+#include "devices/vulkan/kernel.hpp"
+#endif
 #include "devices/cpu/thread_pool.hpp"
 #include "iron/handle.hpp"
 #include "iron/operator.hpp"
@@ -67,10 +75,28 @@ struct Case {
   uint32_t seed = 1;
 };
 
-/// Every output buffer as f32: the reference's, and the kernel's at 1 and at 2 threads.
+/// Every output buffer as f32: the reference's, the CPU kernel's at 1 and at 2 threads, and the
+/// Vulkan kernel's (empty where it did not run).
 struct Result {
-  std::vector<std::vector<float>> ref, one_thread, two_threads;
+  std::vector<std::vector<float>> ref, one_thread, two_threads, vulkan;
 };
+
+#if IRON_HAS_VULKAN
+/// The Vulkan device the tests share, or null (with why) where this machine has none.
+inline vulkan::Device* test_vulkan_device(std::string* why = nullptr) {
+  static std::string reason;
+  static std::unique_ptr<vulkan::Device> device = [] {
+    try {
+      return vulkan::Device::create();
+    } catch (const Error& e) {
+      reason = e.what();
+      return std::unique_ptr<vulkan::Device>();
+    }
+  }();
+  if (why) *why = reason;
+  return device.get();
+}
+#endif
 
 // ---- quantising (for weights of the block kinds; any valid encoding serves) ----------------
 
@@ -253,26 +279,97 @@ inline Result run_case(const Case& c) {
 
   std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
   Tolerance tol = op->tolerance(c.precision);
-  for (int threads : {1, 2}) {
-    // Reset the outputs, run, compare.
-    for (size_t k = 0; k < c.out.size(); ++k) out_buffers[k]->write(initial_out[k]);
-    cpu::run_kernel(*kernel, words.data(), threads);
-    auto& got = threads == 1 ? result.one_thread : result.two_threads;
+  auto compare = [&](std::vector<std::vector<float>>& got, const std::string& where) {
     for (size_t k = 0; k < c.out.size(); ++k) {
-      got.push_back(out_buffers[k]->read());
       const std::vector<float>& want = result.ref[k];
       int failures = 0;
       for (size_t e = 0; e < want.size(); ++e) {
         if (admits(tol, c.out[k].dtype, got[k][e], want[e])) continue;
         if (++failures <= 5)
-          ADD_FAILURE() << "output " << k << " element " << e << " at " << threads
-                        << " thread(s): kernel " << got[k][e] << ", reference " << want[e]
-                        << " (atol " << tol.atol << ", rtol " << tol.rtol << ", out "
+          ADD_FAILURE() << "output " << k << " element " << e << " " << where << ": kernel " << got[k][e]
+                        << ", reference " << want[e] << " (atol " << tol.atol << ", rtol " << tol.rtol << ", out "
                         << name(c.out[k].dtype) << ")";
       }
       if (failures > 5) ADD_FAILURE() << failures << " elements outside the tolerance in all";
     }
+  };
+  for (int threads : {1, 2}) {
+    // Reset the outputs, run, compare.
+    for (size_t k = 0; k < c.out.size(); ++k) out_buffers[k]->write(initial_out[k]);
+    cpu::run_kernel(*kernel, words.data(), threads);
+    auto& got = threads == 1 ? result.one_thread : result.two_threads;
+    for (size_t k = 0; k < c.out.size(); ++k) got.push_back(out_buffers[k]->read());
+    compare(got, "at " + std::to_string(threads) + " thread(s)");
   }
+#if IRON_HAS_VULKAN
+  if (vulkan::Device* device = test_vulkan_device(); device && vulkan::find_kernel(c.op)) {
+    // Each host buffer's bytes (outputs at their initial values) in a device buffer of its own.
+    for (size_t k = 0; k < c.out.size(); ++k) out_buffers[k]->write(initial_out[k]);
+    std::vector<vulkan::Buffer> device_buffers;
+    std::vector<const HostBuffer*> hosts;
+    for (HostBuffer& b : buffers) {
+      const size_t bytes = size_t(storage_bytes(b.dtype, b.elements));
+      device_buffers.push_back(device->create_buffer(vulkan::padded_bytes(int64_t(bytes)), vulkan::MemoryKind::device, "test"));
+      device->upload(device_buffers.back(), 0, {reinterpret_cast<const std::byte*>(b.data()), bytes});
+      hosts.push_back(&b);
+    }
+    auto buffer_of = [&](const char* base) -> const vulkan::Buffer* {
+      for (size_t i = 0; i < hosts.size(); ++i)
+        if (const_cast<HostBuffer*>(hosts[i])->data() == base) return &device_buffers[i];
+      return nullptr;
+    };
+    std::function<vulkan::Operand(const cpu::Operand&)> on_device = [&](const cpu::Operand& o) {
+      vulkan::Operand v;
+      v.buffer = buffer_of(o.base);
+      v.dtype = o.dtype;
+      v.shape = o.shape;
+      v.strides = o.strides;
+      v.offset = o.offset;
+      v.valid = o.valid;
+      if (o.ids) v.ids = std::make_shared<vulkan::Operand>(on_device(*o.ids));
+      v.fixed_rows = o.fixed_rows;
+      v.table_rows = o.table_rows;
+      return v;
+    };
+    vulkan::KernelArgs va;
+    for (const cpu::Operand& o : args.in) va.in.push_back(on_device(o));
+    for (const cpu::Operand& o : args.out) va.out.push_back(on_device(o));
+    va.scalars = args.scalars;
+    va.precision = c.precision;
+    va.device = device;
+    std::vector<int32_t> words32(words.begin(), words.end());
+    words32.push_back(0);
+    vulkan::Buffer word_buffer = device->create_buffer(words32.size() * 4, vulkan::MemoryKind::per_call, "test words");
+    std::memcpy(word_buffer.mapped(), words32.data(), words32.size() * 4);
+    word_buffer.flush(0, words32.size() * 4);
+    va.words = &word_buffer;
+    vulkan::CommandList list(*device);
+    list.begin();
+    bool recorded = true;
+    try {
+      vulkan::find_kernel(c.op)(*op, va, list);
+    } catch (const Error& e) {
+      // A case the Vulkan kernel has no shader for yet: said, not failed (the kernels' coverage
+      // grows case by case; what runs must match).
+      if (std::string(e.what()).find("has no shader for") == std::string::npos) throw;
+      std::fprintf(stderr, "[vulkan] not run: %s\n", e.what());
+      recorded = false;
+    }
+    if (recorded) {
+      list.host_barrier();
+      list.end();
+      list.submit();
+      list.wait();
+      for (size_t k = 0; k < c.out.size(); ++k) {
+        HostBuffer& b = *out_buffers[k];
+        const vulkan::Buffer* d = buffer_of(b.data());
+        device->download(*d, 0, {reinterpret_cast<std::byte*>(b.data()), size_t(storage_bytes(b.dtype, b.elements))});
+        result.vulkan.push_back(b.read());
+      }
+      compare(result.vulkan, "on Vulkan (" + device->info().name + ")");
+    }
+  }
+#endif
   return result;
 }
 

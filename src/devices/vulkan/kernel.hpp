@@ -4,6 +4,7 @@
 // not goes into push constants and specialization constants, so nothing is recorded again.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -63,6 +64,9 @@ KernelRecorder find_kernel(std::string_view name);
 /// An error naming `op`: the Vulkan device has no shader for what it was asked.
 [[noreturn]] void unsupported(const Operator& op, const std::string& what);
 
+/// Bytes of a buffer holding `bytes`: whole 16-byte units, at least one. Shaders read narrow
+/// kinds (f16, quantised blocks) as 32-bit words, and a binding covers only whole words.
+inline size_t padded_bytes(int64_t bytes) { return size_t((std::max<int64_t>(bytes, 1) + 15) / 16 * 16); }
 /// `v` (an element count or offset) as a shader's int; an error naming `what` past 2^31 - 1.
 int32_t shader_int(int64_t v, const char* what);
 /// Workgroups of `local` invocations for a grid-stride loop over `n` items (at most 65535).

@@ -169,7 +169,7 @@ class VulkanDevice final : public detail::Device {
 
   std::unique_ptr<detail::DeviceBuffer> allocate(int64_t bytes, const std::string& purpose) override {
     vulkan::Device& d = device();
-    auto buffer = std::make_unique<VulkanBuffer>(d, d.create_buffer(size_t(std::max<int64_t>(bytes, 4)), MemoryKind::device, purpose), bytes);
+    auto buffer = std::make_unique<VulkanBuffer>(d, d.create_buffer(padded_bytes(bytes), MemoryKind::device, purpose), bytes);
     zero(*buffer);
     return buffer;
   }
@@ -177,7 +177,7 @@ class VulkanDevice final : public detail::Device {
   std::unique_ptr<detail::DeviceBuffer> upload(const Resident& weight) override {
     vulkan::Device& d = device();
     const int64_t bytes = weight.tensor.nbytes();
-    auto buffer = std::make_unique<VulkanBuffer>(d, d.create_buffer(size_t(std::max<int64_t>(bytes, 4)), MemoryKind::device, weight.path), bytes);
+    auto buffer = std::make_unique<VulkanBuffer>(d, d.create_buffer(padded_bytes(bytes), MemoryKind::device, weight.path), bytes);
     buffer->write(0, weight.tensor.data(), bytes);
     return buffer;
   }

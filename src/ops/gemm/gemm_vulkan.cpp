@@ -1,0 +1,86 @@
+// GEMM, ProjectionGEMM and GEMV on the Vulkan device (matmul.comp): f32 activations and outputs,
+// weights of every format the CPU reads, the planner's folded norm, residual and epilogue; a
+// step of several weights is a dispatch per weight, and a SwiGLU merged in one more (the
+// elementwise shader) after a barrier.
+#include <map>
+
+#include "devices/vulkan/kernel.hpp"
+#include "ops/op.hpp"
+
+namespace iron::ops {
+
+namespace {
+uint32_t weight_kind(const Operator& op, DType t) {
+  switch (t) {
+    case f32: return 0;
+    case f16: return 1;
+    case bf16: return 2;
+    case DType::q8_0: return 3;
+    case DType::q4_0: return 4;
+    case DType::q4_1: return 5;
+    default: vulkan::unsupported(op, "a weight of " + std::string(name(t)));
+  }
+}
+
+uint32_t epilogue_kind(const Operator& op) {
+  if (!op.params().contains("epilogue")) return 0;
+  static const std::map<std::string, uint32_t, std::less<>> kinds{
+      {"none", 0}, {"relu", 1}, {"silu", 2}, {"gelu", 3}, {"gelu_tanh", 4}};
+  return kinds.at(op.params().text("epilogue"));
+}
+}  // namespace
+
+void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::CommandList& list) {
+  const Fields& p = op.params();
+  const int64_t k = p.integer("K"), parts = p.integer("parts");
+  const bool residual = p.flag("residual"), norm = p.flag("norm"), weighted = p.flag("norm_weighted");
+  const bool col_maj = p.contains("b_col_maj") ? p.flag("b_col_maj") : true;
+  const bool silu_mul = p.text("then") == "silu_mul";
+  const vulkan::Operand& x = a.in.at(0);
+  if (x.dtype != f32) vulkan::unsupported(op, "activations of " + std::string(name(x.dtype)));
+  for (const vulkan::Operand& o : a.out)
+    if (o.dtype != f32) vulkan::unsupported(op, "an output of " + std::string(name(o.dtype)));
+  if (residual && a.in.at(2).dtype != f32) vulkan::unsupported(op, "a residual of " + std::string(name(a.in.at(2).dtype)));
+  const vulkan::Operand* g = norm && weighted ? &a.in.back() : nullptr;
+  if (g && g->dtype != f32) vulkan::unsupported(op, "a norm weight of " + std::string(name(g->dtype)));
+
+  for (int64_t part = 0; part < parts; ++part) {
+    const vulkan::Operand& w = a.in.at(size_t(1 + part));
+    const vulkan::Operand& y = a.out.at(size_t(part));
+    const vulkan::Operand& r = residual ? a.in.at(2) : y;  // bound, unread without a residual
+    const vulkan::Operand& gn = g ? *g : x;
+    const int64_t n = parts == 1 ? p.integer("N") : w.shape.at(0);
+    const uint32_t kind = weight_kind(op, w.dtype);
+    if (!col_maj && kind >= 3) vulkan::unsupported(op, "a quantised weight stored (K, N)");
+    struct Push {
+      vulkan::Start a, w, y, r, g;
+      int32_t k, n, rows;
+      float epsilon;
+    } push{vulkan::start(x), vulkan::start(w), vulkan::start(y), vulkan::start(r), vulkan::start(gn),
+           vulkan::shader_int(k, "K"), vulkan::shader_int(n, "N"), vulkan::rows_word(x),
+           float(norm ? p.number("norm_epsilon") : 0.0)};
+    const uint32_t norm_kind = norm ? (weighted ? 2 : 1) : 0;
+    list.bind(a.device->pipeline(
+        {"matmul", {kind, epilogue_kind(op), residual ? 1u : 0u, norm_kind, col_maj ? 1u : 0u}, 6, sizeof push}));
+    list.bind_buffers({x.binding(), w.binding(), y.binding(), r.binding(), gn.binding(), vulkan::words_binding(a)});
+    list.push_constants(push);
+    const int64_t max_rows = x.shape.size() < 2 ? 1 : x.shape[0];
+    list.dispatch(vulkan::groups(n, 64), uint32_t(std::min<int64_t>(max_rows, 65535)));
+  }
+  if (silu_mul) {
+    // y = silu(gate) * up over the two parts' outputs, once both are written.
+    list.barrier();
+    const vulkan::Operand &gate = a.out.at(0), &up = a.out.at(1), &y = a.out.at(2);
+    struct Push {
+      vulkan::Start a, b, y;
+      int32_t rows, row_elements, width;
+    } push{vulkan::start(gate), vulkan::start(up), vulkan::start(y), vulkan::rows_word(y),
+           vulkan::shader_int(y.shape.empty() ? 1 : row_elements(y.shape), "a row"), 0};
+    list.bind(a.device->pipeline({"elementwise", {4}, 4, sizeof push}));
+    list.bind_buffers({gate.binding(), up.binding(), y.binding(), vulkan::words_binding(a)});
+    list.push_constants(push);
+    list.dispatch(vulkan::groups(element_count(y.shape), 256));
+  }
+}
+
+}  // namespace iron::ops
