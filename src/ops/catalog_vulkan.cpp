@@ -8,6 +8,7 @@
 namespace iron::ops {
 void record_elementwise(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 void record_matmul(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_copy(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 }  // namespace iron::ops
 
 namespace iron::vulkan {
@@ -22,6 +23,9 @@ KernelRecorder find_kernel(std::string_view name) {
       {"GEMM", &ops::record_matmul},
       {"ProjectionGEMM", &ops::record_matmul},
       {"GEMV", &ops::record_matmul},
+      {"Copy", &ops::record_copy},
+      {"Gather", &ops::record_copy},
+      {"Transpose", &ops::record_copy},
   };
   auto it = kKernels.find(name);
   return it == kKernels.end() ? nullptr : it->second;

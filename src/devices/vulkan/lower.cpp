@@ -39,6 +39,19 @@ void require_f32(const Operator& op, const KernelArgs& a) {
       if (o.dtype != f32) unsupported(op, "an operand of " + std::string(name(o.dtype)) + " (its shader reads f32)");
 }
 
+int32_t load_kind(DType t) {
+  switch (t) {
+    case f32: return 0;
+    case f16: return 1;
+    case bf16: return 2;
+    case DType::q8_0: return 3;
+    case DType::q4_0: return 4;
+    case DType::q4_1: return 5;
+    case i32: return 6;
+    default: return -1;
+  }
+}
+
 Start start(const Operand& o) { return {shader_int(o.base, "a view's start"), shader_word(o.offset)}; }
 
 int32_t rows_word(const Operand& o) { return o.shape.empty() ? 1 : shader_word(o.valid[0]); }

@@ -11,15 +11,9 @@ namespace iron::ops {
 
 namespace {
 uint32_t weight_kind(const Operator& op, DType t) {
-  switch (t) {
-    case f32: return 0;
-    case f16: return 1;
-    case bf16: return 2;
-    case DType::q8_0: return 3;
-    case DType::q4_0: return 4;
-    case DType::q4_1: return 5;
-    default: vulkan::unsupported(op, "a weight of " + std::string(name(t)));
-  }
+  const int32_t kind = vulkan::load_kind(t);
+  if (kind < 0 || t == i32) vulkan::unsupported(op, "a weight of " + std::string(name(t)));
+  return uint32_t(kind);
 }
 
 uint32_t epilogue_kind(const Operator& op) {

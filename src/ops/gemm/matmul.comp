@@ -2,8 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 // GEMM, ProjectionGEMM and GEMV: y[m, n] = epilogue(sum_k a[m, k] * W[n, k]) (+ r[m, n]), with
 // a's rows through an RMSNorm first where the planner folded one in. One invocation per output,
-// its sum over k in f32 in order; W in its checkpoint format, dequantised here (bytes read from
-// 32-bit words, so no 8- or 16-bit storage feature is needed).
+// its sum over k in f32 in order; W in its checkpoint format, dequantised here (load.glsl).
 //   specialization constants: 0 W's dtype (0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_1),
 //   1 the epilogue (0 none, 1 relu, 2 silu, 3 gelu, 4 gelu_tanh), 2 a residual, 3 the norm
 //   (0 none, 1 unweighted, 2 weighted), 4 W is (N, K) (else (K, N), float kinds only)
@@ -23,6 +22,8 @@ layout(std430, set = 0, binding = 4) readonly buffer G { float g[]; };
 #define WORDS_BINDING 5
 #include "devices/vulkan/shaders/words.glsl"
 #include "devices/vulkan/shaders/math.glsl"
+#define RAW w
+#include "devices/vulkan/shaders/load.glsl"
 
 layout(push_constant) uniform Push {
   int a_base, a_offset, w_base, w_offset, y_base, y_offset, r_base, r_offset, g_base, g_offset;
@@ -30,31 +31,6 @@ layout(push_constant) uniform Push {
   int rows;  // a word: a's valid rows
   float epsilon;
 } p;
-
-uint byte_at(uint i) { return (w[i >> 2] >> ((i & 3u) * 8u)) & 0xffu; }
-uint half_at(uint i) { return (w[i >> 2] >> ((i & 2u) * 8u)) & 0xffffu; }
-float f16_at(uint i) { return unpackHalf2x16(half_at(i)).x; }
-
-// W's element e (counted from its buffer's start).
-float weight(uint e) {
-  if (kWeight == 0) return uintBitsToFloat(w[e]);
-  if (kWeight == 1) return f16_at(2u * e);
-  if (kWeight == 2) return uintBitsToFloat(half_at(2u * e) << 16);
-  const uint block = e / 32u, j = e % 32u;
-  if (kWeight == 3) {  // q8_0: an f16 scale, 32 int8
-    const uint at = block * 34u;
-    return f16_at(at) * float(int(byte_at(at + 2u + j) << 24) >> 24);
-  }
-  if (kWeight == 4) {  // q4_0: an f16 scale, 16 bytes of nibbles (low: the first 16), offset 8
-    const uint at = block * 18u;
-    const uint q = (byte_at(at + 2u + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 15u;
-    return f16_at(at) * float(int(q) - 8);
-  }
-  // q4_1: an f16 scale and minimum, 16 bytes of nibbles
-  const uint at = block * 20u;
-  const uint q = (byte_at(at + 4u + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 15u;
-  return f16_at(at) * float(q) + f16_at(at + 2u);
-}
 
 float finish(float v) {
   if (kEpilogue == 1) return max(v, 0.0);
@@ -81,7 +57,7 @@ void main() {
   for (uint i = 0; i < k; ++i) {
     float x = a[a0 + i];
     if (kNorm != 0) x = x * scale * (kNorm == 2 ? g[g0 + i] : 1.0);
-    sum += x * weight(kColumnMajor ? w0 + n * k + i : w0 + i * width + n);
+    sum += x * load(kWeight, kColumnMajor ? w0 + n * k + i : w0 + i * width + n);
   }
   float v = finish(sum);
   if (kResidual) v += r[uint(p.r_base + word(p.r_offset)) + m * width + n];

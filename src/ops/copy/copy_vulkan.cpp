@@ -1,0 +1,37 @@
+// Copy, Gather and Transpose on the Vulkan device (copy.comp).
+#include "devices/vulkan/kernel.hpp"
+#include "ops/op.hpp"
+
+namespace iron::ops {
+
+void record_copy(const Operator& op, const vulkan::KernelArgs& a, vulkan::CommandList& list) {
+  const vulkan::Operand &src = a.in.at(0), &dst = a.out.at(0);
+  const int32_t source = vulkan::load_kind(src.dtype);
+  if (source < 0) vulkan::unsupported(op, "a source of " + std::string(name(src.dtype)));
+  if (dst.dtype != f32 && dst.dtype != i32) vulkan::unsupported(op, "a destination of " + std::string(name(dst.dtype)));
+  if (dst.dtype == i32 && src.dtype != i32) vulkan::unsupported(op, "a cast to i32");
+  if (src.rank() != dst.rank() || src.rank() > 4) vulkan::unsupported(op, "views of rank " + std::to_string(src.rank()));
+  if (!src.fixed_rows.empty()) vulkan::unsupported(op, "rows gathered by fixed ids");
+  struct Push {
+    vulkan::Start src, dst, ids;
+    int32_t table_rows;
+    int32_t src_valid[4], dst_valid[4], src_stride[4], dst_stride[4];
+  } push{vulkan::start(src), vulkan::start(dst), src.ids ? vulkan::start(*src.ids) : vulkan::Start{0, 0},
+         vulkan::shader_int(src.table_rows, "a table's rows"), {}, {}, {}, {}};
+  // A scalar copy is a copy of one element on one axis.
+  const int rank = std::max(1, src.rank());
+  for (int i = 0; i < 4; ++i) {
+    const bool axis = i < src.rank();
+    push.src_valid[i] = axis ? vulkan::shader_word(src.valid[size_t(i)]) : 1;
+    push.dst_valid[i] = axis ? vulkan::shader_word(dst.valid[size_t(i)]) : 1;
+    push.src_stride[i] = axis ? vulkan::shader_int(src.strides[size_t(i)], "a stride") : 0;
+    push.dst_stride[i] = axis ? vulkan::shader_int(dst.strides[size_t(i)], "a stride") : 0;
+  }
+  const uint32_t target = dst.dtype == i32 ? 6 : 0;
+  list.bind(a.device->pipeline({"copy", {uint32_t(source), target, uint32_t(rank), src.ids ? 1u : 0u}, 4, sizeof push}));
+  list.bind_buffers({src.binding(), dst.binding(), src.ids ? src.ids->binding() : src.binding(), vulkan::words_binding(a)});
+  list.push_constants(push);
+  list.dispatch(vulkan::groups(std::max<int64_t>(1, element_count(dst.shape)), 64));
+}
+
+}  // namespace iron::ops
