@@ -9,6 +9,14 @@ namespace iron::ops {
 void record_elementwise(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 void record_matmul(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 void record_copy(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_rowwise(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_unary(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_softmax(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_rope(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_attention(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_sample(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_scalar(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_emit(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 }  // namespace iron::ops
 
 namespace iron::vulkan {
@@ -26,6 +34,16 @@ KernelRecorder find_kernel(std::string_view name) {
       {"Copy", &ops::record_copy},
       {"Gather", &ops::record_copy},
       {"Transpose", &ops::record_copy},
+      {"RMSNorm", &ops::record_rowwise},
+      {"LayerNorm", &ops::record_rowwise},
+      {"SiLU", &ops::record_unary},
+      {"GELU", &ops::record_unary},
+      {"Softmax", &ops::record_softmax},
+      {"RoPE", &ops::record_rope},
+      {"Attention", &ops::record_attention},
+      {"Sample", &ops::record_sample},
+      {"Scalar", &ops::record_scalar},
+      {"Emit", &ops::record_emit},
   };
   auto it = kKernels.find(name);
   return it == kKernels.end() ? nullptr : it->second;

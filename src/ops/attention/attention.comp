@@ -1,0 +1,77 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Attention: causal grouped-query attention of q (rows, heads, head_dim) over the caches (ctx,
+// kv_heads, head_dim). Query row r sits at position start + r (a word) and attends to cache rows
+// [0, min(start + r + 1, ctx, the caches' valid rows)). A workgroup of 32 per (row, head): each
+// invocation keeps an online softmax (running maximum, sum, weighted values) over every 32nd
+// key, then the 32 are merged in shared memory. f32 throughout.
+//   specialization constant 0: head_dim (at most 128)
+//   bindings: q, k_cache, v_cache, y (f32), the words
+layout(local_size_x = 32) in;
+layout(constant_id = 0) const int kHeadDim = 64;
+
+layout(std430, set = 0, binding = 0) readonly buffer Q { float q[]; };
+layout(std430, set = 0, binding = 1) readonly buffer K { float kc[]; };
+layout(std430, set = 0, binding = 2) readonly buffer V { float vc[]; };
+layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
+#define WORDS_BINDING 4
+#include "devices/vulkan/shaders/words.glsl"
+
+layout(push_constant) uniform Push {
+  int q_base, q_offset, k_base, k_offset, v_base, v_offset, y_base, y_offset;
+  int rows;        // a word: q's valid rows
+  int start;       // a word: the position of q's row 0
+  int k_rows, v_rows;  // words: the caches' valid rows
+  int heads, kv_heads, ctx;
+  float scale;
+} p;
+
+shared float shared_max[32], shared_sum[32];
+shared float shared_acc[32 * kHeadDim];
+
+void main() {
+  const uint t = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, r = gl_WorkGroupID.y;
+  if (r >= uint(word(p.rows))) return;  // the whole workgroup leaves together
+  const int d = kHeadDim;
+  const int g = int(h) / (p.heads / p.kv_heads);
+  const int position = word(p.start) + int(r);
+  const int keys = max(0, min(min(position + 1, p.ctx), min(word(p.k_rows), word(p.v_rows))));
+  const uint q0 = uint(p.q_base + word(p.q_offset)) + (r * uint(p.heads) + h) * uint(d);
+  const uint y0 = uint(p.y_base + word(p.y_offset)) + (r * uint(p.heads) + h) * uint(d);
+  if (keys == 0) {
+    for (int i = int(t); i < d; i += 32) y[y0 + uint(i)] = 0.0;
+    return;
+  }
+  const uint k0 = uint(p.k_base + word(p.k_offset)), v0 = uint(p.v_base + word(p.v_offset));
+  float query[kHeadDim], acc[kHeadDim];
+  for (int i = 0; i < d; ++i) {
+    query[i] = q[q0 + uint(i)] * p.scale;
+    acc[i] = 0.0;
+  }
+  float m = -1.0 / 0.0, l = 0.0;
+  for (int j = int(t); j < keys; j += 32) {
+    const uint at = uint((j * p.kv_heads + g) * d);
+    float score = 0.0;
+    for (int i = 0; i < d; ++i) score += query[i] * kc[k0 + at + uint(i)];
+    const float next = max(m, score);
+    const float shrink = exp(m - next);  // 0 on the first key
+    const float e = exp(score - next);
+    l = l * shrink + e;
+    for (int i = 0; i < d; ++i) acc[i] = acc[i] * shrink + e * vc[v0 + at + uint(i)];
+    m = next;
+  }
+  shared_max[t] = m;
+  shared_sum[t] = l;
+  for (int i = 0; i < d; ++i) shared_acc[t * uint(d) + uint(i)] = acc[i];
+  barrier();
+  float top = -1.0 / 0.0;
+  for (uint u = 0u; u < 32u; ++u) top = max(top, shared_max[u]);
+  float total = 0.0;
+  for (uint u = 0u; u < 32u; ++u) total += shared_sum[u] * exp(shared_max[u] - top);
+  for (int i = int(t); i < d; i += 32) {
+    float v = 0.0;
+    for (uint u = 0u; u < 32u; ++u)
+      if (shared_sum[u] > 0.0) v += shared_acc[u * uint(d) + uint(i)] * exp(shared_max[u] - top);
+    y[y0 + uint(i)] = v / total;
+  }
+}

@@ -1,0 +1,30 @@
+// Attention on the Vulkan device (attention.comp): f32 queries and caches, head_dim up to 128.
+#include <cmath>
+
+#include "devices/vulkan/kernel.hpp"
+#include "ops/op.hpp"
+
+namespace iron::ops {
+
+void record_attention(const Operator& op, const vulkan::KernelArgs& a, vulkan::CommandList& list) {
+  vulkan::require_f32(op, a);
+  const Fields& p = op.params();
+  const int64_t heads = p.integer("heads"), kv_heads = p.integer("kv_heads"), d = p.integer("head_dim");
+  if (d > 128) vulkan::unsupported(op, "a head_dim above 128");
+  const double scale = p.number("scale") == 0 ? 1.0 / std::sqrt(double(d)) : p.number("scale");
+  const vulkan::Operand &q = a.in.at(0), &k = a.in.at(1), &v = a.in.at(2), &y = a.out.at(0);
+  struct Push {
+    vulkan::Start q, k, v, y;
+    int32_t rows, start, k_rows, v_rows, heads, kv_heads, ctx;
+    float scale;
+  } push{vulkan::start(q), vulkan::start(k), vulkan::start(v), vulkan::start(y), vulkan::shader_word(q.valid[0]),
+         vulkan::shader_word(a.scalars.at(0)), vulkan::shader_word(k.valid[0]), vulkan::shader_word(v.valid[0]),
+         vulkan::shader_int(heads, "heads"), vulkan::shader_int(kv_heads, "kv_heads"),
+         vulkan::shader_int(p.integer("ctx"), "ctx"), float(scale)};
+  list.bind(a.device->pipeline({"attention", {uint32_t(d)}, 5, sizeof push}));
+  list.bind_buffers({q.binding(), k.binding(), v.binding(), y.binding(), vulkan::words_binding(a)});
+  list.push_constants(push);
+  list.dispatch(uint32_t(heads), uint32_t(std::clamp<int64_t>(q.shape[0], 1, 65535)));
+}
+
+}  // namespace iron::ops
