@@ -34,14 +34,15 @@ CLI::Option* add_number(CLI::App& cmd, const std::string& flags, double& value, 
 /// values (below 2^30), and a cache holds context + batch rows.
 inline constexpr int64_t kMaxRows = int64_t(1) << 29;
 
-/// What every model command takes: the model, threads, precision and profile.
+/// What every model command takes: the model, threads, device, precision and profile.
 struct ModelOptions {
   std::string model;
   int threads = 0;
+  std::string device = "cpu";
   std::string precision = "highest";
   std::string profile = "profiles";
 };
-/// Declares -m, -t, --precision and --profile on `cmd`.
+/// Declares -m, -t, --device, --precision and --profile on `cmd`.
 void add_model_options(CLI::App& cmd, ModelOptions& options);
 /// The runner options they give (the profile loaded when present).
 models::RunnerOptions runner_options(const ModelOptions& options);

@@ -1,4 +1,4 @@
-// The options every model command shares (-m, -t, --precision, --profile), declared once.
+// The options every model command shares (-m, -t, --device, --precision, --profile), declared once.
 #include <filesystem>
 
 #include "commands.hpp"
@@ -12,6 +12,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& o) {
                  "tokenizer.json)")
       ->required();
   add_integer(cmd, "-t,--threads", o.threads, 0, 256, "Threads to use (0: every core)");
+  cmd.add_option("--device", o.device,
+                 "Where the model runs: cpu, or vulkan (the GPU IRON_VULKAN_DEVICE names, else a discrete "
+                 "GPU, else an integrated one, else Mesa's lavapipe; `iron info --devices` lists them)")
+      ->check(CLI::IsMember({"cpu", "vulkan"}))
+      ->capture_default_str();
   cmd.add_option("--precision", o.precision,
                  "How matmuls may round: highest (f32 sums rounded once), high, or medium (activations "
                  "rounded to int8 blocks where the CPU has VNNI, as llama.cpp does)")
@@ -27,6 +32,7 @@ models::RunnerOptions runner_options(const ModelOptions& o) {
   namespace fs = std::filesystem;
   models::RunnerOptions options;
   options.threads = o.threads;
+  options.device = o.device;
   options.model.precision = precision_from_name(o.precision);
   // A directory holds cpu.json; a file is the profile. Profile::load refuses a FIFO or a device
   // before opening it and caps the size.

@@ -80,7 +80,7 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
     r->model_ = std::make_unique<LlamaModel>(config, mo);
     r->model_->set_profile(r->options_.profile);
     r->model_->load_state_dict(r->weights_);
-    CompileOptions compile{.threads = options.threads};
+    CompileOptions compile{.threads = options.threads, .device = options.device};
     r->model_->compile({{"tokens", InputSpec({mo.chunk}, i32)}}, compile).load();
     r->model_->compile({}, compile).load();
   } catch (const std::bad_alloc&) {
@@ -126,7 +126,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   for (int32_t id : prompt)
     if (id < 0 || id >= config().vocab) value_error("token id " + std::to_string(id) + " is outside the vocabulary");
   stats.prompt_tokens = int64_t(prompt.size());
-  CompileOptions compile{.threads = options_.threads};
+  CompileOptions compile{.threads = options_.threads, .device = options_.device};
   CompiledGraph& prefill = model_->compile({{"tokens", InputSpec({chunk}, i32)}}, compile);
   CompiledGraph& decode = model_->compile({}, compile);
 
@@ -184,7 +184,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
 
 std::vector<std::pair<const Declaration*, Fields>> LlamaRunner::tunable_steps() {
   std::vector<std::pair<const Declaration*, Fields>> out;
-  CompileOptions compile{.threads = options_.threads};
+  CompileOptions compile{.threads = options_.threads, .device = options_.device};
   for (CompiledGraph* v : {&model_->compile({{"tokens", InputSpec({options_.model.chunk}, i32)}}, compile),
                            &model_->compile({}, compile)})
     for (const Step& step : v->recording().steps) {
@@ -233,7 +233,7 @@ Tensor LlamaRunner::score(const std::vector<int32_t>& prompt) {
     scorer_->load_state_dict(weights_);
   }
   const int64_t chunk = scorer_->options().chunk;
-  CompiledGraph& v = scorer_->compile({{"tokens", InputSpec({chunk}, i32)}}, {.threads = options_.threads});
+  CompiledGraph& v = scorer_->compile({{"tokens", InputSpec({chunk}, i32)}}, {.threads = options_.threads, .device = options_.device});
   Tensor tokens = Tensor::zeros({chunk}, i32);
   std::memcpy(tokens.mutable_data(), prompt.data(), size_t(n) * 4);
   std::vector<ValueArg> values{{"position", 0}, {"rows", n}, {"token", 0}, {"step", 0}};

@@ -20,6 +20,7 @@ namespace iron::models {
 struct RunnerOptions {
   LlamaOptions model;
   int threads = 0;  // 0: every core
+  std::string device = "cpu";  // "cpu" or "vulkan" (CompileOptions::device)
   int depth = 16;   // decode steps in flight (the device runs up to this far ahead of the host)
   Profile profile;  // tunables for the model's steps (profiles/cpu.json, from `iron tune`)
 };
