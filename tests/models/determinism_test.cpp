@@ -11,22 +11,16 @@
 
 #include "io/io_test_util.hpp"
 #include "iron/models/runner.hpp"
+#include "sanitized.hpp"
 
 using namespace iron;
 using namespace iron::models;
 using iron::io::testing::local_model_path;
 using iron::io::testing::stories_path;
 
-// Sanitizer builds (scripts/test.sh's build-asan/, build-tsan/) skip the SmolLM2 case: it checks
-// arithmetic the Release build already checks, the stories260K case covers the same code under
-// the sanitizer, and SmolLM2's forward passes take minutes there.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define IRON_SANITIZED_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define IRON_SANITIZED_BUILD 1
-#endif
-#endif
+// Sanitizer builds skip the SmolLM2 case (sanitized.hpp): it checks arithmetic the Release build
+// already checks, the stories260K case covers the same code under the sanitizer, and SmolLM2's
+// forward passes take minutes there.
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/io_test_util.hpp"
+#include "models/published.hpp"
 #include "iron/io/gguf.hpp"
 #include "iron/models/runner.hpp"
 
@@ -19,10 +20,7 @@ using iron::io::testing::stories_path;
 
 namespace {
 
-const std::vector<int32_t> kStoriesGreedy = {
-    403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337,
-    410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394, 261, 370, 432, 352,
-    266, 268, 388, 426, 338, 391, 266, 267, 337, 335, 312, 432, 398, 312, 286, 267, 414, 270, 333, 415};
+using iron::test::kStoriesGreedy;
 
 std::vector<int32_t> generate(LlamaRunner& r, const std::vector<int32_t>& prompt, int64_t n) {
   std::vector<int32_t> out;

@@ -6,34 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "devices/vulkan/vulkan_test_util.hpp"
 #include "iron/iron.hpp"
-
-#if IRON_HAS_VULKAN
-#include "devices/vulkan/instance.hpp"
-#endif
 
 namespace F = iron::functional;
 
 namespace {
-
-// Why this machine cannot run the Vulkan device (empty: it can).
-std::string why_no_vulkan() {
-#if IRON_HAS_VULKAN
-  try {
-    if (iron::vulkan::Instance::shared()->devices().empty()) return "the Vulkan loader found no device";
-    return "";
-  } catch (const iron::Error& e) {
-    return e.what();
-  }
-#else
-  return "this build has no Vulkan device";
-#endif
-}
-
-#define IRON_NEEDS_VULKAN()                                                   \
-  do {                                                                        \
-    if (std::string why = why_no_vulkan(); !why.empty()) GTEST_SKIP() << why; \
-  } while (0)
 
 iron::Tensor pattern(int64_t rows, int64_t cols, int seed) {
   std::vector<float> v(size_t(rows * cols));
