@@ -10,6 +10,8 @@
 
 #include "io/io_test_util.hpp"
 #include "models/published.hpp"
+#include "devices/vulkan/vulkan_test_util.hpp"
+#include "sanitized.hpp"
 #include "iron/io/gguf.hpp"
 #include "iron/models/runner.hpp"
 
@@ -175,7 +177,8 @@ double kl_top32_rest(const nlohmann::json& position, const float* logits, int64_
 
 // Scores every golden position at `precision` and checks top-1 (where the reference's margin is
 // clear of what that precision may move) and KL against `kl_bound`; prints the figures.
-void check_smollm2_against_reference(Precision precision, double margin_needed, double kl_bound) {
+void check_smollm2_against_reference(Precision precision, double margin_needed, double kl_bound,
+                                     const std::string& device = "cpu") {
   std::string path = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent: run scripts/fetch-model.sh";
   std::ifstream file(std::string(IRON_SOURCE_DIR) + "/tests/golden/smollm2_logits.json");
@@ -183,6 +186,7 @@ void check_smollm2_against_reference(Precision precision, double margin_needed, 
   RunnerOptions o;
   o.model.context = 256;
   o.model.precision = precision;
+  o.device = device;
   auto runner = LlamaRunner::open(path, o);
   double worst = 0, total = 0;
   int positions = 0, top1_checked = 0, top1_agree = 0;
@@ -217,13 +221,22 @@ void check_smollm2_against_reference(Precision precision, double margin_needed, 
       EXPECT_EQ(out[i], greedy[i]) << prompt["name"] << " greedy token " << i;
     }
   }
-  std::printf("SmolLM2 at %s vs the numpy reference: %d positions, top-1 agrees at %d (all %d with a clear "
+  std::printf("SmolLM2 on %s at %s vs the numpy reference: %d positions, top-1 agrees at %d (all %d with a clear "
               "margin checked), KL mean %.3g, max %.3g nats\n",
-              std::string(name(precision)).c_str(), positions, top1_agree, top1_checked, total / positions, worst);
+              device.c_str(), std::string(name(precision)).c_str(), positions, top1_agree, top1_checked, total / positions, worst);
 }
 
 TEST(SmolLM2, LogitsMatchAnIndependentNumpyReference) {
   check_smollm2_against_reference(Precision::highest, 0.01, 1e-3);
+}
+
+// The same thresholds on the Vulkan device (lavapipe in CI; the Release build only).
+TEST(VulkanSmolLM2, LogitsMatchAnIndependentNumpyReference) {
+#ifdef IRON_SANITIZED_BUILD
+  GTEST_SKIP() << "sanitizer build: the Release build runs whole models on Vulkan";
+#endif
+  IRON_NEEDS_VULKAN();
+  check_smollm2_against_reference(Precision::highest, 0.01, 1e-3, "vulkan");
 }
 
 TEST(SmolLM2, LogitsAtMediumPrecisionStayCloseToTheReference) {

@@ -38,6 +38,12 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
   const vulkan::Operand* g = norm && weighted ? &a.in.back() : nullptr;
   if (g && g->dtype != f32) vulkan::unsupported(op, "a norm weight of " + std::string(name(g->dtype)));
 
+  // A workgroup is one subgroup, which sums its lanes' products with subgroupAdd.
+  const uint32_t lanes = std::max<uint32_t>(1, a.device->info().subgroup_size);
+  if (!a.device->info().subgroup_arithmetic) vulkan::unsupported(op, "a device without subgroup arithmetic");
+  // Rows of a a workgroup takes (each weight read serves them all): one for a single row.
+  const int64_t max_rows = x.shape.size() < 2 ? 1 : x.shape[0];
+  const uint32_t tile = max_rows == 1 ? 1 : 8;
   for (int64_t part = 0; part < parts; ++part) {
     const vulkan::Operand& w = a.in.at(size_t(1 + part));
     const vulkan::Operand& y = a.out.at(size_t(part));
@@ -55,11 +61,10 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
            float(norm ? p.number("norm_epsilon") : 0.0)};
     const uint32_t norm_kind = norm ? (weighted ? 2 : 1) : 0;
     list.bind(a.device->pipeline(
-        {"matmul", {kind, epilogue_kind(op), residual ? 1u : 0u, norm_kind, col_maj ? 1u : 0u}, 6, sizeof push}));
+        {"matmul", {kind, epilogue_kind(op), residual ? 1u : 0u, norm_kind, col_maj ? 1u : 0u, lanes, tile}, 6, sizeof push}));
     list.bind_buffers({x.binding(), w.binding(), y.binding(), r.binding(), gn.binding(), vulkan::words_binding(a)});
     list.push_constants(push);
-    const int64_t max_rows = x.shape.size() < 2 ? 1 : x.shape[0];
-    list.dispatch(vulkan::groups(n, 64), uint32_t(std::min<int64_t>(max_rows, 65535)));
+    list.dispatch(uint32_t(std::clamp<int64_t>(n, 1, 65535)), uint32_t(std::min<int64_t>((max_rows + tile - 1) / tile, 65535)));
   }
   if (silu_mul) {
     // y = silu(gate) * up over the two parts' outputs, once both are written.

@@ -1,13 +1,14 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 // GEMM, ProjectionGEMM and GEMV: y[m, n] = epilogue(sum_k a[m, k] * W[n, k]) (+ r[m, n]), with
-// a's rows through an RMSNorm first where the planner folded one in. One invocation per output,
-// its sum over k in f32 in order; W in its checkpoint format, dequantised here (load.glsl).
+// a's rows through an RMSNorm first where the planner folded one in. A workgroup per output, f32
+// sums; W in its checkpoint format, dequantised here (load.glsl).
 //   specialization constants: 0 W's dtype (0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_1),
 //   1 the epilogue (0 none, 1 relu, 2 silu, 3 gelu, 4 gelu_tanh), 2 a residual, 3 the norm
 //   (0 none, 1 unweighted, 2 weighted), 4 W is (N, K) (else (K, N), float kinds only)
 //   bindings: a (f32), W (raw words), y (f32), r (f32), the norm's weight (f32), the words
-layout(local_size_x = 64) in;
+layout(local_size_x_id = 5) in;  // the subgroup size
 layout(constant_id = 0) const int kWeight = 0;
 layout(constant_id = 1) const int kEpilogue = 0;
 layout(constant_id = 2) const bool kResidual = false;
@@ -32,6 +33,8 @@ layout(push_constant) uniform Push {
   float epsilon;
 } p;
 
+float r_at(uint i) { return r[uint(p.r_base + word(p.r_offset)) + i]; }
+
 float finish(float v) {
   if (kEpilogue == 1) return max(v, 0.0);
   if (kEpilogue == 2) return silu(v);
@@ -40,26 +43,51 @@ float finish(float v) {
   return v;
 }
 
+// Rows of a each workgroup takes: each weight read serves all of them (1 for one row).
+layout(constant_id = 6) const uint kTile = 8u;
+
 void main() {
-  const uint n = gl_GlobalInvocationID.x, m = gl_WorkGroupID.y;
+  // A subgroup per output column n and tile of up to kTile rows of a: its invocations take every
+  // lane-th k (neighbouring invocations read neighbouring weights), each weight read serving
+  // every row of the tile, and subgroupAdd sums the lanes; no shared memory, no barrier.
+  const uint t = gl_SubgroupInvocationID, lanes = gl_SubgroupSize;
   const uint k = uint(p.k), width = uint(p.n);
-  if (n >= width || m >= uint(word(p.rows))) return;
-  const uint a0 = uint(p.a_base + word(p.a_offset)) + m * k;
+  const uint m0 = gl_WorkGroupID.y * kTile;
+  const uint valid = uint(word(p.rows));
+  if (m0 >= valid) return;
+  const uint tile = min(kTile, valid - m0);
+  const uint a0 = uint(p.a_base + word(p.a_offset)) + m0 * k;
   const uint w0 = uint(p.w_base + word(p.w_offset));
-  float scale = 1.0;
-  if (kNorm != 0) {
-    float ss = 0.0;
-    for (uint i = 0; i < k; ++i) ss += a[a0 + i] * a[a0 + i];
-    scale = inversesqrt(ss / float(k) + p.epsilon);
-  }
   const uint g0 = uint(p.g_base + word(p.g_offset));
-  float sum = 0.0;
-  for (uint i = 0; i < k; ++i) {
-    float x = a[a0 + i];
-    if (kNorm != 0) x = x * scale * (kNorm == 2 ? g[g0 + i] : 1.0);
-    sum += x * load(kWeight, kColumnMajor ? w0 + n * k + i : w0 + i * width + n);
+  float scale[kTile];
+  for (uint r = 0; r < kTile; ++r) scale[r] = 1.0;
+  if (kNorm != 0) {
+    for (uint r = 0; r < tile; ++r) {
+      float ss = 0.0;
+      for (uint i = t; i < k; i += lanes) ss += a[a0 + r * k + i] * a[a0 + r * k + i];
+      scale[r] = inversesqrt(subgroupAdd(ss) / float(k) + p.epsilon);
+    }
   }
-  float v = finish(sum);
-  if (kResidual) v += r[uint(p.r_base + word(p.r_offset)) + m * width + n];
-  y[uint(p.y_base + word(p.y_offset)) + m * width + n] = v;
+  for (uint n = gl_WorkGroupID.x; n < width; n += gl_NumWorkGroups.x) {
+    float sum[kTile];
+    for (uint r = 0; r < kTile; ++r) sum[r] = 0.0;
+    for (uint i = t; i < k; i += lanes) {
+      const float wi = load(kWeight, kColumnMajor ? w0 + n * k + i : w0 + i * width + n);
+      const float gi = kNorm == 2 ? g[g0 + i] : 1.0;
+      for (uint r = 0; r < tile; ++r) {
+        float x = a[a0 + r * k + i];
+        if (kNorm != 0) x = x * scale[r] * gi;
+        sum[r] += x * wi;
+      }
+    }
+    for (uint r = 0; r < tile; ++r) {
+      const float total = subgroupAdd(sum[r]);
+      if (t == 0u) {
+        const uint m = m0 + r;
+        float v = finish(total);
+        if (kResidual) v += r_at(m * width + n);
+        y[uint(p.y_base + word(p.y_offset)) + m * width + n] = v;
+      }
+    }
+  }
 }
