@@ -11,6 +11,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "devices/device.hpp"
 #include "iron/cpu.hpp"
 #include "iron/models/runner.hpp"
 #include "iron/trace.hpp"
@@ -65,8 +66,11 @@ void add_bench_command(CLI::App& app, bool execute) {
     const auto& c = runner->config();
     int threads = o->common.threads > 0 ? o->common.threads : cpu_device::available_cpus();
     std::printf("model: %s (%s)\n", std::filesystem::path(o->common.model).filename().c_str(), c.describe().c_str());
-    std::printf("cpu: %s; threads %d; load %.3f s\n\n", cpu_device::features().c_str(), threads,
-                runner->load_seconds());
+    const bool on_cpu = options.device == "cpu";
+    if (on_cpu)
+      std::printf("cpu: %s; threads %d; load %.3f s\n\n", cpu_device::features().c_str(), threads, runner->load_seconds());
+    else
+      std::printf("%s; load %.3f s\n\n", detail::device_named(options.device).description().c_str(), runner->load_seconds());
 
     std::vector<int32_t> prompt(size_t(std::max<int64_t>(o->prompt, 1)));
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + (i * 7919) % size_t(c.vocab - 1));
@@ -127,6 +131,14 @@ void add_bench_command(CLI::App& app, bool execute) {
     // streaming read measured 33 GB/s one minute and 50 the next), so the fraction comes from
     // decode runs and streaming reads taken back to back, three pairs, the median of their ratios.
     std::vector<double> bandwidths, fractions;
+    if (!on_cpu) {
+      // The bound is the CPU's memory here; a GPU's is its own copy bandwidth, which this command
+      // does not measure yet.
+      std::printf("\nweights read per decoded token: %.1f MiB (the %s device's bandwidth bound is not measured)", mib(bytes),
+                  options.device.c_str());
+      std::printf("\npeak memory: %.1f MiB of this process (the device's memory not counted)\n", mib(peak));
+      return;
+    }
     for (int pair = 0; pair < (tg.empty() ? 1 : 3); ++pair) {
       bandwidths.push_back(cpu_device::measure_read_bandwidth(threads));
       if (!tg.empty()) fractions.push_back(decode() / (bandwidths.back() * 1e9 / bytes));

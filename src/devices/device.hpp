@@ -54,6 +54,8 @@ class Device {
   virtual ~Device() = default;
   /// "cpu", "vulkan".
   virtual std::string name() const = 0;
+  /// What it is, in a line: "cpu: avx2 fma ...", "vulkan: NVIDIA H200 (discrete GPU), ...".
+  virtual std::string description() = 0;
   /// `bytes` zeroed bytes; `purpose` names them in errors ("scratch", "outputs of graph g").
   virtual std::unique_ptr<DeviceBuffer> allocate(int64_t bytes, const std::string& purpose) = 0;
   /// A weight's bytes as its checkpoint holds them, on the device once (the CPU reads the

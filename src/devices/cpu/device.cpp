@@ -47,6 +47,7 @@ Operand operand(const detail::View& v, const detail::Locator& at) {
 class CpuDevice final : public detail::Device {
  public:
   std::string name() const override { return "cpu"; }
+  std::string description() override { return "cpu: " + Features::host().str(); }
 
   std::unique_ptr<detail::DeviceBuffer> allocate(int64_t bytes, const std::string& purpose) override {
     const size_t rounded = size_t((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);

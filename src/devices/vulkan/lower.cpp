@@ -179,6 +179,10 @@ class VulkanProgram final : public detail::Program {
 class VulkanDevice final : public detail::Device {
  public:
   std::string name() const override { return "vulkan"; }
+  std::string description() override {
+    const DeviceInfo& i = device().info();
+    return "vulkan: " + i.short_name() + (i.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? " (software on this machine's CPU: its figures are not a GPU's)" : "");
+  }
 
   std::unique_ptr<detail::DeviceBuffer> allocate(int64_t bytes, const std::string& purpose) override {
     vulkan::Device& d = device();
