@@ -166,11 +166,11 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   // A negative max_tokens (llama.cpp's -n -1): until the end of sequence or a full context.
   int64_t steps = max_tokens < 0 ? room : std::min(max_tokens - 1, room);
   stats.stop = max_tokens < 0 || steps < max_tokens - 1 ? "context full" : "token limit";
-  Tensor generated = decode.read(model_->generated);
-  const int32_t* ids = generated.data_as<int32_t>();
   auto t1 = Clock::now();
   for (int64_t k : loop.steps(steps)) {
-    int32_t id = ids[total + k + 1];
+    // Read each step: on the CPU (and a GPU whose memory the host maps) a view of the state in
+    // place; elsewhere a copy made now, which holds this step's token.
+    const int32_t id = decode.read(model_->generated).data_as<int32_t>()[total + k + 1];
     on_token(id);
     ++stats.generated_tokens;
     if (stop_at_end && tokenizer_ && tokenizer_->is_end(id)) {

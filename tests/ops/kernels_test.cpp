@@ -75,7 +75,7 @@ TEST(OpKernels, ProjectionGemmEveryEpilogue) {
       }
 }
 
-TEST(OpKernels, GemvFloatAndQuantised) {
+void gemv_float_and_quantised() {
   uint32_t seed = 40;
   for (DType w : {f32, bf16, f16}) {
     for (DType x : {f32, bf16}) {
@@ -107,6 +107,16 @@ TEST(OpKernels, GemvFloatAndQuantised) {
     c.seed = seed++;
     run_case(c);
   }
+}
+
+TEST(OpKernels, GemvFloatAndQuantised) { gemv_float_and_quantised(); }
+
+// On Vulkan, the matmul a device without subgroup arithmetic takes (64 lanes summed through
+// shared memory), forced on this one; on the CPU the same cases again.
+TEST(OpKernels, GemvWithoutSubgroupArithmetic) {
+  ::setenv("IRON_VULKAN_SUBGROUPS", "0", 1);
+  gemv_float_and_quantised();
+  ::unsetenv("IRON_VULKAN_SUBGROUPS");
 }
 
 // ---- rowwise and unary ----------------------------------------------------------------------

@@ -74,9 +74,11 @@ class CpuProgram final : public detail::Program {
     barrier_->reset(threads, pool_.cpu_clocks());
     pool_.run(threads, &CpuProgram::job, this);
     const int64_t ended = steady_ns();
-    if (!pool_.last_run_woke_a_worker())
-      governor.report(threads, ended - began, barrier_->stalled_ns() + pool_.last_join_stall_ns(), ended,
-                      barrier_->descheduled());
+    // A run that had to wake a sleeping worker waited on that wake-up, not on another process:
+    // its waits are not counted, but a thread seen off its core (by its clock, given time to
+    // wake) is.
+    const int64_t stalled = pool_.last_run_woke_a_worker() ? 0 : barrier_->stalled_ns() + pool_.last_join_stall_ns();
+    governor.report(threads, ended - began, stalled, ended, barrier_->descheduled());
   }
 
   void run_one(size_t i, const int64_t* words) override {
@@ -110,6 +112,7 @@ class CpuProgram final : public detail::Program {
       return;
     }
     BarrierSeat seat;
+    if (threads > 1) self->barrier_->start(thread);
     // How many threads take part: all of them, until a barrier finds one was descheduled; then
     // thread 0 runs the rest alone and the others leave (the split changes, the results do not).
     int active = threads;

@@ -74,11 +74,15 @@ constexpr int kSpinsBeforeSleep = 20000;
 // and the two take turns sleeping, one wake-up per phase (seen as ~110 us gaps at every phase of
 // a decode step).
 constexpr int64_t kBarrierSpinNs = 2'000'000;
-// How often a waiter looks at a late thread's CPU clock (a system call of about a microsecond):
-// a thread that got less than half of such a span is descheduled. Longer than the brief
-// preemptions of a quiet machine (an interrupt, our own host thread waking), short against a
-// scheduler's slice (milliseconds), which is what a descheduled thread loses.
+// How often a waiter looks at a late thread's CPU clock (a system call of about a microsecond),
+// and over how long a span a late thread that got less than a quarter of it counts as
+// descheduled: longer than an interrupt or our own host thread's turn, short against a
+// scheduler's slice (milliseconds), which is what another process takes. A quiet VM still sees
+// such spans now and then (its vCPU is descheduled by the hypervisor: 0 ns of CPU over 500 us,
+// about 5 times a second in SmolLM2 decode here), so the governor waits for a second sighting.
 constexpr int64_t kProbeNs = 100'000;
+constexpr int64_t kDescheduledSpanNs = 500'000;
+constexpr int64_t kWakeSpanNs = 2'000'000;
 // A wait this long is a thread descheduled, not an uneven split (those are microseconds): what
 // the governor counts. Shorter than a scheduler's slice (a few milliseconds).
 constexpr int64_t kStallNs = 300'000;
@@ -90,12 +94,17 @@ thread_local bool rest_after_job = false;  // this worker's share left the run e
 void ThreadPool::rest_after_this_job() { rest_after_job = true; }
 
 Barrier::Barrier(int capacity)
-    : arrived_(std::make_unique<std::atomic<uint32_t>[]>(size_t(std::max(capacity, 1)))), capacity_(std::max(capacity, 1)) {}
+    : arrived_(std::make_unique<std::atomic<uint32_t>[]>(size_t(std::max(capacity, 1)))),
+      started_(std::make_unique<std::atomic<bool>[]>(size_t(std::max(capacity, 1)))),
+      capacity_(std::max(capacity, 1)) {}
 
 void Barrier::reset(int threads, const clockid_t* clocks) {
   threads_.store(std::min(threads, capacity_), std::memory_order_relaxed);
   clocks_ = clocks;
-  for (int t = 0; t < capacity_; ++t) arrived_[size_t(t)].store(0, std::memory_order_relaxed);
+  for (int t = 0; t < capacity_; ++t) {
+    arrived_[size_t(t)].store(0, std::memory_order_relaxed);
+    started_[size_t(t)].store(false, std::memory_order_relaxed);
+  }
   waiting_.store(0, std::memory_order_relaxed);
   release_.store(false, std::memory_order_relaxed);
   stalled_ns_.store(0, std::memory_order_relaxed);
@@ -116,11 +125,15 @@ bool Barrier::late_thread_descheduled(uint32_t round, int self, int& probed, int
   const int64_t wall_now = steady_ns();
   if (probed >= 0 && arrived_[size_t(probed)].load(std::memory_order_acquire) < round) {
     // The thread looked at last time is still not here: did it run in between?
-    const int64_t cpu_now = thread_cpu_ns(clocks_[probed]);
-    if (cpu_then >= 0 && cpu_now >= 0 && wall_now - wall_then >= kProbeNs &&
-        2 * (cpu_now - cpu_then) < wall_now - wall_then)
-      return true;
-    if (wall_now - wall_then < kProbeNs) return false;
+    const int64_t cpu_now = thread_cpu_ns(clocks_[probed]), span = wall_now - wall_then;
+    if (cpu_then < 0 || cpu_now < 0) return false;
+    const bool starved = 4 * (cpu_now - cpu_then) < span;
+    // A worker still waking from sleep is given longer: a halted vCPU of a quiet VM was seen to
+    // take over 500 us to wake; another process holding the core takes a slice or more.
+    const int64_t needed = started_[size_t(probed)].load(std::memory_order_acquire) ? kDescheduledSpanNs : kWakeSpanNs;
+    if (starved && span >= needed) return true;
+    if (starved) return false;  // not running so far: keep watching it
+    // It ran: look again from now.
   }
   // Look at (another) late thread from now on.
   probed = -1;
@@ -196,7 +209,9 @@ void ThreadGovernor::report(int used, int64_t wall_ns, int64_t stalled_ns, int64
   window_wall_ += wall_ns * (used - 1);
   window_stalled_ += std::min(stalled_ns, wall_ns * (used - 1));
   // A thread seen losing its core decides at once: a short run (a small model's prefill takes
-  // about a millisecond) cannot afford to lose a window of them first.
+  // about a millisecond) cannot afford to lose a window of them first. The first hold is short,
+  // since a quiet VM sees such sightings too (see kDescheduledSpanNs); another process's shows
+  // again at each probe, and the hold doubles.
   if (window_wall_ < kWindowNs && !descheduled) return;
   const bool contended = descheduled || double(window_stalled_) > kContended * double(window_wall_);
   if (contended && log_level() <= LogLevel::debug)

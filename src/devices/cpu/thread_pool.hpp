@@ -41,6 +41,8 @@ class Barrier {
   explicit Barrier(int capacity = 1);
   /// Before a run of `threads`; `clocks[t]` is thread t's CPU-time clock.
   void reset(int threads, const clockid_t* clocks);
+  /// Thread `thread` has begun its share of the run (a worker woken for it is awake).
+  void start(int thread) { started_[size_t(thread)].store(true, std::memory_order_release); }
   /// Waits for every thread; returns how many take part from here on (1 after a stall).
   int wait(BarrierSeat& seat, int thread);
   /// Time threads spent waiting on a descheduled thread, since reset().
@@ -55,6 +57,7 @@ class Barrier {
   std::atomic<int> threads_{1};
   const clockid_t* clocks_ = nullptr;
   std::unique_ptr<std::atomic<uint32_t>[]> arrived_;  // per thread: the last round it reached
+  std::unique_ptr<std::atomic<bool>[]> started_;      // per thread: it has begun the run
   int capacity_;
   alignas(64) std::atomic<int> waiting_{0};
   alignas(64) std::atomic<bool> release_{false};
@@ -64,10 +67,10 @@ class Barrier {
 };
 
 /// Decides how many threads the next run takes. A run in which a barrier saw a thread lose its
-/// core, or runs whose threads lost more than a fifth of their time waiting at the end of a run
-/// (over a window of 10 ms of the waiting threads' time), mean another process holds one of our
-/// cores: runs then take one thread fewer, for a hold that doubles (100 ms up to 800 ms) each
-/// time a probe at the larger count stalls again.
+/// core, or runs whose threads lost more than a fifth of their time waiting (over a window of
+/// 10 ms of the waiting threads' time), mean another process may hold one of our cores: runs
+/// then take one thread fewer, for a hold that doubles (10 ms up to 640 ms) each time a probe
+/// at the larger count stalls again, and halves with each clean window.
 /// A clean window keeps the larger count and halves the hold again. A quiet machine's rare
 /// stall (an interrupt, our own host thread waking on a busy core) stays under the share; a
 /// 4 ms window was not long enough for that.
@@ -75,8 +78,8 @@ class ThreadGovernor {
  public:
   static constexpr int64_t kWindowNs = 10'000'000;
   static constexpr double kContended = 0.2;
-  static constexpr int64_t kHoldNs = 100'000'000;
-  static constexpr int kMaxBackoff = 3;
+  static constexpr int64_t kHoldNs = 10'000'000;
+  static constexpr int kMaxBackoff = 6;
 
   /// Threads for a run that asks for `wanted`, at time `now_ns`.
   int threads_for(int wanted, int64_t now_ns);

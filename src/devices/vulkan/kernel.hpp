@@ -75,6 +75,9 @@ uint32_t groups(int64_t n, uint32_t local);
 inline Binding words_binding(const KernelArgs& a) { return {a.words, 0, a.words->size()}; }
 /// Unless every operand (ids aside) is f32: unsupported(op, ...), naming the dtype.
 void require_f32(const Operator& op, const KernelArgs& a);
+/// Whether environment variable `name` is set to 0 (a test's way to take the path of a device
+/// without an optional feature).
+bool disabled_by_environment(const char* name);
 /// The kind load.glsl reads `t` as (0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_1, 6 i32), or -1.
 int32_t load_kind(DType t);
 /// An operand's first element as two push-constant ints: its base, and its offset word.

@@ -2,6 +2,8 @@
 // plan lowered into one command list recorded once. A call writes its words into a host-visible
 // buffer and submits the same commands again; only a move of the arena's scratch records anew.
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <cstring>
 #include <mutex>
 
@@ -37,6 +39,11 @@ void require_f32(const Operator& op, const KernelArgs& a) {
   for (const auto* list : {&a.in, &a.out})
     for (const Operand& o : *list)
       if (o.dtype != f32) unsupported(op, "an operand of " + std::string(name(o.dtype)) + " (its shader reads f32)");
+}
+
+bool disabled_by_environment(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string_view(v) == "0";
 }
 
 int32_t load_kind(DType t) {

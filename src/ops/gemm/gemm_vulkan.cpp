@@ -38,9 +38,13 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
   const vulkan::Operand* g = norm && weighted ? &a.in.back() : nullptr;
   if (g && g->dtype != f32) vulkan::unsupported(op, "a norm weight of " + std::string(name(g->dtype)));
 
-  // A workgroup is one subgroup, which sums its lanes' products with subgroupAdd.
-  const uint32_t lanes = std::max<uint32_t>(1, a.device->info().subgroup_size);
-  if (!a.device->info().subgroup_arithmetic) vulkan::unsupported(op, "a device without subgroup arithmetic");
+  // A workgroup is one subgroup, which sums its lanes' products with subgroupAdd; a device
+  // without subgroup arithmetic (or IRON_VULKAN_SUBGROUPS=0, which tests that path) takes 64
+  // lanes summed through shared memory instead.
+  const bool subgroups = a.device->info().subgroup_arithmetic && a.device->info().subgroup_size > 0 &&
+                         !vulkan::disabled_by_environment("IRON_VULKAN_SUBGROUPS");
+  const char* shader = subgroups ? "matmul" : "matmul_shared";
+  const uint32_t lanes = subgroups ? a.device->info().subgroup_size : 64;
   // Rows of a a workgroup takes (each weight read serves them all): one for a single row.
   const int64_t max_rows = x.shape.size() < 2 ? 1 : x.shape[0];
   const uint32_t tile = max_rows == 1 ? 1 : 8;
@@ -61,7 +65,7 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
            float(norm ? p.number("norm_epsilon") : 0.0)};
     const uint32_t norm_kind = norm ? (weighted ? 2 : 1) : 0;
     list.bind(a.device->pipeline(
-        {"matmul", {kind, epilogue_kind(op), residual ? 1u : 0u, norm_kind, col_maj ? 1u : 0u, lanes, tile}, 6, sizeof push}));
+        {shader, {kind, epilogue_kind(op), residual ? 1u : 0u, norm_kind, col_maj ? 1u : 0u, lanes, tile}, 6, sizeof push}));
     list.bind_buffers({x.binding(), w.binding(), y.binding(), r.binding(), gn.binding(), vulkan::words_binding(a)});
     list.push_constants(push);
     list.dispatch(uint32_t(std::clamp<int64_t>(n, 1, 65535)), uint32_t(std::min<int64_t>((max_rows + tile - 1) / tile, 65535)));

@@ -1,0 +1,94 @@
+// The matmul shader's body, shared by matmul.comp (a subgroup per workgroup, summed with
+// subgroupAdd) and matmul_shared.comp (64 lanes summed through shared memory, for a device
+// without subgroup arithmetic). The includer defines LANE, LANES and lane_sum(v) first.
+//
+// GEMM, ProjectionGEMM and GEMV: y[m, n] = epilogue(sum_k a[m, k] * W[n, k]) (+ r[m, n]), with
+// a's rows through an RMSNorm first where the planner folded one in; f32 sums; W in its
+// checkpoint format, dequantised here (load.glsl).
+//   specialization constants: 0 W's dtype (0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_1),
+//   1 the epilogue (0 none, 1 relu, 2 silu, 3 gelu, 4 gelu_tanh), 2 a residual, 3 the norm
+//   (0 none, 1 unweighted, 2 weighted), 4 W is (N, K) (else (K, N), float kinds only), 5 the
+//   workgroup size (matmul.comp: the subgroup size), 6 rows of a per workgroup
+//   bindings: a (f32), W (raw words), y (f32), r (f32), the norm's weight (f32), the words
+layout(constant_id = 0) const int kWeight = 0;
+layout(constant_id = 1) const int kEpilogue = 0;
+layout(constant_id = 2) const bool kResidual = false;
+layout(constant_id = 3) const int kNorm = 0;
+layout(constant_id = 4) const bool kColumnMajor = true;
+
+layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer W { uint w[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 3) readonly buffer R { float r[]; };
+layout(std430, set = 0, binding = 4) readonly buffer G { float g[]; };
+#define WORDS_BINDING 5
+#include "devices/vulkan/shaders/words.glsl"
+#include "devices/vulkan/shaders/math.glsl"
+#define RAW w
+#include "devices/vulkan/shaders/load.glsl"
+
+layout(push_constant) uniform Push {
+  int a_base, a_offset, w_base, w_offset, y_base, y_offset, r_base, r_offset, g_base, g_offset;
+  int k, n;
+  int rows;  // a word: a's valid rows
+  float epsilon;
+} p;
+
+float r_at(uint i) { return r[uint(p.r_base + word(p.r_offset)) + i]; }
+
+float finish(float v) {
+  if (kEpilogue == 1) return max(v, 0.0);
+  if (kEpilogue == 2) return silu(v);
+  if (kEpilogue == 3) return gelu(v);
+  if (kEpilogue == 4) return gelu_tanh(v);
+  return v;
+}
+
+// Rows of a each workgroup takes: each weight read serves all of them (1 for one row).
+layout(constant_id = 6) const uint kTile = 8u;
+
+void main() {
+  // A workgroup per output column n and tile of up to kTile rows of a: its lanes take every
+  // lane-th k (neighbouring lanes read neighbouring weights), each weight read serving every row
+  // of the tile, and lane_sum adds the lanes.
+  const uint t = LANE, lanes = LANES;
+  const uint k = uint(p.k), width = uint(p.n);
+  const uint m0 = gl_WorkGroupID.y * kTile;
+  const uint valid = uint(word(p.rows));
+  if (m0 >= valid) return;
+  const uint tile = min(kTile, valid - m0);
+  const uint a0 = uint(p.a_base + word(p.a_offset)) + m0 * k;
+  const uint w0 = uint(p.w_base + word(p.w_offset));
+  const uint g0 = uint(p.g_base + word(p.g_offset));
+  float scale[kTile];
+  for (uint r = 0; r < kTile; ++r) scale[r] = 1.0;
+  if (kNorm != 0) {
+    for (uint r = 0; r < tile; ++r) {
+      float ss = 0.0;
+      for (uint i = t; i < k; i += lanes) ss += a[a0 + r * k + i] * a[a0 + r * k + i];
+      scale[r] = inversesqrt(lane_sum(ss) / float(k) + p.epsilon);
+    }
+  }
+  for (uint n = gl_WorkGroupID.x; n < width; n += gl_NumWorkGroups.x) {
+    float sum[kTile];
+    for (uint r = 0; r < kTile; ++r) sum[r] = 0.0;
+    for (uint i = t; i < k; i += lanes) {
+      const float wi = load(kWeight, kColumnMajor ? w0 + n * k + i : w0 + i * width + n);
+      const float gi = kNorm == 2 ? g[g0 + i] : 1.0;
+      for (uint r = 0; r < tile; ++r) {
+        float x = a[a0 + r * k + i];
+        if (kNorm != 0) x = x * scale[r] * gi;
+        sum[r] += x * wi;
+      }
+    }
+    for (uint r = 0; r < tile; ++r) {
+      const float total = lane_sum(sum[r]);
+      if (t == 0u) {
+        const uint m = m0 + r;
+        float v = finish(total);
+        if (kResidual) v += r_at(m * width + n);
+        y[uint(p.y_base + word(p.y_offset)) + m * width + n] = v;
+      }
+    }
+  }
+}
