@@ -219,7 +219,16 @@ struct TinyHfModel {
   std::vector<std::string> extra_tensors;            // more tensors of shape (1,), by name
   std::string tokenizer_json;                        // a path copied in as tokenizer.json
 
-  /// Writes the directory under the temp directory and returns its path.
+  TinyHfModel() = default;
+  TinyHfModel(const TinyHfModel&) = delete;
+  TinyHfModel& operator=(const TinyHfModel&) = delete;
+  /// Removes the directories write() made.
+  ~TinyHfModel() {
+    std::error_code ignored;
+    for (const std::string& dir : written_) std::filesystem::remove_all(dir, ignored);
+  }
+
+  /// Writes the directory under the temp directory (removed with this object) and returns its path.
   std::string write(const std::string& name) const {
     namespace fs = std::filesystem;
     const int64_t hd = dim / heads;
@@ -268,8 +277,12 @@ struct TinyHfModel {
                                    {"tie_word_embeddings", false}};
     std::ofstream((dir / "config.json").string()) << config.dump();
     if (!tokenizer_json.empty()) fs::copy_file(tokenizer_json, dir / "tokenizer.json");
+    written_.push_back(dir.string());
     return dir.string();
   }
+
+ private:
+  mutable std::vector<std::string> written_;
 };
 
 }  // namespace iron::io::testing
