@@ -69,3 +69,25 @@ TEST(VulkanGraph, AnUnknownDeviceIsNamed) {
 }
 
 }  // namespace
+
+namespace {
+
+// More memory than the device has: one clear error naming what was asked for, and the graph
+// still works for shapes that fit.
+TEST(VulkanGraph, OutOfDeviceMemoryIsAClearError) {
+  IRON_NEEDS_VULKAN();
+  Sums g;
+  const int64_t rows = int64_t(1) << 27;  // 4 GiB a buffer, more than lavapipe's 2 GiB heap
+  try {
+    g.compile({{"a", {rows, 8}}, {"b", {rows, 8}}, {"row", {1, 8}}}, {.device = "vulkan"});
+    FAIL() << "a graph of 12 GiB compiled";
+  } catch (const iron::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("out of device memory"), std::string::npos) << what;
+  }
+  const iron::Tensor a = pattern(2, 8, 1), b = pattern(2, 8, 2), row = pattern(1, 8, 3);
+  auto& small = g.compile({{"a", {2, 8}}, {"b", {2, 8}}, {"row", {1, 8}}}, {.device = "vulkan"});
+  EXPECT_EQ(small({a, b, row}).outputs[0].to_floats(), g.reference({a, b, row}).outputs[0].to_floats());
+}
+
+}  // namespace
