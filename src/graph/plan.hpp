@@ -57,18 +57,23 @@ struct Place {
   bool overlaps(const Place& o) const;
 };
 
-/// A view of a buffer as a step reads or writes it, before any device resolves an address.
-struct View {
-  Place place;
+/// How a view walks its buffer: what a step's operand is on every device, less where the
+/// buffer is (a place in the plan, an address on the CPU, a bound buffer on Vulkan).
+struct ViewLayout {
   DType dtype = f32;
   Shape shape;
   Shape strides;               // in elements, per axis
-  WordRef offset;              // in elements, from the place's first byte
+  WordRef offset;              // in elements, from the buffer's (or place's) first byte
   std::vector<WordRef> valid;  // leading entries of each axis valid this call
-  // Gathered rows (a Copy from a gather view): per-call ids, or fixed ones.
-  std::shared_ptr<View> ids;
+  // Rows gathered by fixed ids (a Copy from a gather view); per-call ids are the operand's own.
   std::vector<int64_t> fixed_rows;
   int64_t table_rows = 0;  // rows of the table a gather reads
+};
+
+/// A view of a buffer as a step reads or writes it, before any device resolves an address.
+struct View : ViewLayout {
+  Place place;
+  std::shared_ptr<View> ids;  // rows gathered by per-call ids
 };
 
 /// A step's operands and scalars, and whether it waits for the steps before it: it reads what

@@ -22,13 +22,8 @@ using iron::io::testing::stories_path;
 
 namespace {
 
+using iron::test::generate;
 using iron::test::kStoriesGreedy;
-
-std::vector<int32_t> generate(LlamaRunner& r, const std::vector<int32_t>& prompt, int64_t n) {
-  std::vector<int32_t> out;
-  r.generate(prompt, n, [&](int32_t id) { out.push_back(id); });
-  return out;
-}
 
 TEST(Stories260K, GreedyFromBosGivesThePublishedTokens) {
   IRON_NEEDS_STORIES();

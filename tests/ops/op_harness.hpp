@@ -320,15 +320,9 @@ inline Result run_case(const Case& c) {
     };
     std::function<vulkan::Operand(const cpu::Operand&)> on_device = [&](const cpu::Operand& o) {
       vulkan::Operand v;
+      static_cast<detail::ViewLayout&>(v) = o;
       v.buffer = buffer_of(o.base);
-      v.dtype = o.dtype;
-      v.shape = o.shape;
-      v.strides = o.strides;
-      v.offset = o.offset;
-      v.valid = o.valid;
       if (o.ids) v.ids = std::make_shared<vulkan::Operand>(on_device(*o.ids));
-      v.fixed_rows = o.fixed_rows;
-      v.table_rows = o.table_rows;
       return v;
     };
     vulkan::KernelArgs va;

@@ -31,15 +31,9 @@ class HostBuffer final : public detail::DeviceBuffer {
 // A view with its address resolved, as a kernel reads it.
 Operand operand(const detail::View& v, const detail::Locator& at) {
   Operand o;
+  static_cast<detail::ViewLayout&>(o) = v;
   o.base = at(v.place).host();
-  o.dtype = v.dtype;
-  o.shape = v.shape;
-  o.strides = v.strides;
-  o.offset = v.offset;
-  o.valid = v.valid;
   if (v.ids) o.ids = std::make_shared<Operand>(operand(*v.ids, at));
-  o.fixed_rows = v.fixed_rows;
-  o.table_rows = v.table_rows;
   if (v.place.resident && !v.place.resident->is_state) o.prepared = v.place.resident->prepared;
   return o;
 }

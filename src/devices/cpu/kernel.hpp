@@ -31,18 +31,11 @@ inline std::pair<int64_t, int64_t> split(int64_t n, int t, int threads, int64_t 
   return {std::min(begin, n), std::min(end, n)};
 }
 
-/// A buffer view as a kernel reads or writes it.
-struct Operand {
+/// A buffer view as a kernel reads or writes it: the plan's layout at an address.
+struct Operand : detail::ViewLayout {
   char* base = nullptr;  // the buffer's first byte
-  DType dtype = f32;
-  Shape shape;
-  Shape strides;               // in elements, per axis
-  WordRef offset;              // in elements, from base
-  std::vector<WordRef> valid;  // leading entries of each axis valid this call
-  // Gathered rows (Copy from a gather view): per-call ids, or fixed ones.
+  // Gathered rows (Copy from a gather view): per-call ids (ids outside the table read nothing).
   std::shared_ptr<Operand> ids;
-  std::vector<int64_t> fixed_rows;
-  int64_t table_rows = 0;  // rows of the table a gather reads (ids outside it read nothing)
   // A weight's rearranged forms (null for inputs, scratch and states): a kernel that wants the
   // weight in another layout makes it here once, at lowering, for every kernel reading it.
   std::shared_ptr<PreparedForms> prepared;

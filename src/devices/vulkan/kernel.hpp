@@ -26,17 +26,10 @@ using WordRef = detail::WordRef;
 int32_t shader_word(const WordRef& w);
 
 /// A view as a shader reads it: its buffer bound whole, and where the view starts in it.
-struct Operand {
+struct Operand : detail::ViewLayout {
   const Buffer* buffer = nullptr;
   int64_t base = 0;  // elements from the buffer's first byte to the view's place
-  DType dtype = f32;
-  Shape shape;
-  Shape strides;               // in elements, per axis
-  WordRef offset;              // in elements, from the place
-  std::vector<WordRef> valid;  // leading entries of each axis valid this call
   std::shared_ptr<Operand> ids;
-  std::vector<int64_t> fixed_rows;
-  int64_t table_rows = 0;
 
   int rank() const { return int(shape.size()); }
   Binding binding() const { return {buffer, 0, buffer->size()}; }

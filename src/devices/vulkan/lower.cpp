@@ -102,15 +102,9 @@ Operand operand(const detail::View& v, const detail::Locator& at) {
   const DTypeInfo& i = info(v.dtype);
   if (where.offset % i.bytes != 0)
     value_error("Vulkan: a view of " + std::string(name(v.dtype)) + " starts inside an element");
+  static_cast<detail::ViewLayout&>(o) = v;
   o.base = where.offset / i.bytes * i.block;
-  o.dtype = v.dtype;
-  o.shape = v.shape;
-  o.strides = v.strides;
-  o.offset = v.offset;
-  o.valid = v.valid;
   if (v.ids) o.ids = std::make_shared<Operand>(operand(*v.ids, at));
-  o.fixed_rows = v.fixed_rows;
-  o.table_rows = v.table_rows;
   return o;
 }
 

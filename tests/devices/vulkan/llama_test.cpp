@@ -13,6 +13,7 @@
 using namespace iron;
 using namespace iron::models;
 using iron::io::testing::stories_path;
+using iron::test::generate;
 using iron::test::kStoriesGreedy;
 
 namespace {
@@ -22,12 +23,6 @@ namespace {
 #else
 #define IRON_WHOLE_MODEL_ON_VULKAN() IRON_NEEDS_VULKAN()
 #endif
-
-std::vector<int32_t> generate(LlamaRunner& r, const std::vector<int32_t>& prompt, int64_t n) {
-  std::vector<int32_t> out;
-  r.generate(prompt, n, [&](int32_t id) { out.push_back(id); });
-  return out;
-}
 
 TEST(VulkanStories260K, GreedyFromBosGivesThePublishedTokens) {
   IRON_NEEDS_STORIES();
