@@ -16,12 +16,10 @@ namespace iron::detail {
 
 Image::Image(Arena& arena, const Recording& recording,
              const std::vector<std::optional<int64_t>>& defaults, CompileOptions options)
-    : arena_(arena), recording_(recording), defaults_(defaults), options_(options), plan_(recording) {
+    : arena_(arena), recording_(recording), defaults_(defaults), options_(options), plan_(recording),
+      device_(arena.device()) {
   if (options_.threads <= 0) options_.threads = cpu::available_cpus();
-  if (plan_.output_bytes() > 0) {
-    device_ = &arena_.device();
-    output_memory_ = device_->allocate(plan_.output_bytes(), recording_.graph + "'s outputs");
-  }
+  if (plan_.output_bytes() > 0) output_memory_ = device_.allocate(plan_.output_bytes(), recording_.graph + "'s outputs");
   arena_.reserve_scratch(plan_.scratch_bytes());
   link();
 }
@@ -45,14 +43,22 @@ void Image::read(const Place& place, int64_t offset, void* target, int64_t bytes
   at.buffer->read(at.offset + offset, target, bytes);
 }
 
+const char* Image::host_bytes(const Place& place, int64_t offset, int64_t bytes, std::vector<char>& copy) {
+  const Location at = locate(place);
+  if (const char* host = at.host()) return host + offset;
+  copy.resize(size_t(bytes));
+  at.buffer->read(at.offset + offset, copy.data(), bytes);
+  return copy.data();
+}
+
 void Image::write(const Place& place, int64_t offset, const void* source, int64_t bytes) {
   const Location at = locate(place);
   at.buffer->write(at.offset + offset, source, bytes);
 }
 
 void Image::link() {
-  if (device_ && device_ != &arena_.device())
-    value_error(recording_.graph + ": this version was compiled for the " + device_->name() +
+  if (&device_ != &arena_.device())
+    value_error(recording_.graph + ": this version was compiled for the " + device_.name() +
                 " device, and the graph's memory is now on " + arena_.device().name() + ": compile it again");
   words_.assign(size_t(plan_.table().size()), 0);
   have_carried_.assign(size_t(plan_.table().values()), false);
@@ -124,9 +130,8 @@ void Image::check_host_ids() {
   const int64_t* words = words_.data();
   for (const HostIds& c : plan_.host_ids()) {
     const int64_t n = c.ids.shape.empty() ? 1 : c.ids.valid[0].get(words);
-    ids_.resize(size_t(n));
-    read(c.ids.place, byte_offset(c.ids), ids_.data(), n * int64_t(sizeof(int32_t)));
-    const int32_t* ids = ids_.data();
+    const auto* ids = reinterpret_cast<const int32_t*>(
+        host_bytes(c.ids.place, byte_offset(c.ids), n * int64_t(sizeof(int32_t)), ids_));
     for (int64_t k = 0; k < n; ++k)
       if (ids[k] < 0 || ids[k] >= c.table_rows) {
         std::ostringstream m;
@@ -190,36 +195,23 @@ void Image::run_host(const HostStep& step) {
 
 void Image::emit(int64_t* next) {
   if (!plan_.emitted()) return;  // no carried values
-  int32_t emitted[64];
-  const size_t n = std::min<size_t>(plan_.carry_slots().size(), 64);
-  read(plan_.emitted()->place, byte_offset(*plan_.emitted()), emitted, int64_t(n * sizeof(int32_t)));
+  const size_t n = plan_.carry_slots().size();
+  const auto* emitted = reinterpret_cast<const int32_t*>(
+      host_bytes(plan_.emitted()->place, byte_offset(*plan_.emitted()), int64_t(n * sizeof(int32_t)), emitted_));
   for (size_t i = 0; i < n; ++i) next[i] = emitted[i];
 }
 
 void Image::fill_result(CompiledGraph::Result& result) {
   const std::vector<View>& outputs = plan_.outputs();
-  // Where the host reads an output: the device's memory, or the copy made of it now.
   output_copies_.resize(outputs.size());
-  auto host = [&](size_t i) {
-    const View& o = outputs[i];
-    const Location at = locate(o.place);
-    if (at.host()) return at.host() + byte_offset(o);
-    std::vector<char>& copy = output_copies_[i];
-    copy.resize(size_t(storage_bytes(o.dtype, element_count(o.shape))));
-    at.buffer->read(at.offset + byte_offset(o), copy.data(), int64_t(copy.size()));
-    return copy.data();
-  };
-  if (result.outputs.size() != outputs.size()) {
-    result.outputs.clear();
-    for (size_t i = 0; i < outputs.size(); ++i)
-      result.outputs.push_back(Tensor::borrow(host(i), outputs[i].shape, outputs[i].dtype));
-  }
+  result.outputs.resize(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     const View& o = outputs[i];
     Tensor& t = result.outputs[i];
-    // Cut to the rows valid this call, as the reference's outputs are.
+    // Cut to the rows valid this call, as the reference's outputs are. The host reads the
+    // device's memory, or the copy made of it now.
     const int64_t rows = o.shape.empty() ? 0 : o.valid[0].get(words_.data());
-    char* at = host(i);
+    const char* at = host_bytes(o.place, byte_offset(o), storage_bytes(o.dtype, element_count(o.shape)), output_copies_[i]);
     if (t.data() != at || (!o.shape.empty() && t.shape()[0] != rows)) {
       t = Tensor::borrow(at, o.shape, o.dtype);
       if (!o.shape.empty()) t = t.rows(0, rows);

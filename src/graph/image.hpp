@@ -57,6 +57,9 @@ class Image {
     const DTypeInfo& i = info(v.dtype);
     return v.offset.get(words_.data()) / i.block * i.bytes;
   }
+  /// `bytes` at `offset` past a place's start as the host reads them: the device's memory where
+  /// the host reaches it, else a copy made now in `copy`.
+  const char* host_bytes(const Place& place, int64_t offset, int64_t bytes, std::vector<char>& copy);
   /// Copies `bytes` at `offset` past a place's start to or from the host.
   void read(const Place& place, int64_t offset, void* target, int64_t bytes);
   void write(const Place& place, int64_t offset, const void* source, int64_t bytes);
@@ -76,12 +79,12 @@ class Image {
   std::vector<bool> given_;  // the values this call was given (not defaults, not carried)
   // Outputs (and inputs returned as outputs) live in memory of this version's own, so that a
   // call of another version, which reuses the shared scratch, leaves them as they were.
-  Device* device_ = nullptr;  // where output_memory_ is (set when it is made)
+  Device& device_;  // the arena's device when this version was compiled: its memory is there
   std::unique_ptr<DeviceBuffer> output_memory_;
   // Outputs as the host sees them, where it cannot address the device's memory: copied back
   // each call, one per output.
   std::vector<std::vector<char>> output_copies_;
-  std::vector<int32_t> ids_;  // host ids read back to be checked
+  std::vector<char> ids_, emitted_;  // host ids and carried values, where they are copied back
   uint64_t linked_ = 0;
   std::unique_ptr<Program> program_;
 };

@@ -92,30 +92,28 @@ void VersionPlan::place_buffers() {
     for (const Handle& h : hs.writes) touch(h, int(hs.after_step));
   }
 
-  places_.assign(buffers.size(), Place{});
+  // A scratch buffer nothing touches keeps offset -1: an error if anything asks for it.
+  places_.assign(buffers.size(), Place{Place::Region::scratch, -1, nullptr, 0});
   for (size_t i = 0; i < buffers.size(); ++i) {
     places_[i].bytes = buffer_bytes(*buffers[i]);
-    if (buffers[i]->resident) {
-      places_[i].region = Place::Region::resident;
-      places_[i].resident = buffers[i]->resident;
-    }
+    if (buffers[i]->resident) places_[i] = {Place::Region::resident, 0, buffers[i]->resident, places_[i].bytes};
   }
   // Outputs get this version's own memory, one after another: they must outlive the call of
   // any other version (which reuses the scratch) until this version's next call.
-  std::vector<bool> own(buffers.size(), false);
   for (const Handle& h : recording_.outputs) {
-    const BufferNode& b = *h.buffer();
-    if ((b.role != Role::scratch && b.role != Role::input) || own[size_t(b.id)]) continue;
-    own[size_t(b.id)] = true;
-    places_[size_t(b.id)].region = Place::Region::output;
-    places_[size_t(b.id)].offset = output_bytes_;
-    output_bytes_ += aligned(places_[size_t(b.id)].bytes);
+    Place& place = places_[size_t(h.buffer()->id)];
+    const Role role = h.buffer()->role;
+    if ((role != Role::scratch && role != Role::input) || place.region == Place::Region::output) continue;
+    place.region = Place::Region::output;
+    place.offset = output_bytes_;
+    output_bytes_ += aligned(place.bytes);
   }
 
   // Largest first, each at the lowest offset clear of every placed buffer alive at the same time.
   std::vector<size_t> order;
   for (size_t i = 0; i < buffers.size(); ++i)
-    if ((buffers[i]->role == Role::scratch || buffers[i]->role == Role::input) && last[i] >= -1 && !own[i])
+    if ((buffers[i]->role == Role::scratch || buffers[i]->role == Role::input) && last[i] >= -1 &&
+        places_[i].region == Place::Region::scratch)
       order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return places_[a].bytes > places_[b].bytes; });
   struct Span {
@@ -138,10 +136,6 @@ void VersionPlan::place_buffers() {
     placed.push_back({offset, offset + bytes, first[i], last[i]});
     scratch_bytes_ = std::max(scratch_bytes_, offset + bytes);
   }
-  // A buffer no step, input or output touches has no place: an error if anything asks for it.
-  for (size_t i = 0; i < buffers.size(); ++i)
-    if (!buffers[i]->resident && !own[i] && std::find(order.begin(), order.end(), i) == order.end())
-      places_[i].offset = -1;
 }
 
 View VersionPlan::make_view(const Handle& h) {

@@ -57,20 +57,7 @@ TEST(Stories260K, ZooContinuesAsPublished) {
 
 TEST(Stories260K, ChunkedPrefillThenDecodeEqualsDecodingTokenByToken) {
   IRON_NEEDS_STORIES();
-  // A prompt of 23 tokens (BOS and the first 22 greedy ids) through chunks of 5 rows, and the same
-  // prompt through chunks of one row: the continuations must be identical.
-  std::vector<int32_t> prompt{1};
-  prompt.insert(prompt.end(), kStoriesGreedy.begin(), kStoriesGreedy.begin() + 22);
-  RunnerOptions chunked, single;
-  chunked.model.context = single.model.context = 128;
-  chunked.model.chunk = 5;
-  single.model.chunk = 1;
-  auto a = LlamaRunner::open(stories_path(), chunked), b = LlamaRunner::open(stories_path(), single);
-  auto ta = generate(*a, prompt, 30), tb = generate(*b, prompt, 30);
-  EXPECT_EQ(ta, tb);
-  // And both continue the published greedy sequence.
-  EXPECT_EQ(std::vector<int32_t>(ta.begin(), ta.begin() + 30),
-            std::vector<int32_t>(kStoriesGreedy.begin() + 22, kStoriesGreedy.begin() + 52));
+  iron::test::expect_chunked_prefill_equals_token_by_token(stories_path(), "cpu");
 }
 
 TEST(Stories260K, SameSeedSameSamples) {

@@ -78,8 +78,9 @@ constexpr int64_t kBarrierSpinNs = 2'000'000;
 // and over how long a span a late thread that got less than a quarter of it counts as
 // descheduled: longer than an interrupt or our own host thread's turn, short against a
 // scheduler's slice (milliseconds), which is what another process takes. A quiet VM still sees
-// such spans now and then (its vCPU is descheduled by the hypervisor: 0 ns of CPU over 500 us,
-// about 5 times a second in SmolLM2 decode here), so the governor waits for a second sighting.
+// such spans now and then (its vCPU held by the hypervisor: 0 ns of CPU over 500 us; 20 to 30
+// times in one `iron bench -t 2 -p 0 -n 128 -r 3` of SmolLM2), so the governor's first hold on a
+// sighting is short (ThreadGovernor::kHoldNs).
 constexpr int64_t kProbeNs = 100'000;
 constexpr int64_t kDescheduledSpanNs = 500'000;
 constexpr int64_t kWakeSpanNs = 2'000'000;

@@ -33,9 +33,6 @@ struct Operand : detail::ViewLayout {
 
   int rank() const { return int(shape.size()); }
   Binding binding() const { return {buffer, 0, buffer->size()}; }
-  /// The view's first element as a shader word: base plus a constant offset, or (a per-call
-  /// offset) the word itself, with the base passed beside it.
-  bool dense() const { return strides == contiguous_strides(shape); }
 };
 
 struct KernelArgs {

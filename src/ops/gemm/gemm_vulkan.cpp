@@ -5,6 +5,7 @@
 #include <map>
 
 #include "devices/vulkan/kernel.hpp"
+#include "ops/elementwise/elementwise_vulkan.hpp"
 #include "ops/op.hpp"
 
 namespace iron::ops {
@@ -73,16 +74,7 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
   if (silu_mul) {
     // y = silu(gate) * up over the two parts' outputs, once both are written.
     list.barrier();
-    const vulkan::Operand &gate = a.out.at(0), &up = a.out.at(1), &y = a.out.at(2);
-    struct Push {
-      vulkan::Start a, b, y;
-      int32_t rows, row_elements, width;
-    } push{vulkan::start(gate), vulkan::start(up), vulkan::start(y), vulkan::rows_word(y),
-           vulkan::shader_int(y.shape.empty() ? 1 : row_elements(y.shape), "a row"), 0};
-    list.bind(a.device->pipeline({"elementwise", {4}, 4, sizeof push}));
-    list.bind_buffers({gate.binding(), up.binding(), y.binding(), vulkan::words_binding(a)});
-    list.push_constants(push);
-    list.dispatch(vulkan::groups(element_count(y.shape), 256));
+    record_elementwise(VulkanElementwise::silu_mul, a.out.at(0), a.out.at(1), a.out.at(2), a, list);
   }
 }
 

@@ -40,17 +40,7 @@ TEST(VulkanStories260K, GreedyFromBosGivesThePublishedTokens) {
 TEST(VulkanStories260K, ChunkedPrefillThenDecodeEqualsDecodingTokenByToken) {
   IRON_NEEDS_STORIES();
   IRON_WHOLE_MODEL_ON_VULKAN();
-  std::vector<int32_t> prompt{1};
-  prompt.insert(prompt.end(), kStoriesGreedy.begin(), kStoriesGreedy.begin() + 22);
-  RunnerOptions chunked, single;
-  chunked.device = single.device = "vulkan";
-  chunked.model.context = single.model.context = 128;
-  chunked.model.chunk = 5;
-  single.model.chunk = 1;
-  auto a = LlamaRunner::open(stories_path(), chunked), b = LlamaRunner::open(stories_path(), single);
-  auto ta = generate(*a, prompt, 30), tb = generate(*b, prompt, 30);
-  EXPECT_EQ(ta, tb);
-  EXPECT_EQ(ta, std::vector<int32_t>(kStoriesGreedy.begin() + 22, kStoriesGreedy.begin() + 52));
+  iron::test::expect_chunked_prefill_equals_token_by_token(stories_path(), "vulkan");
 }
 
 }  // namespace

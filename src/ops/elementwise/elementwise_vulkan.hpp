@@ -1,0 +1,16 @@
+// The elementwise shader (elementwise.comp) as other operators' recorders dispatch it: a matmul
+// with a SwiGLU merged in finishes with it.
+#pragma once
+
+#include "devices/vulkan/kernel.hpp"
+
+namespace iron::ops {
+
+/// The shader's operations, its specialization constant 0.
+enum class VulkanElementwise : uint32_t { add, sub, mul, div, silu_mul };
+
+/// Records y = a op b over y's valid rows (b: a's shape, or one row broadcast); f32 operands.
+void record_elementwise(VulkanElementwise operation, const vulkan::Operand& a, const vulkan::Operand& b,
+                        const vulkan::Operand& y, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+}  // namespace iron::ops
