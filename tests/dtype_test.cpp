@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "iron/dtype.hpp"
@@ -40,6 +41,25 @@ TEST(DType, Q8_0Dequantises) {
   float out[32];
   to_f32(DType::q8_0, block, out, 32);
   for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], 0.5f * float(i - 16));
+}
+
+TEST(DType, Q8_0QuantisesEachBlockToItsLargestMagnitude) {
+  // Two blocks: one spanning [-3.1, 3.1], one of zeros (a zero scale, not a division by zero).
+  float x[64] = {};
+  for (int i = 0; i < 32; ++i) x[i] = -3.1f + 0.2f * float(i);
+  x[7] = 6.35f;  // the largest magnitude maps to 127
+  uint8_t q[68];
+  from_f32(DType::q8_0, x, q, 64);
+  uint16_t d16;
+  std::memcpy(&d16, q, 2);
+  EXPECT_EQ(d16, f32_to_f16(6.35f / 127.0f));
+  EXPECT_EQ(int8_t(q[2 + 7]), 127);
+  float back[64];
+  to_f32(DType::q8_0, q, back, 64);
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(back[i], x[i], 0.5f * 6.35f / 127.0f * 1.01f) << i;
+  for (int i = 32; i < 64; ++i) EXPECT_EQ(back[i], 0.0f);
+  EXPECT_THROW(from_f32(DType::q8_0, x, q, 40), Error);  // not whole blocks
+  EXPECT_THROW(from_f32(DType::q4_0, x, q, 32), Error);  // no quantiser for the weight kinds
 }
 
 TEST(DType, Q4_1Dequantises) {

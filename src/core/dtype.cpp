@@ -1,5 +1,6 @@
 #include "iron/dtype.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -243,9 +244,22 @@ void from_f32(DType to, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) d[i] = int32_t(std::trunc(src[i]));
       return;
     }
+    case DType::q8_0: {  // a KV cache in q8_0: blocks of 32 rounded as llama.cpp's quantize_row_q8_0
+      if (n % 32) value_error("q8_0 holds whole blocks of 32 values; got " + std::to_string(n));
+      auto* d = static_cast<uint8_t*>(dst);
+      for (int64_t b = 0; b < n / 32; ++b, src += 32, d += 34) {
+        float largest = 0;
+        for (int i = 0; i < 32; ++i) largest = std::max(largest, std::fabs(src[i]));
+        const float scale = largest / 127.0f, inverse = scale != 0 ? 1.0f / scale : 0.0f;
+        const uint16_t scale16 = f32_to_f16(scale);
+        std::memcpy(d, &scale16, 2);
+        for (int i = 0; i < 32; ++i) d[2 + i] = uint8_t(int8_t(std::round(src[i] * inverse)));
+      }
+      return;
+    }
     default:
       value_error("cannot write f32 values as " + std::string(name(to)) +
-                  ": quantising is not supported");
+                  ": quantising to it is not supported");
   }
 }
 
