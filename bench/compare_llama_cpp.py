@@ -9,6 +9,8 @@ not counted against it.
 
     python3 -m pip install llama-cpp-python      # builds llama.cpp from source (minutes)
     python3 bench/compare_llama_cpp.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf -t 2 -p 512 -n 128 -r 5
+    # at depth 2048 (tokens already in the cache), both with q8_0 caches, llama.cpp with flash attention:
+    python3 bench/compare_llama_cpp.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf -t 2 -d 2048 -ctk q8_0 -ctv q8_0 -fa
 
 Not part of the tests: it measures, it does not pass or fail.
 """
@@ -29,27 +31,37 @@ def fmt(xs):
     return f"{statistics.mean(xs):9.1f} ± {sd:6.1f}"
 
 
-def iron_run(iron, model, threads, prompt, gen, batch, precision):
-    out = subprocess.run(
-        [iron, "bench", "-m", model, "-t", str(threads), "-p", str(prompt), "-n", str(gen), "-r", "1", "-b", str(batch),
-         "--precision", precision],
-        check=True, capture_output=True, text=True).stdout
+def iron_run(iron, model, threads, prompt, gen, batch, precision, depth, cache_k, cache_v):
+    command = [iron, "bench", "-m", model, "-t", str(threads), "-p", str(prompt), "-n", str(gen), "-r", "1",
+               "-b", str(batch), "-d", str(depth), "--precision", precision]
+    command += ["-ctk", cache_k] if cache_k else []
+    command += ["-ctv", cache_v] if cache_v else []
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     figures = {}
-    for test, value in re.findall(r"\|\s*(pp\d+|tg\d+)\s*\|\s*\d+\s*\|\s*([\d.]+)", out):
+    for test, value in re.findall(r"\|\s*(pp\d+|tg\d+)(?: @ d\d+)?\s*\|\s*\d+\s*\|\s*([\d.]+)", out):
         figures[test[:2]] = float(value)
     peak = re.search(r"peak memory: ([\d.]+) MiB", out)
     return figures, float(peak.group(1)) if peak else None, out
 
 
-def llama_cpp_run(llm, llama_cpp, prompt_ids, gen):
-    """Prefill `prompt_ids` in one batch, then `gen` single-token decode steps (greedy)."""
+def llama_cpp_run(llm, llama_cpp, prompt_ids, gen, depth_ids):
+    """Prefill `prompt_ids` in one batch, then `gen` single-token decode steps (greedy), each test
+    after `depth_ids` already in the cache (filled once, untimed, and kept)."""
     figures = {}
+    depth = len(depth_ids)
 
     def fresh():
-        # An empty KV cache for each test: reset() alone rewinds the token count, and llama.cpp
-        # was seen to slow down run after run without the clear.
+        # The cache back to the depth's tokens: reset() alone rewinds the token count, and
+        # llama.cpp was seen to slow down run after run without clearing what follows.
+        if depth and llm.n_tokens >= depth:
+            llm._ctx.kv_cache_seq_rm(-1, depth, -1)
+            llm.n_tokens = depth
+            return
         llm.reset()
         llm._ctx.kv_cache_clear()
+        if depth:
+            for at in range(0, depth, llm.n_batch):
+                llm.eval(depth_ids[at:at + llm.n_batch])
 
     if prompt_ids:
         fresh()
@@ -81,6 +93,14 @@ def main():
     parser.add_argument("-n", "--n-gen", type=int, default=128, help="tokens to decode")
     parser.add_argument("-r", "--repetitions", type=int, default=5, help="alternating runs of each")
     parser.add_argument("-b", "--batch-size", type=int, default=512, help="prompt rows per call, for both")
+    parser.add_argument("-d", "--n-depth", type=int, default=0,
+                        help="tokens already in the cache when each test starts (filled once, untimed), for both")
+    parser.add_argument("-ctk", "--cache-type-k", choices=["f32", "f16", "bf16", "q8_0"],
+                        help="the key cache's type, for both (default: each one's own: llama.cpp f16, IRON by precision)")
+    parser.add_argument("-ctv", "--cache-type-v", choices=["f32", "f16", "bf16", "q8_0"],
+                        help="the value cache's type, for both")
+    parser.add_argument("-fa", "--flash-attn", action="store_true",
+                        help="llama.cpp with flash attention (needed for its quantised value caches)")
     parser.add_argument("--precision", default="medium", choices=["highest", "high", "medium"],
                         help="IRON's matmul precision (medium rounds activations to int8 blocks, as llama.cpp does)")
     parser.add_argument("--iron", default=os.path.join(os.path.dirname(__file__), "..", "build", "iron"),
@@ -91,36 +111,46 @@ def main():
     except ImportError:
         sys.exit("llama-cpp-python is not installed: python3 -m pip install llama-cpp-python")
 
+    # ggml.h: GGML_TYPE_BF16 = 30, which this binding may not name
+    ggml_type = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16,
+                 "bf16": getattr(llama_cpp, "GGML_TYPE_BF16", 30), "q8_0": llama_cpp.GGML_TYPE_Q8_0, None: None}
     llm = llama_cpp.Llama(model_path=args.model, n_threads=args.threads, n_threads_batch=args.threads,
-                          n_ctx=args.n_prompt + args.n_gen + 8, n_batch=max(args.batch_size, 1),
-                          n_ubatch=max(args.batch_size, 1), logits_all=False, verbose=False)
+                          n_ctx=args.n_depth + args.n_prompt + args.n_gen + 8, n_batch=max(args.batch_size, 1),
+                          n_ubatch=max(args.batch_size, 1), logits_all=False, verbose=False,
+                          flash_attn=args.flash_attn, type_k=ggml_type[args.cache_type_k],
+                          type_v=ggml_type[args.cache_type_v])
     vocab = llm.n_vocab()
-    prompt_ids = [1 + (i * 7919) % (vocab - 1) for i in range(args.n_prompt)]
+    made_up = lambda n: [1 + (i * 7919) % (vocab - 1) for i in range(n)]  # as `iron bench` makes them
+    prompt_ids, depth_ids = made_up(args.n_prompt), made_up(args.n_depth)
+    iron = lambda gen: iron_run(args.iron, args.model, args.threads, args.n_prompt, gen, args.batch_size,
+                                args.precision, args.n_depth, args.cache_type_k, args.cache_type_v)
     for _ in range(2):  # warm up both at full size
-        llama_cpp_run(llm, llama_cpp, prompt_ids, 8)
-    iron_run(args.iron, args.model, args.threads, args.n_prompt, 8, args.batch_size, args.precision)
+        llama_cpp_run(llm, llama_cpp, prompt_ids, 8, depth_ids)
+    iron(8)
 
     results = {"iron": {"pp": [], "tg": []}, "llama.cpp": {"pp": [], "tg": []}}
     peaks = []
     for rep in range(args.repetitions):
-        figures, peak, _ = iron_run(args.iron, args.model, args.threads, args.n_prompt, args.n_gen, args.batch_size,
-                                    args.precision)
+        figures, peak, _ = iron(args.n_gen)
         peaks.append(peak)
         for k, v in figures.items():
             results["iron"][k].append(v)
-        for k, v in llama_cpp_run(llm, llama_cpp, prompt_ids, args.n_gen).items():
+        for k, v in llama_cpp_run(llm, llama_cpp, prompt_ids, args.n_gen, depth_ids).items():
             results["llama.cpp"][k].append(v)
         print(f"run {rep + 1}/{args.repetitions}: iron {figures}", file=sys.stderr)
 
     name = os.path.basename(args.model)
+    caches = f"caches k {args.cache_type_k or 'default'}, v {args.cache_type_v or 'default'}"
     print(f"\nmodel {name}, {args.threads} threads, {args.repetitions} alternating runs each, iron at "
-          f"--precision {args.precision}, tokens/s:")
-    print(f"| {'test':8} | {'iron':18} | {'llama.cpp':18} | {'ratio':6} |")
-    print(f"| {'-'*8} | {'-'*18} | {'-'*18} | {'-'*6} |")
-    for test, label in (("pp", f"pp{args.n_prompt}"), ("tg", f"tg{args.n_gen}")):
+          f"--precision {args.precision}, {caches}, llama.cpp flash attention {'on' if args.flash_attn else 'off'}, "
+          f"depth {args.n_depth}, tokens/s:")
+    print(f"| {'test':14} | {'iron':18} | {'llama.cpp':18} | {'ratio':6} |")
+    print(f"| {'-'*14} | {'-'*18} | {'-'*18} | {'-'*6} |")
+    at = f" @ d{args.n_depth}" if args.n_depth else ""
+    for test, label in (("pp", f"pp{args.n_prompt}{at}"), ("tg", f"tg{args.n_gen}{at}")):
         a, b = results["iron"][test], results["llama.cpp"][test]
         ratio = statistics.mean(a) / statistics.mean(b) if a and b else float("nan")
-        print(f"| {label:8} | {fmt(a):18} | {fmt(b):18} | {ratio:6.2f} |")
+        print(f"| {label:14} | {fmt(a):18} | {fmt(b):18} | {ratio:6.2f} |")
     if peaks and peaks[0]:
         print(f"iron peak memory: {max(peaks):.1f} MiB")
 

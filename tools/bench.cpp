@@ -1,8 +1,8 @@
-// `iron bench -m MODEL [-p N] [-n N] [-t THREADS] [-r REPS] [-b BATCH] [--contend K] [--trace FILE]`:
-// prefill and decode speed as mean and spread over repetitions (quiet, and with --contend beside
-// K busy processes), in a table like llama-bench's, with the
-// weight bytes a decoded token reads, the machine's streaming-read bandwidth, the fraction of
-// that bound the decode reached, and peak memory.
+// `iron bench -m MODEL [-p N] [-n N] [-d DEPTH] [-t THREADS] [-r REPS] [-b BATCH] [--contend K]
+// [--trace FILE]`: prefill and decode speed as mean and spread over repetitions (quiet, and with
+// --contend beside K busy processes), with DEPTH tokens already in the cache, in a table like
+// llama-bench's, with the bytes a decoded token reads (weights and cache), the machine's
+// streaming-read bandwidth, the fraction of that bound the decode reached, and peak memory.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -37,7 +37,7 @@ void add_bench_command(CLI::App& app, bool execute) {
   struct Options {
     ModelOptions common;
     std::string trace;
-    int64_t prompt = 512, tokens = 128, chunk = 512;
+    int64_t prompt = 512, tokens = 128, chunk = 512, depth = 0;
     int reps = 5, contend = 0;
   };
   auto o = std::make_shared<Options>();
@@ -48,6 +48,8 @@ void add_bench_command(CLI::App& app, bool execute) {
   add_model_options(*cmd, o->common);
   add_integer(*cmd, "-p,--n-prompt", o->prompt, 0, kMaxRows / 2, "Prompt tokens to prefill (0: skip)");
   add_integer(*cmd, "-n,--n-gen", o->tokens, 0, kMaxRows / 2, "Tokens to decode (0: skip)");
+  add_integer(*cmd, "-d,--n-depth", o->depth, 0, kMaxRows / 2,
+              "Tokens already in the cache when each test starts (prefilled once, not timed), as llama-bench's -d");
   add_integer(*cmd, "-r,--repetitions", o->reps, 1, 1000, "Repetitions of each test");
   add_integer(*cmd, "-b,--batch-size", o->chunk, 1, INT32_MAX, "Prompt rows a prefill call takes (at most -p)");
   add_integer(*cmd, "--contend", o->contend, 0, 256,
@@ -61,7 +63,7 @@ void add_bench_command(CLI::App& app, bool execute) {
     if (!execute) return;
     models::RunnerOptions options = runner_options(o->common);
     options.model.chunk = std::max<int64_t>(1, std::min(o->chunk, std::max<int64_t>(o->prompt, 1)));
-    options.model.context = o->prompt + o->tokens + 2;
+    options.model.context = o->depth + o->prompt + o->tokens + 2;
     auto runner = models::LlamaRunner::open(o->common.model, options);
     const auto& c = runner->config();
     int threads = o->common.threads > 0 ? o->common.threads : cpu_device::available_cpus();
@@ -72,23 +74,32 @@ void add_bench_command(CLI::App& app, bool execute) {
     else
       std::printf("%s; load %.3f s\n\n", detail::device_named(options.device).description().c_str(), runner->load_seconds());
 
-    std::vector<int32_t> prompt(size_t(std::max<int64_t>(o->prompt, 1)));
-    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + (i * 7919) % size_t(c.vocab - 1));
+    // Made-up token ids spread over the vocabulary: the speed does not depend on which.
+    auto made_up = [&](int64_t n) {
+      std::vector<int32_t> ids(size_t(std::max<int64_t>(n, 1)));
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(1 + (i * 7919) % size_t(c.vocab - 1));
+      return ids;
+    };
+    const std::vector<int32_t> prompt = made_up(o->prompt);
+    const int64_t depth = o->depth;
     auto nothing = [](int32_t) {};
     // Decode tokens/s of one run of -n tokens (the first token comes from the prompt's call).
     auto decode = [&] {
-      auto s = runner->generate({prompt[0]}, o->tokens + 1, nothing, false);
+      auto s = runner->generate({prompt[0]}, o->tokens + 1, nothing, false, depth);
       return double(s.generated_tokens - 1) / s.generate_seconds;
     };
     std::vector<double> pp, tg, busy_pp, busy_tg;
     auto measure = [&](std::vector<double>& p, std::vector<double>& t) {
       if (o->prompt > 0) {
-        auto s = runner->generate(prompt, 0, nothing, false);
+        auto s = runner->generate(prompt, 0, nothing, false, depth);
         p.push_back(double(s.prompt_tokens) / s.prompt_seconds);
       }
       if (o->tokens > 0) t.push_back(decode());
     };
-    runner->generate(prompt, 2, nothing, false);  // warm up: pages the weights in
+    // The depth's tokens fill the cache once; every test continues after them and overwrites
+    // only what comes after.
+    if (depth > 0) runner->generate(made_up(depth), 0, nothing, false);
+    runner->generate(prompt, 2, nothing, false, depth);  // warm up: pages the weights in
     for (int r = 0; r < o->reps; ++r) {
       measure(pp, tg);
       if (o->contend > 0) {
@@ -99,7 +110,8 @@ void add_bench_command(CLI::App& app, bool execute) {
     }
     auto row = [&](const char* test, int64_t n, const std::vector<double>& quiet, const std::vector<double>& busy) {
       Spread s = spread(quiet);
-      std::printf("| %s%-6lld | %7d | %8.1f ± %5.1f |", test, (long long)n, threads, s.mean, s.sd);
+      std::string name = test + std::to_string(n) + (depth > 0 ? " @ d" + std::to_string(depth) : "");
+      std::printf("| %-14s | %7d | %8.1f ± %5.1f |", name.c_str(), threads, s.mean, s.sd);
       if (!busy.empty()) {
         Spread b = spread(busy);
         std::printf(" %8.1f ± %5.1f | %5.2f |", b.mean, b.sd, b.mean / s.mean);
@@ -107,13 +119,13 @@ void add_bench_command(CLI::App& app, bool execute) {
       std::printf("\n");
     };
     if (o->contend > 0) {
-      std::printf("| %-8s | %7s | %16s | %16s | %5s |\n", "test", "threads", "t/s quiet",
+      std::printf("| %-14s | %7s | %16s | %16s | %5s |\n", "test", "threads", "t/s quiet",
                   ("t/s, " + std::to_string(o->contend) + " busy").c_str(), "ratio");
-      std::printf("| %-8s | %7s | %16s | %16s | %5s |\n", "--------", "-------", "----------------",
+      std::printf("| %-14s | %7s | %16s | %16s | %5s |\n", "--------------", "-------", "----------------",
                   "----------------", "-----");
     } else {
-      std::printf("| %-8s | %7s | %16s |\n", "test", "threads", "t/s");
-      std::printf("| %-8s | %7s | %16s |\n", "--------", "-------", "----------------");
+      std::printf("| %-14s | %7s | %16s |\n", "test", "threads", "t/s");
+      std::printf("| %-14s | %7s | %16s |\n", "--------------", "-------", "----------------");
     }
     if (!pp.empty()) row("pp", o->prompt, pp, busy_pp);
     Spread d;
@@ -126,7 +138,11 @@ void add_bench_command(CLI::App& app, bool execute) {
                   "while other processes hold cores)\n", o->contend);
     // Peak memory before the bandwidth test, whose buffer is not the model's.
     double peak = double(cpu_device::peak_resident_bytes());
-    double bytes = double(runner->weight_bytes_per_token());
+    // What a decoded token reads: every weight once, and the cache's keys and values up to its
+    // position (on average the depth and half the decoded run).
+    const double weight_bytes = double(runner->weight_bytes_per_token());
+    const double cache_bytes = double(runner->cache_bytes_per_token(depth + 1 + o->tokens / 2));
+    const double bytes = weight_bytes + cache_bytes;
     // The bound moves with what else the machine's memory serves (on a shared host the same
     // streaming read measured 33 GB/s one minute and 50 the next), so the fraction comes from
     // decode runs and streaming reads taken back to back, three pairs, the median of their ratios.
@@ -134,8 +150,8 @@ void add_bench_command(CLI::App& app, bool execute) {
     if (!on_cpu) {
       // The bound is the CPU's memory here; a GPU's is its own copy bandwidth, which this command
       // does not measure yet.
-      std::printf("\nweights read per decoded token: %.1f MiB (the %s device's bandwidth bound is not measured)", mib(bytes),
-                  options.device.c_str());
+      std::printf("\nread per decoded token: %.1f MiB of weights + %.1f MiB of cache (the %s device's bandwidth bound "
+                  "is not measured)", mib(weight_bytes), mib(cache_bytes), options.device.c_str());
       std::printf("\npeak memory: %.1f MiB of this process (the device's memory not counted)\n", mib(peak));
       return;
     }
@@ -144,7 +160,10 @@ void add_bench_command(CLI::App& app, bool execute) {
       if (!tg.empty()) fractions.push_back(decode() / (bandwidths.back() * 1e9 / bytes));
     }
     const auto [low, high] = std::minmax_element(bandwidths.begin(), bandwidths.end());
-    std::printf("\nweights read per decoded token: %.1f MiB; streaming read: %.1f GB/s", mib(bytes), *low);
+    std::printf("\nread per decoded token: %.1f MiB of weights + %.1f MiB of cache (%s keys, %s values); "
+                "streaming read: %.1f GB/s", mib(weight_bytes), mib(cache_bytes),
+                std::string(name(options.model.k_cache_type())).c_str(),
+                std::string(name(options.model.v_cache_type())).c_str(), *low);
     if (*high > *low) std::printf(" to %.1f GB/s", *high);
     std::printf(" (bound: %.1f t/s", *low * 1e9 / bytes);
     if (*high > *low) std::printf(" to %.1f", *high * 1e9 / bytes);
@@ -159,7 +178,7 @@ void add_bench_command(CLI::App& app, bool execute) {
                 mib(double(runner->state_bytes())), mib(double(runner->scratch_bytes())));
     if (!o->trace.empty()) {
       trace::start();
-      runner->generate(prompt, 4, nothing, false);
+      runner->generate(prompt, 4, nothing, false, depth);
       size_t spans = trace::stop_and_write(o->trace);
       std::printf("trace: %zu spans of one prefill and 3 decode steps written to %s\n", spans, o->trace.c_str());
     }

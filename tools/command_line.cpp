@@ -53,6 +53,9 @@ int run_command_line(const std::vector<std::string>& args, bool execute, std::os
   if (std::string word = unknown_first_word(app, args); !word.empty()) return fail(word);
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend() - (args.empty() ? 0 : 1));
+    // llama.cpp's spellings of the cache types (CLI11's short options are one letter).
+    for (std::string& word : reversed)
+      if (word == "-ctk" || word == "-ctv") word = word == "-ctk" ? "--cache-type-k" : "--cache-type-v";
     app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e, out, err);

@@ -41,8 +41,9 @@ struct ModelOptions {
   std::string device = "cpu";
   std::string precision = "highest";
   std::string profile = "profiles";
+  std::string cache_type_k, cache_type_v;  // empty: the precision's default
 };
-/// Declares -m, -t, --device, --precision and --profile on `cmd`.
+/// Declares -m, -t, --device, --precision, --profile and the cache types on `cmd`.
 void add_model_options(CLI::App& cmd, ModelOptions& options);
 /// The runner options they give (the profile loaded when present).
 models::RunnerOptions runner_options(const ModelOptions& options);

@@ -1,5 +1,7 @@
-// The options every model command shares (-m, -t, --device, --precision, --profile), declared once.
+// The options every model command shares (-m, -t, --device, --precision, --profile, the cache
+// types), declared once.
 #include <filesystem>
+#include <tuple>
 
 #include "commands.hpp"
 #include "iron/io/files.hpp"
@@ -26,6 +28,14 @@ void add_model_options(CLI::App& cmd, ModelOptions& o) {
                  "Tunables: a profile file, or a directory holding cpu.json (written by `iron tune`); "
                  "absent: the defaults")
       ->capture_default_str();
+  for (auto [flags, value, what] : {std::tuple{"--cache-type-k", &o.cache_type_k, "keys"},
+                                    std::tuple{"--cache-type-v", &o.cache_type_v, "values"}})
+    cmd.add_option(flags, *value,
+                   std::string("The KV cache's type for ") + what +
+                       ": f32, f16, bf16 or q8_0 (" + (what[0] == 'k' ? "-ctk" : "-ctv") +
+                       ", as llama.cpp; default: f32 at highest and high, " +
+                       std::string(name(models::kMediumCacheDtype)) + " at medium; f32 on the Vulkan device, which writes no other type yet)")
+        ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
 }
 
 models::RunnerOptions runner_options(const ModelOptions& o) {
@@ -34,6 +44,8 @@ models::RunnerOptions runner_options(const ModelOptions& o) {
   options.threads = o.threads;
   options.device = o.device;
   options.model.precision = precision_from_name(o.precision);
+  if (!o.cache_type_k.empty()) options.model.k_cache_dtype = dtype_from_name(o.cache_type_k);
+  if (!o.cache_type_v.empty()) options.model.v_cache_dtype = dtype_from_name(o.cache_type_v);
   // A directory holds cpu.json; a file is the profile. Profile::load refuses a FIFO or a device
   // before opening it and caps the size.
   std::string file = o.profile;

@@ -40,8 +40,8 @@ int64_t LlamaRunner::context_bytes(const LlamaConfig& c, const LlamaOptions& o) 
   // Each layer's two caches and the RoPE table hold context + chunk rows, as does `generated`;
   // computed in doubles, so that no option overflows it, and held to int64.
   const double rows = double(o.context) + double(o.chunk);
-  const double cache = double(c.layers) * 2 * rows * double(c.kv_heads) * double(c.head_dim) *
-                       double(storage_bytes(o.cache_dtype, 1024)) / 1024.0;
+  const double row_bytes = double(storage_bytes(o.k_cache_type(), 1024) + storage_bytes(o.v_cache_type(), 1024)) / 1024.0;
+  const double cache = double(c.layers) * rows * double(c.kv_heads) * double(c.head_dim) * row_bytes;
   const double total = cache + rows * double(c.head_dim) * 4 + rows * 4;
   return total >= 9.0e18 ? INT64_MAX : int64_t(total);
 }
@@ -73,6 +73,12 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
   LlamaOptions& mo = r->options_.model;
   mo.context = std::min(mo.context, config.context);
   mo.chunk = std::min(mo.chunk, mo.context);  // a prefill call never takes more than the context, as in llama.cpp
+  // The Vulkan device writes f32 caches only (its copy has no 16-bit or block stores yet): unset
+  // types are f32 there at every precision, and a type asked for is refused when compiling.
+  if (r->options_.device == "vulkan") {
+    if (!mo.k_cache_dtype) mo.k_cache_dtype = f32;
+    if (!mo.v_cache_dtype) mo.v_cache_dtype = f32;
+  }
   r->weights_ = llama_state_dict(open_checkpoint(weights));
   const int64_t context_bytes = LlamaRunner::context_bytes(config, mo);
   if (context_bytes > (int64_t(1) << 30)) log(LogLevel::warning, context_notice(context_bytes, mo));
@@ -115,14 +121,20 @@ std::vector<int32_t> LlamaRunner::prompt_ids(const std::string& prompt, bool cha
 }
 
 GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t max_tokens,
-                                    const std::function<void(int32_t)>& on_token, bool stop_at_end) {
+                                    const std::function<void(int32_t)>& on_token, bool stop_at_end,
+                                    int64_t start) {
   GenerateStats stats;
   const LlamaOptions& mo = options_.model;
   const int64_t context = mo.context, chunk = mo.chunk;
   if (prompt.empty()) value_error("generate: the prompt has no tokens");
-  if (int64_t(prompt.size()) >= context)
-    value_error("the prompt has " + std::to_string(prompt.size()) + " tokens; the context holds " +
-                std::to_string(context) + " (raise -c up to the model's " + std::to_string(config().context) + ")");
+  if (start < 0 || start >= context)
+    value_error("generate: the cache holds " + std::to_string(context) + " positions; cannot continue after " +
+                std::to_string(start));
+  if (int64_t(prompt.size()) >= context - start)
+    value_error("the prompt has " + std::to_string(prompt.size()) + " tokens" +
+                (start ? " after " + std::to_string(start) + " already in the cache" : std::string()) +
+                "; the context holds " + std::to_string(context) + " (raise -c up to the model's " +
+                std::to_string(config().context) + ")");
   for (int32_t id : prompt)
     if (id < 0 || id >= config().vocab) value_error("token id " + std::to_string(id) + " is outside the vocabulary");
   stats.prompt_tokens = int64_t(prompt.size());
@@ -141,7 +153,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
     int64_t n = std::min(chunk, total - at);
     std::fill_n(tokens.mutable_data_as<int32_t>(), chunk, 0);
     std::memcpy(tokens.mutable_data(), prompt.data() + at, size_t(n) * 4);
-    std::vector<ValueArg> values{{"position", at}, {"rows", n}, {"token", 0}, {"step", 0}};
+    std::vector<ValueArg> values{{"position", start + at}, {"rows", n}, {"token", 0}, {"step", 0}};
     if (at + n < total) {
       prefill(std::span<const Tensor>(&tokens, 1), values);
     } else {
@@ -161,8 +173,8 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
     stats.stop = "end of sequence";
     return stats;
   }
-  // Decode steps: step k embeds the token at position total + k and leaves the next at + 1.
-  int64_t room = context - total - 1;
+  // Decode steps: step k embeds the token at position start + total + k and leaves the next at + 1.
+  int64_t room = context - start - total - 1;
   // A negative max_tokens (llama.cpp's -n -1): until the end of sequence or a full context.
   int64_t steps = max_tokens < 0 ? room : std::min(max_tokens - 1, room);
   stats.stop = max_tokens < 0 || steps < max_tokens - 1 ? "context full" : "token limit";
@@ -170,7 +182,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   for (int64_t k : loop.steps(steps)) {
     // Read each step: on the CPU (and a GPU whose memory the host maps) a view of the state in
     // place; elsewhere a copy made now, which holds this step's token.
-    const int32_t id = decode.read(model_->generated).data_as<int32_t>()[total + k + 1];
+    const int32_t id = decode.read(model_->generated).data_as<int32_t>()[start + total + k + 1];
     on_token(id);
     ++stats.generated_tokens;
     if (stop_at_end && tokenizer_ && tokenizer_->is_end(id)) {
@@ -210,6 +222,13 @@ int64_t LlamaRunner::weight_bytes_per_token() const {
     bytes += n;
   }
   return bytes;
+}
+
+int64_t LlamaRunner::cache_bytes_per_token(int64_t keys) const {
+  const LlamaConfig& c = config();
+  const LlamaOptions& o = options_.model;
+  const int64_t row = c.kv_heads * c.head_dim;
+  return c.layers * keys * (storage_bytes(o.k_cache_type(), row) + storage_bytes(o.v_cache_type(), row));
 }
 
 int64_t LlamaRunner::state_bytes() const {

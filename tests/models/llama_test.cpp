@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "io/io_test_util.hpp"
@@ -58,6 +59,28 @@ TEST(Stories260K, ZooContinuesAsPublished) {
 TEST(Stories260K, ChunkedPrefillThenDecodeEqualsDecodingTokenByToken) {
   IRON_NEEDS_STORIES();
   iron::test::expect_chunked_prefill_equals_token_by_token(stories_path(), "cpu");
+}
+
+// A run that continues after what the cache already holds (generate's `start`, as a chat's next
+// turn or `iron bench -d` does) gives what one run over the whole prompt gives; a start past the
+// context is refused.
+TEST(Stories260K, ContinuingAfterTheCacheEqualsOneRun) {
+  IRON_NEEDS_STORIES();
+  RunnerOptions o;
+  o.model.context = 128;
+  o.model.chunk = 8;
+  auto runner = LlamaRunner::open(stories_path(), o);
+  const std::vector<int32_t> prompt(kStoriesGreedy.begin(), kStoriesGreedy.begin() + 21);
+  const std::vector<int32_t> whole = generate(*runner, prompt, 30);
+  for (int64_t split : {1, 8, 13, 20}) {
+    runner->generate(std::vector<int32_t>(prompt.begin(), prompt.begin() + split), 0, [](int32_t) {}, false);
+    std::vector<int32_t> out;
+    runner->generate(std::vector<int32_t>(prompt.begin() + split, prompt.end()), 30,
+                     [&](int32_t id) { out.push_back(id); }, false, split);
+    EXPECT_EQ(out, whole) << "split at " << split;
+  }
+  EXPECT_THROW(runner->generate({1}, 1, [](int32_t) {}, false, 128), Error);
+  EXPECT_THROW(runner->generate(prompt, 1, [](int32_t) {}, false, 110), Error);  // no room for the prompt
 }
 
 TEST(Stories260K, SameSeedSameSamples) {
@@ -159,15 +182,20 @@ double kl_top32_rest(const nlohmann::json& position, const float* logits, int64_
 
 // Scores every golden position at `precision` and checks top-1 (where the reference's margin is
 // clear of what that precision may move) and KL against `kl_bound`; prints the figures.
-void check_smollm2_against_reference(Precision precision, double margin_needed, double kl_bound,
-                                     const std::string& device = "cpu") {
+// Returns the KL mean (0 when the model is absent: the caller has skipped).
+double check_smollm2_against_reference(Precision precision, double margin_needed, double kl_bound,
+                                       const std::string& device = "cpu", std::optional<DType> cache = {}) {
   std::string path = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent: run scripts/fetch-model.sh";
+  if (!std::filesystem::exists(path)) {
+    ADD_FAILURE() << "unreachable: the caller skips when " << path << " is absent";
+    return 0;
+  }
   std::ifstream file(std::string(IRON_SOURCE_DIR) + "/tests/golden/smollm2_logits.json");
   nlohmann::json golden = nlohmann::json::parse(file);
   RunnerOptions o;
   o.model.context = 256;
   o.model.precision = precision;
+  o.model.k_cache_dtype = o.model.v_cache_dtype = cache;
   o.device = device;
   auto runner = LlamaRunner::open(path, o);
   double worst = 0, total = 0;
@@ -203,12 +231,20 @@ void check_smollm2_against_reference(Precision precision, double margin_needed, 
       EXPECT_EQ(out[i], greedy[i]) << prompt["name"] << " greedy token " << i;
     }
   }
-  std::printf("SmolLM2 on %s at %s vs the numpy reference: %d positions, top-1 agrees at %d (all %d with a clear "
-              "margin checked), KL mean %.3g, max %.3g nats\n",
-              device.c_str(), std::string(name(precision)).c_str(), positions, top1_agree, top1_checked, total / positions, worst);
+  std::printf("SmolLM2 on %s at %s, %s cache, vs the numpy reference: %d positions, top-1 agrees at %d (all %d with "
+              "a clear margin checked), KL mean %.3g, max %.3g nats\n",
+              device.c_str(), std::string(name(precision)).c_str(),
+              std::string(name(o.model.k_cache_type())).c_str(), positions, top1_agree, top1_checked,
+              total / positions, worst);
+  return total / positions;
 }
 
+#define IRON_NEEDS_SMOLLM2()                                                                     \
+  if (!std::filesystem::exists(local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf")))             \
+  GTEST_SKIP() << local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf") << " is absent: run scripts/fetch-model.sh"
+
 TEST(SmolLM2, LogitsMatchAnIndependentNumpyReference) {
+  IRON_NEEDS_SMOLLM2();
   check_smollm2_against_reference(Precision::highest, 0.01, 1e-3);
 }
 
@@ -218,6 +254,7 @@ TEST(VulkanSmolLM2, LogitsMatchAnIndependentNumpyReference) {
   GTEST_SKIP() << "sanitizer build: the Release build runs whole models on Vulkan";
 #endif
   IRON_NEEDS_VULKAN();
+  IRON_NEEDS_SMOLLM2();
   check_smollm2_against_reference(Precision::highest, 0.01, 1e-3, "vulkan");
 }
 
@@ -226,7 +263,28 @@ TEST(SmolLM2, LogitsAtMediumPrecisionStayCloseToTheReference) {
   // llama.cpp itself on the same file and positions (bench/accuracy_llama_cpp.py) agrees on
   // top-1 at 127 of 130 with KL mean 3.5e-3, max 2.2e-2 nats; MEDIUM measures 126, 3.2e-3 and
   // 2.3e-2. The bounds leave room for that error, not for a broken kernel (KL of 0.1 and more).
-  check_smollm2_against_reference(Precision::medium, 0.3, 3e-2);
+  // An f32 cache: the matmuls' rounding alone (the cache types are the next test's).
+  IRON_NEEDS_SMOLLM2();
+  check_smollm2_against_reference(Precision::medium, 0.3, 3e-2, "cpu", f32);
+}
+
+// Each smaller cache type at medium, against the f32 cache at medium: the default at medium
+// (kMediumCacheDtype) costs at most 1.2x the f32 cache's KL mean, every type at most 1.5x. Measured:
+// f32 3.19e-3 mean (max 2.3e-2), f16 3.35e-3 (3.7e-2), bf16 3.93e-3 (4.3e-2), q8_0 4.08e-3
+// (4.1e-2); one position's KL moves most, so the per-position bound is looser than medium's own.
+TEST(SmolLM2, SmallerCachesAtMediumStayCloseToTheReference) {
+#ifdef IRON_SANITIZED_BUILD
+  GTEST_SKIP() << "sanitizer build: the Release build compares whole models' logits";
+#endif
+  IRON_NEEDS_SMOLLM2();
+  const double f32_cache = check_smollm2_against_reference(Precision::medium, 0.3, 3e-2, "cpu", f32);
+  for (DType t : {f16, bf16, DType::q8_0}) {
+    const double kl = check_smollm2_against_reference(Precision::medium, 0.3, 6e-2, "cpu", t);
+    EXPECT_LE(kl, 1.5 * f32_cache) << name(t);
+    if (t == kMediumCacheDtype) {
+      EXPECT_LE(kl, 1.2 * f32_cache) << name(t);
+    }
+  }
 }
 
 }  // namespace

@@ -265,15 +265,37 @@ TEST(OpKernels, CopyIntoARowAtAPerCallOffset) {
       }
     }
   }
-  // A quantised destination is refused when the kernel is made (no quantising on the CPU).
-  cpu::Operand q;
-  q.dtype = q8_0;
-  q.shape = {3, 32};
-  q.strides = {32, 1};
-  cpu::KernelArgs args;
-  args.in = {q};
-  args.out = {q};
-  EXPECT_THROW(catalog_entry("Copy").make({}, {})->cpu_kernel(args), Error);
+  // A quantised destination takes only whole blocks (a q8_0 KV cache's rows): a view whose rows
+  // are 16 values, or that starts mid-block, is refused when the kernel is made.
+  for (auto [shape, offset] : {std::pair<Shape, int64_t>{{3, 16}, 0}, {{3, 32}, 16}}) {
+    cpu::Operand q;
+    q.dtype = q8_0;
+    q.shape = shape;
+    q.strides = {shape[1], 1};
+    q.offset.constant = offset;
+    cpu::KernelArgs args;
+    args.in = {q};
+    args.out = {q};
+    EXPECT_THROW(catalog_entry("Copy").make({}, {})->cpu_kernel(args), Error) << to_string(shape);
+  }
+}
+
+TEST(OpKernels, CopyQuantisesWholeBlocksIntoQ8_0) {
+  // f32 rows written into rows 2..4 of a q8_0 table of 64-wide rows, as a prefill writes keys
+  // into a q8_0 cache; the reference rounds each block the same way.
+  for (DType from : {f32, bf16}) {
+    Case c;
+    c.op = "Copy";
+    c.params = {{"elements", int64_t(192)}};
+    c.in = {ranged(dense({3, 64}, from), -4, 4)};
+    Arg cache = dense({3, 64}, q8_0);
+    cache.offset = 2 * 64;
+    c.out = {cache};
+    run_case(c);
+    cache.offset_per_call = true;  // the cache's window starts at a per-call position
+    c.out = {cache};
+    run_case(c);
+  }
 }
 
 TEST(OpKernels, CopyCastsBetweenDtypes) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,24 @@ struct LlamaOptions {
   int64_t chunk = 64;      // prompt rows a prefill call takes
   bool all_logits = false; // prefill returns logits for every row (scoring), not just the last
   Sampling sampling;
-  DType cache_dtype = f32;
+  /// The KV cache's element types: f32, f16, bf16 or q8_0 (head_dim a multiple of 32), keys and
+  /// values each. Unset: see k_cache_type().
+  std::optional<DType> k_cache_dtype, v_cache_dtype;
   /// How the matmuls may round: highest (f32 sums, rounded once), high, or medium (activations
   /// rounded to int8 blocks where the CPU has VNNI, as llama.cpp does).
   Precision precision = Precision::highest;
+
+  /// The cache types a graph uses: the ones set, else f32 at highest and high (nothing rounds the
+  /// keys and values), and at medium kMediumCacheDtype, the smallest type whose cost in accuracy
+  /// is within what medium's matmuls already cost (docs/design.md gives the figures).
+  DType k_cache_type() const;
+  DType v_cache_type() const;
 };
+
+/// The default cache type at medium precision.
+extern const DType kMediumCacheDtype;
+/// Throws iron::Error unless `t` is a cache type a Llama graph takes for a head of `head_dim`.
+void check_cache_type(DType t, int64_t head_dim, const char* which);
 
 class LlamaAttention : public Module {
  public:

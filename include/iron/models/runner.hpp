@@ -54,11 +54,18 @@ class LlamaRunner {
 
   /// Generates up to `max_tokens` after `prompt`, calling `on_token` with each as it lands;
   /// stops at the end of sequence, at `max_tokens`, or when the context is full.
+  /// `start`: how many positions of the cache already hold this sequence's earlier tokens (left
+  /// there by earlier calls, which the caller tracks); the prompt continues after them. 0 begins
+  /// anew; anything from `start` on is overwritten.
   GenerateStats generate(const std::vector<int32_t>& prompt, int64_t max_tokens,
-                         const std::function<void(int32_t)>& on_token, bool stop_at_end = true);
+                         const std::function<void(int32_t)>& on_token, bool stop_at_end = true,
+                         int64_t start = 0);
 
   /// Bytes of weights one decode step reads (every layer's, the classifier, one embedding row).
   int64_t weight_bytes_per_token() const;
+  /// Bytes of the KV caches a decode step reads when it attends to `keys` positions (keys and
+  /// values of every layer, in the caches' types).
+  int64_t cache_bytes_per_token(int64_t keys) const;
   /// Bytes a context takes before any call (the KV caches, the RoPE table, the generated ids):
   /// what open() prints, before allocating it, when it is over 1 GiB.
   static int64_t context_bytes(const LlamaConfig& config, const LlamaOptions& options);

@@ -4,6 +4,7 @@
 #include "ops/copy/copy.hpp"
 
 #include <cstring>
+#include <vector>
 
 #include "ops/op.hpp"
 
@@ -20,6 +21,13 @@ Shape copy_extent(const Shape& valid_src, const Shape& valid_dst) {
   Shape e(valid_src.size());
   for (size_t a = 0; a < e.size(); ++a) e[a] = std::min(valid_src[a], valid_dst[a]);
   return e;
+}
+
+// Rounds `n` values (whole blocks) as a quantised dtype stores them.
+void round_blocks(DType dtype, float* x, int64_t n) {
+  std::vector<char> stored(size_t(storage_bytes(dtype, n)));
+  from_f32(dtype, x, stored.data(), n);
+  to_f32(dtype, stored.data(), x, n);
 }
 
 class CopyOp : public Operator {
@@ -42,6 +50,10 @@ class CopyOp : public Operator {
         d += index[size_t(a)] * dst.strides[size_t(a)];
       }
       dst.data[d] = round_to(dst.dtype, src.data[s]);
+      // A quantised destination (a q8_0 KV cache) rounds each whole run of the last axis by
+      // blocks, once the run is written: the kernel checked that runs are whole aligned blocks.
+      if (info(dst.dtype).quantised && index[size_t(rank - 1)] == extent[size_t(rank - 1)] - 1)
+        round_blocks(dst.dtype, dst.data + d + 1 - extent[size_t(rank - 1)], extent[size_t(rank - 1)]);
       int a = rank - 1;
       while (a >= 0 && ++index[size_t(a)] == extent[size_t(a)]) index[size_t(a--)] = 0;
       if (a < 0) break;
@@ -59,7 +71,22 @@ class CopyKernel final : public cpu::Kernel {
     if (src_.rank() != dst_.rank()) value_error("Copy between views of different rank");
     if (info(src_.dtype).quantised && src_.strides.back() != 1)
       value_error("Copy of a quantised view needs its last axis contiguous");
-    if (info(dst_.dtype).quantised) value_error("Copy cannot write a quantised view");
+    const DTypeInfo& di = info(dst_.dtype);
+    if (di.quantised) {
+      // Only whole blocks can be written (a KV cache's rows of head_dim values): the last axis
+      // contiguous, and every run of it starting and ending on a block boundary.
+      // A per-call offset is a window's start times the first axis's stride (a multiple of a
+      // block when that stride is); the kernel cannot see the expression, and a misaligned one
+      // would still write inside the buffer (copy_run rounds addresses down to a block).
+      bool whole = dst_.rank() > 0 && dst_.strides.back() == 1 && src_.strides.back() == 1 && dst_.shape.back() % di.block == 0 &&
+                   (dst_.offset.per_call() || dst_.offset.constant % di.block == 0) && !gathered();
+      for (int axis = 0; axis + 1 < dst_.rank(); ++axis) whole = whole && dst_.strides[size_t(axis)] % di.block == 0;
+      if (!whole)
+        value_error("Copy writes a quantised view (" + std::string(di.name) +
+                    ") only in whole blocks: its last axis contiguous and a multiple of " +
+                    std::to_string(di.block) + " long, its rows starting on block boundaries; got " +
+                    to_string(dst_.shape) + " with strides " + to_string(dst_.strides));
+    }
     if (src_.rank() > 8) value_error("Copy of a view of rank above 8");
   }
 
