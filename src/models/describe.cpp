@@ -246,10 +246,10 @@ void describe_gguf(std::ostream& out, std::shared_ptr<const io::MappedFile> file
   // The model and its tokenizer, when the file says what they are.
   const io::GgufValue* arch = gguf.find("general.architecture");
   const auto* arch_name = arch ? std::get_if<std::string>(&arch->value) : nullptr;
-  if (arch_name && *arch_name == "llama") {
-    section(out, "llama config", [&] { return llama_config_from_gguf(gguf).describe(); });
+  if (arch_name && (*arch_name == "llama" || *arch_name == "gemma3")) {
+    section(out, "model config", [&] { return llama_config_from_gguf(gguf).describe(); });
   } else if (arch_name) {
-    out << "model: architecture " << quoted(*arch_name, 32) << " (not Llama-family)\n";
+    out << "model: architecture " << quoted(*arch_name, 32) << " (not one IRON runs: llama, gemma3)\n";
   }
   if (gguf.find("tokenizer.ggml.model")) {
     section(out, "tokenizer", [&] {
@@ -279,7 +279,7 @@ void describe_safetensors(std::ostream& out, std::shared_ptr<const io::MappedFil
   write_tensors(out, rows, options);
 
   if (options.config_path.empty()) return;
-  section(out, "llama config",
+  section(out, "model config",
           [&] { return llama_config_from_hf(io::read_json_file(options.config_path)).describe(); });
   const auto tokenizer_json =
       std::filesystem::path(options.config_path).parent_path() / "tokenizer.json";

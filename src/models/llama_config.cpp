@@ -51,9 +51,6 @@ void validate(const LlamaConfig& c, const std::string& where) {
   if (c.heads % c.kv_heads != 0)
     value_error(where + ": " + std::to_string(c.heads) + " heads are not a multiple of " +
                 std::to_string(c.kv_heads) + " key/value heads");
-  if (c.heads * c.head_dim != c.dim)
-    value_error(where + ": " + std::to_string(c.heads) + " heads of " + std::to_string(c.head_dim) +
-                " do not make the hidden size " + std::to_string(c.dim));
   if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
     value_error(where + ": rope_dims " + std::to_string(c.rope_dims) +
                 " must be even and at most head_dim " + std::to_string(c.head_dim));
@@ -61,6 +58,15 @@ void validate(const LlamaConfig& c, const std::string& where) {
     value_error(where + ": the RoPE base " + number(c.rope_base) + " must be finite and above 1");
   if (!std::isfinite(c.rms_eps) || c.rms_eps <= 0 || c.rms_eps >= 1)
     value_error(where + ": the RMSNorm epsilon " + number(c.rms_eps) + " must be in (0, 1)");
+  if (!c.sliding.empty() && int64_t(c.sliding.size()) != c.layers)
+    value_error(where + ": " + std::to_string(c.sliding.size()) + " layer types for " + std::to_string(c.layers) +
+                " layers");
+  for (bool local : c.sliding)
+    if (local) check_count(where, "the sliding window", c.sliding_window, kMaxContext);
+  if (!std::isfinite(c.rope_local_base) || c.rope_local_base <= 1)
+    value_error(where + ": the local RoPE base " + number(c.rope_local_base) + " must be finite and above 1");
+  if (!std::isfinite(c.attention_scale) || c.attention_scale < 0)
+    value_error(where + ": the attention scale " + number(c.attention_scale) + " must be finite and not negative");
   if (c.rope_mode != "adjacent" && c.rope_mode != "halves")
     value_error(where + ": unknown RoPE mode '" + escaped(c.rope_mode) +
                 "' (expected 'adjacent' or 'halves')");
@@ -73,6 +79,12 @@ std::string LlamaConfig::describe() const {
       << ", context " << context << ", rope " << rope_mode << " base " << number(rope_base)
       << " dims " << rope_dims << ", rms_eps " << number(rms_eps) << ", "
       << (tied_embeddings ? "tied embeddings" : "separate output weight");
+  int64_t local = 0;
+  for (bool b : sliding) local += b;
+  if (local > 0)
+    out << ", " << local << " of " << layers << " layers sliding over " << sliding_window
+        << " positions (rope base " << number(rope_local_base) << ")";
+  if (attention_scale > 0) out << ", attention scale " << number(attention_scale);
   return out.str();
 }
 
@@ -82,9 +94,9 @@ LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf) {
   const std::string& where = gguf.path();
   const std::optional<std::string> arch = gguf.get_string("general.architecture");
   if (!arch) value_error(where + ": metadata key 'general.architecture' is missing");
-  if (*arch != "llama")
+  if (*arch != "llama" && *arch != "gemma3")
     value_error(where + ": general.architecture is '" + escaped(*arch) +
-                "', not a Llama-family architecture (expected 'llama')");
+                "', not an architecture IRON runs (expected 'llama' or 'gemma3')");
   const std::string prefix = *arch + ".";
   auto optional_int = [&](const std::string& key) { return gguf.get_int(prefix + key); };
   auto required_int = [&](const std::string& key) {
@@ -122,7 +134,17 @@ LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf) {
   c.rope_dims = counted("rope.dimension_count",
                         optional_int("rope.dimension_count").value_or(c.head_dim), kMaxHeadDim);
   c.rope_base = gguf.get_float(prefix + "rope.freq_base").value_or(10000.0);
-  c.rms_eps = gguf.get_float(prefix + "attention.layer_norm_rms_epsilon").value_or(1e-5);
+  c.rms_eps = gguf.get_float(prefix + "attention.layer_norm_rms_epsilon")
+                  .value_or(*arch == "gemma3" ? kGemma3Defaults.rms_eps : 1e-5);
+  if (*arch == "gemma3") {
+    // GGUF stores Gemma's q and k rows unpermuted: RoPE pairs (i, i + d/2), llama.cpp's NEOX.
+    c.rope_mode = "halves";
+    c.sliding_window = counted("attention.sliding_window",
+                               optional_int("attention.sliding_window").value_or(kGemma3Defaults.sliding_window),
+                               kMaxContext);
+    c.rope_local_base = kGemma3Defaults.rope_local_base;
+    for (int64_t i = 0; i < c.layers; ++i) c.sliding.push_back((i + 1) % kGemma3Defaults.global_every != 0);
+  }
   if (const auto scaling = gguf.get_string(prefix + "rope.scaling.type");
       scaling && *scaling != "none")
     value_error(where + ": RoPE scaling '" + escaped(*scaling) + "' ('" + escaped(prefix) +
@@ -265,6 +287,11 @@ const std::map<std::string_view, std::string_view>& gguf_layer_names() {
       {"attn_norm.weight", "attn_norm"}, {"ffn_gate.weight", "ffn.gate"},
       {"ffn_up.weight", "ffn.up"},       {"ffn_down.weight", "ffn.down"},
       {"ffn_norm.weight", "ffn_norm"},
+      // Gemma 3: norms on queries and keys, and after attention and the feed-forward.
+      {"attn_q_norm.weight", "attn.q_norm"},
+      {"attn_k_norm.weight", "attn.k_norm"},
+      {"post_attention_norm.weight", "post_attn_norm"},
+      {"post_ffw_norm.weight", "post_ffn_norm"},
   };
   return names;
 }

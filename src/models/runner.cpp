@@ -83,7 +83,7 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
   const int64_t context_bytes = LlamaRunner::context_bytes(config, mo);
   if (context_bytes > (int64_t(1) << 30)) log(LogLevel::warning, context_notice(context_bytes, mo));
   try {
-    r->model_ = std::make_unique<LlamaModel>(config, mo);
+    r->model_ = make_decoder(config, mo);
     r->model_->set_profile(r->options_.profile);
     r->model_->load_state_dict(r->weights_);
     CompileOptions compile{.threads = options.threads, .device = options.device};
@@ -215,7 +215,7 @@ int64_t LlamaRunner::weight_bytes_per_token() const {
   int64_t bytes = 0;
   const LlamaConfig& c = config();
   for (const auto& [path, r] : model_->held()) {
-    if (r->is_state || path == "rope_table") continue;
+    if (r->is_state || !weights_.contains(path)) continue;  // the graph's own tables are not read whole
     int64_t n = r->tensor.nbytes();
     // The embedding is read one row a step, unless it is also the classifier.
     if (path == "embed" && !c.tied_embeddings) n = n / c.vocab;
@@ -248,7 +248,7 @@ Tensor LlamaRunner::score(const std::vector<int32_t>& prompt) {
     o.all_logits = true;
     o.chunk = std::max<int64_t>(n, 8);
     o.context = std::max(o.context, o.chunk);
-    scorer_ = std::make_unique<LlamaModel>(model_->config(), o);
+    scorer_ = make_decoder(model_->config(), o);
     scorer_->load_state_dict(weights_);
   }
   const int64_t chunk = scorer_->options().chunk;

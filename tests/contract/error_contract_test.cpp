@@ -18,6 +18,7 @@
 #include "iron/io/safetensors.hpp"
 #include "iron/iron.hpp"
 #include "iron/models/describe.hpp"
+#include "iron/models/llama.hpp"
 #include "iron/models/runner.hpp"
 
 namespace F = iron::functional;

@@ -41,7 +41,7 @@ TEST(DescribeCheckpoint, Stories260K) {
   expect_contains(text, "totals: 48 tensors, 292800 parameters, 1171200 bytes (1.12 MiB)\n");
   expect_contains(text, "  F32          48 tensors      1171200 bytes (1.12 MiB)\n");
   expect_contains(text,
-                  "llama config: llama: 5 layers, dim 64, 8 heads (4 kv, head_dim 8), ffn 172, "
+                  "model config: llama: 5 layers, dim 64, 8 heads (4 kv, head_dim 8), ffn 172, "
                   "vocab 512, context 2048, rope adjacent base 10000 dims 8, rms_eps 1e-05, "
                   "separate output weight\n");
   expect_contains(text,
@@ -103,7 +103,7 @@ TEST(DescribeCheckpoint, ValuesOfEveryKind) {
   expect_contains(text, "k.nested   array of array  [2] [2 items], [1 items]\n");
   expect_contains(text, "k.empty    array of f32    [0]\n");
   expect_contains(text, "  t.q   BF16   [32]");
-  EXPECT_EQ(text.find("llama config"), std::string::npos);  // no architecture, no model line
+  EXPECT_EQ(text.find("model config"), std::string::npos);  // no architecture, no model line
   EXPECT_EQ(text.find("tokenizer:"), std::string::npos);
 }
 
@@ -115,7 +115,7 @@ TEST(DescribeCheckpoint, BrokenModelMetadataIsReportedNotThrown) {
   const std::string path = write_temp_file("describe_broken.gguf", w.build());
   const std::string text = describe_checkpoint(path);
   std::filesystem::remove(path);
-  expect_contains(text, "llama config: error: ");
+  expect_contains(text, "model config: error: ");
   expect_contains(text, "tokenizer: error: ");
   expect_contains(text, "'tokenizer.ggml.tokens' is missing");
 
@@ -124,7 +124,7 @@ TEST(DescribeCheckpoint, BrokenModelMetadataIsReportedNotThrown) {
   const std::string other_path = write_temp_file("describe_bert.gguf", other.build());
   const std::string other_text = describe_checkpoint(other_path);
   std::filesystem::remove(other_path);
-  expect_contains(other_text, "model: architecture \"bert\" (not Llama-family)\n");
+  expect_contains(other_text, "model: architecture \"bert\" (not one IRON runs: llama, gemma3)\n");
 }
 
 TEST(DescribeCheckpoint, SafetensorsWithConfig) {
@@ -147,12 +147,12 @@ TEST(DescribeCheckpoint, SafetensorsWithConfig) {
   expect_contains(plain, "metadata: 1 keys\n  format  string  \"pt\"\n");
   expect_contains(plain, "  model.embed_tokens.weight  F32    [8, 4]");
   expect_contains(plain, "totals: 2 tensors, 36 parameters, 144 bytes (144 B)\n");
-  EXPECT_EQ(plain.find("llama config"), std::string::npos);
+  EXPECT_EQ(plain.find("model config"), std::string::npos);
 
   const std::string with_config =
       describe_checkpoint(path, {.config_path = (dir / "config.json").string()});
   expect_contains(with_config,
-                  "llama config: llama: 1 layers, dim 4, 2 heads (1 kv, head_dim 2), ffn 8, "
+                  "model config: llama: 1 layers, dim 4, 2 heads (1 kv, head_dim 2), ffn 8, "
                   "vocab 8, context 16, rope halves base 10000 dims 2, rms_eps 1e-06, tied "
                   "embeddings\n");
   // A config named but absent is an error (issue 17: it used to be a line of the description).

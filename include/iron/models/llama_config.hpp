@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -32,20 +33,43 @@ struct LlamaConfig {
   std::string rope_mode = "adjacent";
   int64_t rope_dims = 0;         // rotated dims per head (usually head_dim)
   bool tied_embeddings = false;  // no separate output weight: the classifier is the embedding
+  /// "llama" (Llama, SmolLM2, TinyLlama...) or "gemma3" (Gemma 3's blocks: gemma3.hpp).
   std::string architecture = "llama";
+
+  // Gemma 3. Where a checkpoint leaves these out, kGemma3Defaults gives Gemma 3's published values.
+  /// Layer i attends only to the last `sliding_window` positions (its own included) when
+  /// sliding[i]; the others ("global") attend to every earlier position. Empty: all global.
+  std::vector<bool> sliding;
+  int64_t sliding_window = 0;
+  double rope_local_base = 10000;  // the RoPE base of sliding layers (global ones: rope_base)
+  double attention_scale = 0;      // scores times this; 0: 1/sqrt(head_dim)
+
+  bool is_sliding(int64_t layer) const { return size_t(layer) < sliding.size() && sliding[size_t(layer)]; }
 
   /// One line for logs and `iron info`.
   std::string describe() const;
 };
 
-/// Reads `general.architecture` (which must be "llama") and the `llama.*` hyperparameters:
+/// Gemma 3's published values for what its checkpoints may leave out (from Google's Gemma 3
+/// report and the reference configurations): one table, read by both loaders.
+struct Gemma3Defaults {
+  int64_t global_every = 6;         // layer i is global when (i + 1) % 6 == 0: five local, one global
+  int64_t sliding_window = 512;     // keys a local layer sees (270M, 1B; 4B and up: 1024)
+  double rope_local_base = 10000;   // local layers' RoPE base (global: the checkpoint's, 1e6)
+  double rms_eps = 1e-6;
+};
+inline constexpr Gemma3Defaults kGemma3Defaults{};
+
+/// Reads `general.architecture` ("llama" or "gemma3") and its hyperparameters, e.g. `llama.*`:
 /// block_count, embedding_length, attention.head_count, feed_forward_length and context_length
 /// are required; attention.head_count_kv (default: head_count), attention.key_length (default:
 /// embedding_length / head_count), rope.dimension_count (default: head_dim), rope.freq_base
 /// (default 10000) and attention.layer_norm_rms_epsilon (default 1e-5) are optional. The
 /// vocabulary size is llama.vocab_size, else the length of tokenizer.ggml.tokens, else the rows
 /// of token_embd.weight. Tied when there is no output.weight tensor. Every count is checked;
-/// a value error names the file and the key.
+/// a value error names the file and the key. For gemma3 also `gemma3.attention.sliding_window`,
+/// with kGemma3Defaults for the rest; RoPE pairs halves (llama.cpp's NEOX mode), and the norm
+/// weights are read as stored (llama.cpp's converter has already added Gemma's 1 to them).
 LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf);
 
 /// Reads a Hugging Face config.json of a Llama model (model_type "llama" when given):

@@ -11,7 +11,7 @@
 
 #include "iron/carried_loop.hpp"
 #include "iron/io/checkpoint.hpp"
-#include "iron/models/llama.hpp"
+#include "iron/models/decoder.hpp"
 #include "iron/profile.hpp"
 #include "iron/text/tokenizer.hpp"
 
@@ -86,8 +86,8 @@ class LlamaRunner {
   RunnerOptions options_;
   StateDict weights_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
-  std::unique_ptr<LlamaModel> model_;
-  std::unique_ptr<LlamaModel> scorer_;
+  std::unique_ptr<DecoderModel> model_;
+  std::unique_ptr<DecoderModel> scorer_;
   double load_seconds_ = 0;
 };
 
