@@ -105,8 +105,8 @@ std::vector<int32_t> LlamaRunner::prompt_ids(const std::string& prompt, bool cha
   tokenizer();  // a clear error when the model came without one
   if (chat) {
     const auto& tmpl = tokenizer_->chat_template();
-    if (!tmpl || tmpl->find("<|im_start|>") == std::string::npos)
-      log(LogLevel::warning, std::string(tmpl ? "the model's chat template is not ChatML, the one form rendered"
+    if (!text::recognise_chat_template(tmpl))
+      log(LogLevel::warning, std::string(tmpl ? "the model's chat template is not one rendered here (ChatML, Gemma)"
                                               : "the model has no chat template") +
                                  ": the prompt is wrapped in ChatML instead");
     std::string text = tokenizer_->apply_chat_template({{"user", prompt}}, true, text::ChatTemplateFallback::chatml);

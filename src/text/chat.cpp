@@ -1,6 +1,8 @@
-// Chat formatting without a Jinja engine: ChatML templates are recognised by their markers and
-// rendered directly. SmolLM2's template (and others like it) inserts a default system message
-// when the conversation does not start with one; that message is read out of the template.
+// Chat formatting without a Jinja engine: the templates of the models IRON runs are recognised by
+// their markers and rendered directly. ChatML (SmolLM2, Qwen): SmolLM2's template (and others
+// like it) inserts a default system message when the conversation does not start with one; that
+// message is read out of the template. Gemma: turns between <start_of_turn> and <end_of_turn>,
+// the assistant called "model", a system message folded into the first user turn.
 #include <algorithm>
 
 #include "iron/error.hpp"
@@ -53,26 +55,72 @@ std::string chatml_turn(const ChatMessage& m) {
   return "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
 }
 
-}  // namespace
-
-std::string format_chat(const std::optional<std::string>& chat_template,
-                        const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                        ChatTemplateFallback fallback) {
-  const bool chatml = chat_template && chat_template->find("<|im_start|>") != std::string::npos;
-  if (!chatml && fallback == ChatTemplateFallback::error) {
-    if (!chat_template) value_error("chat template: the model has no chat template");
-    value_error(
-        "chat template: unsupported template (only ChatML is rendered; pass "
-        "ChatTemplateFallback::chatml to use ChatML anyway): \"" +
-        escaped(*chat_template, 120) + "\"");
-  }
+std::string render_chatml(const std::optional<std::string>& chat_template, const std::vector<ChatMessage>& messages,
+                          bool add_generation_prompt) {
   std::string out;
-  if (chatml && !messages.empty() && messages[0].role != "system") {
+  if (chat_template && !messages.empty() && messages[0].role != "system") {
     if (const auto system = default_system_turn(*chat_template)) out += *system;
   }
   for (const ChatMessage& m : messages) out += chatml_turn(m);
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
   return out;
+}
+
+// Jinja's `trim`: Python's str.strip(), whitespace off both ends.
+std::string trimmed(const std::string& s) {
+  const char* space = " \t\n\r\f\v";
+  const size_t first = s.find_first_not_of(space);
+  if (first == std::string::npos) return {};
+  return s.substr(first, s.find_last_not_of(space) - first + 1);
+}
+
+// As Gemma 3's template: BOS first, then each turn "<start_of_turn>ROLE\nCONTENT<end_of_turn>\n"
+// with content trimmed, the assistant's role called "model", and a leading system message's
+// text put in front of the first user turn's, a blank line between. Roles must alternate
+// user/model after it, as the template demands.
+std::string render_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                         const std::string& bos_text) {
+  std::string out = bos_text, first_prefix;
+  size_t begin = 0;
+  if (!messages.empty() && messages[0].role == "system") {
+    first_prefix = trimmed(messages[0].content) + "\n\n";
+    begin = 1;
+  }
+  for (size_t i = begin; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const bool user_turn = (i - begin) % 2 == 0;
+    if ((m.role == "user") != user_turn || (m.role != "user" && m.role != "assistant"))
+      value_error("chat template: Gemma's conversations alternate user and assistant turns (after an optional "
+                  "system message); message " + std::to_string(i) + " is '" + escaped(m.role, 40) + "'");
+    out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" +
+           (i == begin ? first_prefix : std::string()) + trimmed(m.content) + "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
+}  // namespace
+
+std::optional<ChatFormat> recognise_chat_template(const std::optional<std::string>& chat_template) {
+  if (!chat_template) return std::nullopt;
+  if (chat_template->find("<|im_start|>") != std::string::npos) return ChatFormat::chatml;
+  if (chat_template->find("<start_of_turn>") != std::string::npos) return ChatFormat::gemma;
+  return std::nullopt;
+}
+
+std::string format_chat(const std::optional<std::string>& chat_template,
+                        const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                        ChatTemplateFallback fallback, const std::string& bos_text) {
+  const std::optional<ChatFormat> format = recognise_chat_template(chat_template);
+  if (!format && fallback == ChatTemplateFallback::error) {
+    if (!chat_template) value_error("chat template: the model has no chat template");
+    value_error(
+        "chat template: unsupported template (ChatML and Gemma's are rendered; pass "
+        "ChatTemplateFallback::chatml to use ChatML anyway): \"" +
+        escaped(*chat_template, 120) + "\"");
+  }
+  if (format == ChatFormat::gemma) return render_gemma(messages, add_generation_prompt, bos_text);
+  return render_chatml(format ? chat_template : std::nullopt, messages, add_generation_prompt);
 }
 
 }  // namespace iron::text

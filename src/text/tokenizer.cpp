@@ -329,7 +329,8 @@ const std::optional<std::string>& Tokenizer::chat_template() const { return impl
 std::string Tokenizer::apply_chat_template(const std::vector<ChatMessage>& messages,
                                            bool add_generation_prompt,
                                            ChatTemplateFallback fallback) const {
-  return format_chat(impl_->chat_template, messages, add_generation_prompt, fallback);
+  const std::string bos_text = impl_->bos ? impl_->tokens[size_t(*impl_->bos)] : std::string();
+  return format_chat(impl_->chat_template, messages, add_generation_prompt, fallback, bos_text);
 }
 
 StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, const DecodeOptions& options)

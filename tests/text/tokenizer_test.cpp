@@ -307,6 +307,28 @@ TEST(ChatTemplate, ChatMLWithDefaultSystemMessage) {
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
+// The shape of Gemma 3's template: BOS, a system message folded into the first user turn, the
+// assistant called "model", contents trimmed.
+const std::string kGemmaTemplate =
+    "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = "
+    "messages[0]['content'] + '\n\n' -%}...{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if "
+    "loop.first else \"\") }}...{{ '<end_of_turn>\n' }}{%- if add_generation_prompt -%}"
+    "{{'<start_of_turn>model\n'}}{%- endif -%}";
+
+TEST(ChatTemplate, GemmaTurns) {
+  EXPECT_EQ(recognise_chat_template(kGemmaTemplate), ChatFormat::gemma);
+  EXPECT_EQ(format_chat(kGemmaTemplate, {{"user", " Hi \n"}}, true, ChatTemplateFallback::error, "<bos>"),
+            "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(format_chat(kGemmaTemplate, {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}},
+                        false, ChatTemplateFallback::error, "<bos>"),
+            "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n");
+  // Turns that do not alternate are refused, as the template's own check refuses them.
+  expect_value_error([&] { format_chat(kGemmaTemplate, {{"user", "a"}, {"user", "b"}}, true); },
+                     "alternate user and assistant");
+  expect_value_error([&] { format_chat(kGemmaTemplate, {{"tool", "a"}}, true); }, "message 0 is 'tool'");
+}
+
 TEST(ChatTemplate, UnknownTemplatesAreRefusedUnlessAFallbackIsChosen) {
   const std::string llama3 = "{{ '<|start_header_id|>' + message['role'] }}";
   expect_value_error([&] { format_chat(llama3, {{"user", "Hi"}}, true); }, "<|start_header_id|>");

@@ -106,8 +106,9 @@ class Tokenizer {
   bool is_end(int32_t id) const;
 
   const std::optional<std::string>& chat_template() const;
-  /// Renders the conversation with the model's template (ChatML templates, including a default
-  /// system message the template adds when the first message is not a system one).
+  /// Renders the conversation with the model's template: ChatML (including a default system
+  /// message the template adds when the first message is not a system one), or Gemma's turns
+  /// (BOS's text first, as its template prints it: encode the result without adding BOS).
   std::string apply_chat_template(
       const std::vector<ChatMessage>& messages, bool add_generation_prompt = true,
       ChatTemplateFallback fallback = ChatTemplateFallback::error) const;
@@ -137,10 +138,20 @@ class StreamDecoder {
   detail::DecodeState state_;
 };
 
+/// The chat formats rendered without a template engine, recognised by their markers.
+enum class ChatFormat {
+  chatml,  // <|im_start|>ROLE ... <|im_end|> (SmolLM2, Qwen)
+  gemma,   // <start_of_turn>ROLE ... <end_of_turn> (Gemma)
+};
+/// The format of a chat template text, if it is one of them.
+std::optional<ChatFormat> recognise_chat_template(const std::optional<std::string>& chat_template);
+
 /// Renders `messages` with a chat template text (see Tokenizer::apply_chat_template).
+/// `bos_text`: the BOS token's text, for formats whose template begins with it (Gemma).
 std::string format_chat(const std::optional<std::string>& chat_template,
                         const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                        ChatTemplateFallback fallback = ChatTemplateFallback::error);
+                        ChatTemplateFallback fallback = ChatTemplateFallback::error,
+                        const std::string& bos_text = {});
 
 /// Reads a Hugging Face tokenizer.json holding a byte-level BPE model (vocab, merges as "a b"
 /// strings or [a, b] pairs, added_tokens) whose pre-tokenizer is one of the four above; other
