@@ -218,6 +218,38 @@ std::optional<double> hf_float(const json& config, const char* key) {
   return value->get<double>();
 }
 
+// Gemma 3's own keys: which layers slide, over how many positions, their RoPE base, the query
+// scale; the rest of Gemma 3's config.json reads as Llama's does.
+void read_gemma3_hf(const json& config, LlamaConfig& c) {
+  if (const json* act = member(config, "hidden_activation");
+      act && (!act->is_string() || act->get<std::string>() != "gelu_pytorch_tanh"))
+    value_error("config.json: hidden_activation " + escaped(act->dump()) + " is not Gemma 3's gelu_pytorch_tanh");
+  for (const char* cap : {"final_logit_softcapping", "attn_logit_softcapping"})
+    if (const json* v = member(config, cap); v && !v->is_null())
+      value_error(std::string("config.json: '") + cap + "' " + escaped(v->dump()) + " is not supported");
+  c.sliding_window = hf_int(config, "sliding_window").value_or(kGemma3Defaults.sliding_window);
+  c.rope_local_base = hf_float(config, "rope_local_base_freq").value_or(kGemma3Defaults.rope_local_base);
+  c.rms_eps = hf_float(config, "rms_norm_eps").value_or(kGemma3Defaults.rms_eps);
+  if (const auto scalar = hf_float(config, "query_pre_attn_scalar")) {
+    if (!(*scalar > 0)) value_error("config.json: 'query_pre_attn_scalar' must be positive");
+    c.attention_scale = 1.0 / std::sqrt(*scalar);
+  }
+  if (const json* types = member(config, "layer_types"); types && !types->is_null()) {
+    if (!types->is_array()) value_error("config.json: 'layer_types' is not a list");
+    for (const json& t : *types) {
+      const std::string name = t.is_string() ? t.get<std::string>() : std::string();
+      if (name != "sliding_attention" && name != "full_attention")
+        value_error("config.json: a layer type " + escaped(t.dump()) +
+                    " is neither \"sliding_attention\" nor \"full_attention\"");
+      c.sliding.push_back(name == "sliding_attention");
+    }
+  } else {
+    const int64_t every = hf_int(config, "sliding_window_pattern").value_or(kGemma3Defaults.global_every);
+    check_count("config.json", "'sliding_window_pattern'", every, kMaxLayers);
+    for (int64_t i = 0; i < c.layers; ++i) c.sliding.push_back((i + 1) % every != 0);
+  }
+}
+
 }  // namespace
 
 LlamaConfig llama_config_from_hf(const nlohmann::json& config) {
@@ -225,10 +257,17 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& config) {
   LlamaConfig c;
   c.architecture = "llama";
   if (const json* type = member(config, "model_type")) {
-    if (!type->is_string() || type->get<std::string>() != "llama")
+    const std::string name = type->is_string() ? type->get<std::string>() : std::string();
+    // A multimodal Gemma 3 holds its language model's config in text_config.
+    if (name == "gemma3" && member(config, "text_config")) return llama_config_from_hf(config["text_config"]);
+    if (name == "gemma3_text" || name == "gemma3") {
+      c.architecture = "gemma3";
+    } else if (name != "llama") {
       value_error("config.json: model_type is " + escaped(type->dump()) +
-                  ", not a Llama-family model (expected \"llama\")");
+                  ", not a model IRON runs (expected \"llama\" or \"gemma3_text\")");
+    }
   }
+  const bool gemma = c.architecture == "gemma3";
   c.rope_mode = "halves";
   auto count = [&](const char* key, int64_t value, int64_t max) {
     std::string what = "'";
@@ -254,13 +293,15 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& config) {
   c.rope_dims = c.head_dim;
   c.rope_base = hf_float(config, "rope_theta").value_or(10000.0);
   c.rms_eps = hf_float(config, "rms_norm_eps").value_or(1e-6);
+  c.tied_embeddings = gemma;  // transformers' default: Gemma ties, Llama does not
   if (const json* tie = member(config, "tie_word_embeddings")) {
     if (!tie->is_boolean())
       value_error("config.json: 'tie_word_embeddings' is " + escaped(tie->dump()) + ", not a boolean");
     c.tied_embeddings = tie->get<bool>();
   }
-  if (const json* scaling = member(config, "rope_scaling"))
+  if (const json* scaling = member(config, "rope_scaling"); scaling && !scaling->is_null())
     value_error("config.json: RoPE scaling " + escaped(scaling->dump()) + " is not supported");
+  if (gemma) read_gemma3_hf(config, c);
   validate(c, "config.json");
   return c;
 }
@@ -296,6 +337,27 @@ const std::map<std::string_view, std::string_view>& gguf_layer_names() {
   return names;
 }
 
+// Gemma 3's Hugging Face names: its post_attention_layernorm follows attention (Llama's is the
+// feed-forward's), and its norms on queries and keys and around the feed-forward.
+const std::map<std::string_view, std::string_view>& hf_gemma3_layer_names() {
+  static const std::map<std::string_view, std::string_view> names = {
+      {"self_attn.q_proj.weight", "attn.q"},
+      {"self_attn.k_proj.weight", "attn.k"},
+      {"self_attn.v_proj.weight", "attn.v"},
+      {"self_attn.o_proj.weight", "attn.o"},
+      {"self_attn.q_norm.weight", "attn.q_norm"},
+      {"self_attn.k_norm.weight", "attn.k_norm"},
+      {"input_layernorm.weight", "attn_norm"},
+      {"post_attention_layernorm.weight", "post_attn_norm"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm"},
+      {"post_feedforward_layernorm.weight", "post_ffn_norm"},
+      {"mlp.gate_proj.weight", "ffn.gate"},
+      {"mlp.up_proj.weight", "ffn.up"},
+      {"mlp.down_proj.weight", "ffn.down"},
+  };
+  return names;
+}
+
 const std::map<std::string_view, std::string_view>& hf_layer_names() {
   static const std::map<std::string_view, std::string_view> names = {
       {"self_attn.q_proj.weight", "attn.q"},
@@ -323,7 +385,7 @@ std::optional<std::string> layer_path(std::string_view name, std::string_view pr
 
 }  // namespace
 
-std::string llama_tensor_path(const std::string& name) {
+std::string llama_tensor_path(const std::string& name, const std::string& architecture) {
   static const std::map<std::string_view, std::string_view> globals = {
       {"token_embd.weight", "embed"}, {"model.embed_tokens.weight", "embed"},
       {"output_norm.weight", "norm"}, {"model.norm.weight", "norm"},
@@ -331,17 +393,31 @@ std::string llama_tensor_path(const std::string& name) {
   };
   if (const auto it = globals.find(name); it != globals.end()) return std::string(it->second);
   if (auto path = layer_path(name, "blk.", gguf_layer_names())) return *path;
-  if (auto path = layer_path(name, "model.layers.", hf_layer_names())) return *path;
+  const auto& hf = architecture == "gemma3" ? hf_gemma3_layer_names() : hf_layer_names();
+  // A multimodal Gemma 3 keeps its language model under language_model.
+  for (const char* prefix : {"model.layers.", "language_model.model.layers."})
+    if (auto path = layer_path(name, prefix, hf)) return *path;
+  if (name.rfind("language_model.", 0) == 0) return llama_tensor_path(name.substr(15), architecture);
   return name;
 }
 
-StateDict llama_state_dict(const StateDict& checkpoint) {
+StateDict llama_state_dict(const StateDict& checkpoint, const std::string& architecture) {
   StateDict out;
   for (const auto& [name, tensor] : checkpoint.items()) {
-    std::string path = llama_tensor_path(name);
+    std::string path = llama_tensor_path(name, architecture);
     if (out.contains(path))
       value_error("checkpoint tensor '" + escaped(name) + "' maps to '" + escaped(path) +
                   "', which another tensor already took");
+    // Gemma's RMSNorm multiplies by (1 + w): Hugging Face stores w, llama.cpp's converter w + 1
+    // (as every other family's norm weight), so a Hugging Face norm gets its 1 here, in f32.
+    const bool hf_gemma_norm = architecture == "gemma3" && name.find("norm.weight") != std::string::npos &&
+                               name.rfind("blk.", 0) != 0 && name != "output_norm.weight";
+    if (hf_gemma_norm) {
+      std::vector<float> values = tensor.to_floats();
+      for (float& v : values) v += 1.0f;
+      out.insert(std::move(path), Tensor::from(values, tensor.shape()));
+      continue;
+    }
     out.insert(std::move(path), tensor);
   }
   return out;

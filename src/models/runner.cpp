@@ -79,7 +79,7 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
     if (!mo.k_cache_dtype) mo.k_cache_dtype = f32;
     if (!mo.v_cache_dtype) mo.v_cache_dtype = f32;
   }
-  r->weights_ = llama_state_dict(open_checkpoint(weights));
+  r->weights_ = llama_state_dict(open_checkpoint(weights), config.architecture);
   const int64_t context_bytes = LlamaRunner::context_bytes(config, mo);
   if (context_bytes > (int64_t(1) << 30)) log(LogLevel::warning, context_notice(context_bytes, mo));
   try {

@@ -72,7 +72,10 @@ inline constexpr Gemma3Defaults kGemma3Defaults{};
 /// weights are read as stored (llama.cpp's converter has already added Gemma's 1 to them).
 LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf);
 
-/// Reads a Hugging Face config.json of a Llama model (model_type "llama" when given):
+/// Reads a Hugging Face config.json of a Llama model (model_type "llama" when given) or a Gemma 3
+/// (model_type "gemma3_text", or "gemma3" with a text_config; then also sliding_window,
+/// layer_types or sliding_window_pattern, rope_local_base_freq, query_pre_attn_scalar, with
+/// kGemma3Defaults where absent; embeddings tied unless it says otherwise):
 /// num_hidden_layers, hidden_size, num_attention_heads, intermediate_size, vocab_size and
 /// max_position_embeddings are required; num_key_value_heads (default: num_attention_heads),
 /// head_dim (default: hidden_size / num_attention_heads), rope_theta (default 10000),
@@ -91,9 +94,13 @@ void validate(const LlamaConfig& config, const std::string& where = "llama confi
 /// and per layer N ("blk.N." / "model.layers.N.") -> "layers.N." followed by attn.q attn.k attn.v
 /// attn.o attn_norm ffn.gate ffn.up ffn.down ffn_norm. The tensors are shared, not copied; a name
 /// it does not know is kept as it is (so load_state_dict reports it as unexpected).
-StateDict llama_state_dict(const StateDict& checkpoint);
+/// Gemma 3 (`architecture` "gemma3") adds attn.q_norm, attn.k_norm, post_attn_norm and
+/// post_ffn_norm, and names its Hugging Face norms as Gemma does (post_attention_layernorm is
+/// then the norm after attention, pre_feedforward_layernorm the feed-forward's); its Hugging Face
+/// norm weights w become 1 + w, as GGUF stores them.
+StateDict llama_state_dict(const StateDict& checkpoint, const std::string& architecture = "llama");
 
-/// The model path of one checkpoint tensor name, or the name itself when it is not a Llama name.
-std::string llama_tensor_path(const std::string& checkpoint_name);
+/// The model path of one checkpoint tensor name, or the name itself when it is not a known name.
+std::string llama_tensor_path(const std::string& checkpoint_name, const std::string& architecture = "llama");
 
 }  // namespace iron::models
