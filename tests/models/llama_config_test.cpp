@@ -226,7 +226,7 @@ TEST(LlamaConfigHf, MalformedConfigsAreNamed) {
   expect_error([&] { llama_config_from_hf(with("rope_theta", "big")); }, "'rope_theta'");
   expect_error([&] { llama_config_from_hf(with("tie_word_embeddings", 1)); },
                "'tie_word_embeddings'");
-  expect_error([&] { llama_config_from_hf(with("model_type", "bert")); }, "not a Llama-family");
+  expect_error([&] { llama_config_from_hf(with("model_type", "bert")); }, "not a model IRON runs");
   expect_error(
       [&] {
         llama_config_from_hf(with("rope_scaling", {{"type", "linear"}, {"factor", 2}}));
