@@ -3,7 +3,7 @@
 # libraries build the libFuzzer targets, scripts/fuzz.sh; glslc and libvulkan-dev build the
 # Vulkan device, and mesa-vulkan-drivers gives its tests lavapipe, a Vulkan device on the CPU).
 set -euo pipefail
-packages=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+packages=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libedit-dev tmux
   python3 python3-pip unzip clang libclang-rt-14-dev glslc libvulkan-dev mesa-vulkan-drivers)
 missing=()
 for p in "${packages[@]}"; do

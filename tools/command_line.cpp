@@ -40,6 +40,7 @@ int run_command_line(const std::vector<std::string>& args, bool execute, std::os
       "any error.");
   add_info_command(app, execute);
   add_generate_command(app, execute);
+  add_chat_command(app, execute);
   add_bench_command(app, execute);
   add_tune_command(app, execute);
   auto fail = [&](const std::string& message) {

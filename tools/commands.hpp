@@ -48,6 +48,18 @@ void add_model_options(CLI::App& cmd, ModelOptions& options);
 /// The runner options they give (the profile loaded when present).
 models::RunnerOptions runner_options(const ModelOptions& options);
 
+/// What generate and chat share: how much to generate, the context and the sampling.
+struct GenerationOptions {
+  int64_t tokens = 128, context = 2048, chunk = 64;
+  double temperature = 0.0, top_p = 0.95;
+  int64_t top_k = 40;
+  uint64_t seed = 0;
+};
+/// Declares -n, --temp, --top-k, --top-p, -s, -c and -b (llama.cpp's names) on `cmd`.
+void add_generation_options(CLI::App& cmd, GenerationOptions& options);
+/// Sets the context, chunk and sampling of `options` from them.
+void apply(const GenerationOptions& generation, models::RunnerOptions& options);
+
 /// Each command's options, and with `execute` its run as the callback.
 /// `iron info MODEL`: describes a GGUF or safetensors checkpoint.
 void add_info_command(CLI::App& app, bool execute);
@@ -55,6 +67,8 @@ void add_info_command(CLI::App& app, bool execute);
 void add_generate_command(CLI::App& app, bool execute);
 /// `iron bench -m MODEL ...`: prefill and decode speed, bandwidth bound, peak memory.
 void add_bench_command(CLI::App& app, bool execute);
+/// `iron chat -m MODEL`: a conversation that keeps its cache between turns.
+void add_chat_command(CLI::App& app, bool execute);
 /// `iron tune -m MODEL`: writes profiles/cpu.json with the fastest tunables for the model.
 void add_tune_command(CLI::App& app, bool execute);
 

@@ -16,10 +16,7 @@ void add_generate_command(CLI::App& app, bool execute) {
   struct Options {
     ModelOptions common;
     std::string prompt;
-    int64_t tokens = 128, context = 2048, chunk = 64;
-    double temperature = 0.0, top_p = 0.95;
-    int64_t top_k = 40;
-    uint64_t seed = 0;
+    GenerationOptions generation;
     bool chat = false, ids = false;
   };
   auto o = std::make_shared<Options>();
@@ -29,33 +26,21 @@ void add_generate_command(CLI::App& app, bool execute) {
       "sampled on the device and streamed as it is produced. Flags follow llama.cpp's names.");
   add_model_options(*cmd, o->common);
   cmd->add_option("-p,--prompt", o->prompt, "The prompt (empty: start from BOS alone)");
-  add_integer(*cmd, "-n,--n-predict", o->tokens, -1, kMaxRows,
-              "How many tokens to generate at most (-1: until the end of sequence or a full context)");
-  add_number(*cmd, "--temp", o->temperature, 0, 1e6, false, "Sampling temperature; 0 is greedy");
-  add_integer(*cmd, "--top-k", o->top_k, 0, INT32_MAX, "Sample from the k most likely tokens (0: all)");
-  add_number(*cmd, "--top-p", o->top_p, 0, 1, true,
-             "Sample from the smallest set of tokens whose probability reaches p");
-  add_unsigned(*cmd, "-s,--seed", o->seed,
-               "Random seed for sampling, any 64-bit value (the same seed gives the same output)");
-  add_integer(*cmd, "-c,--ctx-size", o->context, 1, kMaxRows, "Context length: KV-cache rows (at most the model's)");
-  add_integer(*cmd, "-b,--batch-size", o->chunk, 1, INT32_MAX,
-              "Prompt tokens a prefill call takes (held to the context, as llama.cpp does)");
+  add_generation_options(*cmd, o->generation);
   cmd->add_flag("--chat", o->chat, "Wrap the prompt as one user turn in the model's chat template");
   cmd->add_flag("--ids", o->ids, "Print the generated token ids instead of text");
   // The callback holds the options: a parse without `execute` (the fuzz target) keeps them too.
   cmd->callback([o, execute] {
     if (!execute) return;
     models::RunnerOptions options = runner_options(o->common);
-    options.model.context = o->context;
-    options.model.chunk = o->chunk;
-    options.model.sampling = {o->temperature, o->top_k, o->top_p, o->seed};
+    apply(o->generation, options);
     auto runner = models::LlamaRunner::open(o->common.model, options);
     std::vector<int32_t> prompt = runner->prompt_ids(o->prompt, o->chat);
     text::StreamDecoder stream(runner->tokenizer());
     bool first = true;
     // A plain completion shows its prompt first, as llama.cpp does; a chat shows only the answer.
     if (!o->chat && !o->ids) std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
-    auto stats = runner->generate(prompt, o->tokens, [&](int32_t id) {
+    auto stats = runner->generate(prompt, o->generation.tokens, [&](int32_t id) {
       if (o->ids) {
         std::printf(first ? "%d" : " %d", id);
       } else if (!runner->tokenizer().is_end(id)) {

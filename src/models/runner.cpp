@@ -122,7 +122,7 @@ std::vector<int32_t> LlamaRunner::prompt_ids(const std::string& prompt, bool cha
 
 GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t max_tokens,
                                     const std::function<void(int32_t)>& on_token, bool stop_at_end,
-                                    int64_t start) {
+                                    int64_t start, const std::atomic<bool>* interrupt) {
   GenerateStats stats;
   const LlamaOptions& mo = options_.model;
   const int64_t context = mo.context, chunk = mo.chunk;
@@ -173,6 +173,11 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
     stats.stop = "end of sequence";
     return stats;
   }
+  auto interrupted = [&] { return interrupt && interrupt->load(std::memory_order_relaxed); };
+  if (interrupted()) {
+    stats.stop = "interrupted";
+    return stats;
+  }
   // Decode steps: step k embeds the token at position start + total + k and leaves the next at + 1.
   int64_t room = context - start - total - 1;
   // A negative max_tokens (llama.cpp's -n -1): until the end of sequence or a full context.
@@ -187,6 +192,10 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
     ++stats.generated_tokens;
     if (stop_at_end && tokenizer_ && tokenizer_->is_end(id)) {
       stats.stop = "end of sequence";
+      break;
+    }
+    if (interrupted()) {
+      stats.stop = "interrupted";
       break;
     }
   }

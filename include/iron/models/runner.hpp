@@ -3,6 +3,7 @@
 // the host streams each token as it lands.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -30,7 +31,7 @@ struct GenerateStats {
   double prompt_seconds = 0;
   int64_t generated_tokens = 0;
   double generate_seconds = 0;  // the decode steps after the first token
-  std::string stop;             // "end of sequence", "token limit", "context full"
+  std::string stop;             // "end of sequence", "token limit", "context full", "interrupted"
 };
 
 class LlamaRunner {
@@ -42,6 +43,8 @@ class LlamaRunner {
   static std::unique_ptr<LlamaRunner> open(const std::string& path, const RunnerOptions& options = {});
 
   const LlamaConfig& config() const { return model_->config(); }
+  /// The options it runs with (the context and chunk as held to the model's).
+  const RunnerOptions& options() const { return options_; }
   /// The tokenizer; a value error when the model came without one (a safetensors model with no
   /// tokenizer.json still generates from token ids).
   const text::Tokenizer& tokenizer() const;
@@ -56,10 +59,11 @@ class LlamaRunner {
   /// stops at the end of sequence, at `max_tokens`, or when the context is full.
   /// `start`: how many positions of the cache already hold this sequence's earlier tokens (left
   /// there by earlier calls, which the caller tracks); the prompt continues after them. 0 begins
-  /// anew; anything from `start` on is overwritten.
+  /// anew; anything from `start` on is overwritten. `interrupt`, when it turns true (a signal
+  /// handler may set it), stops the decode after the token being handed over ("interrupted").
   GenerateStats generate(const std::vector<int32_t>& prompt, int64_t max_tokens,
                          const std::function<void(int32_t)>& on_token, bool stop_at_end = true,
-                         int64_t start = 0);
+                         int64_t start = 0, const std::atomic<bool>* interrupt = nullptr);
 
   /// Bytes of weights one decode step reads (every layer's, the classifier, one embedding row).
   int64_t weight_bytes_per_token() const;
