@@ -14,7 +14,7 @@ void hf_config(const uint8_t* data, size_t size) {
   expect_ok_or_error([&] {
     const nlohmann::json json = io::read_json_file(path);
     const models::LlamaConfig config = models::llama_config_from_hf(json);
-    IRON_FUZZ_CHECK(config.dim == config.heads * config.head_dim);
+    IRON_FUZZ_CHECK(config.head_dim > 0 && (config.sliding.empty() || int64_t(config.sliding.size()) == config.layers));
     IRON_FUZZ_CHECK(config.kv_heads > 0 && config.heads % config.kv_heads == 0);
     models::validate(config);
     IRON_FUZZ_CHECK(!config.describe().empty());

@@ -286,6 +286,20 @@ def main():
         "hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers",
         "max_position_embeddings", "vocab_size"]}))
     write("hf_config", "scaling.json", json.dumps(dict(smol, rope_scaling={"type": "linear", "factor": 2.0})))
+    gemma = {"model_type": "gemma3_text", "hidden_size": 640, "intermediate_size": 2048, "num_attention_heads": 4,
+             "num_hidden_layers": 18, "num_key_value_heads": 1, "head_dim": 256, "max_position_embeddings": 32768,
+             "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "sliding_window": 512,
+             "query_pre_attn_scalar": 256, "hidden_activation": "gelu_pytorch_tanh", "vocab_size": 262144,
+             "layer_types": ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(18)]}
+    write("hf_config", "gemma3_270m.json", json.dumps(gemma, indent=2))
+    write("hf_config", "gemma3_multimodal.json", json.dumps({"model_type": "gemma3", "text_config": dict(
+        gemma, layer_types=None, sliding_window_pattern=6)}))
+
+    # ---- a saved conversation (iron chat's /save) ----
+    write("conversation_json", "three_turns.json", json.dumps({"messages": [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!", "ids": [19556, 17]}, {"role": "user", "content": "Bye"}]}, indent=1))
+    write("conversation_json", "empty.json", json.dumps({"messages": []}))
 
     # ---- tokenizer.json ----
     tokens, types, merges = gpt2_vocab()

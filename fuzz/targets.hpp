@@ -22,6 +22,7 @@ void tokenizer_encode(const uint8_t* data, size_t size);
 void profile_json(const uint8_t* data, size_t size);
 void chat_template(const uint8_t* data, size_t size);
 void command_line(const uint8_t* data, size_t size);
+void conversation_json(const uint8_t* data, size_t size);
 
 struct NamedTarget {
   std::string_view name;
@@ -38,6 +39,7 @@ inline constexpr NamedTarget kTargets[] = {
     {"profile_json", profile_json},
     {"chat_template", chat_template},
     {"command_line", command_line},
+    {"conversation_json", conversation_json},
 };
 
 }  // namespace iron::fuzz
