@@ -1,5 +1,5 @@
-// Arbitrary bytes as text into the real tokenizers (stories260K, and SmolLM2 when present):
-// encode, decode, stream-decode; both round-trip the text exactly.
+// Arbitrary bytes as text into the real tokenizers (stories260K, and SmolLM2 and Gemma 3 when
+// present): encode, decode, stream-decode; all round-trip the text exactly.
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -13,7 +13,7 @@ namespace iron::fuzz {
 namespace {
 
 struct RealTokenizers {
-  std::unique_ptr<text::Tokenizer> stories, smollm2;
+  std::unique_ptr<text::Tokenizer> stories, smollm2, gemma3;
   // Bytes that come back from encoding them alone: a byte-level vocabulary may lack the
   // characters of bytes no UTF-8 text holds (SmolLM2 has none for 0xC0, 0xC1, 0xF5..0xFF), and
   // those encode as the unknown token.
@@ -32,6 +32,7 @@ const RealTokenizers& tokenizers() {
   static const RealTokenizers t = [] {
     RealTokenizers r{load(shared_model_path("stories260K.gguf")),
                      load(local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf")),
+                     load(local_model_path("gemma-3-270m-q4_k_m.gguf")),
                      {}};
     for (int b = 0; b < 256 && r.smollm2; ++b) {
       const std::string one(1, char(b));
@@ -56,6 +57,13 @@ void tokenizer_encode(const uint8_t* data, size_t size) {
     strip.strip_prefix_space = true;
     if (text.find("\xE2\x96\x81") == std::string_view::npos)
       IRON_FUZZ_CHECK(stories->decode(ids, strip) == text);
+  }
+  if (const auto& gemma3 = tokenizers().gemma3) {
+    // SentencePiece without a prefix space, user-defined whitespace runs matched whole (a U+2581
+    // in the text counts as a space there too, and decodes as one).
+    const std::vector<int32_t> ids = exercise(*gemma3, text);
+    if (text.find("\xE2\x96\x81") == std::string_view::npos)
+      IRON_FUZZ_CHECK(gemma3->decode(ids) == text);
   }
   if (const auto& smollm2 = tokenizers().smollm2) {
     // Byte-level BPE is lossless for bytes the vocabulary has.

@@ -12,8 +12,13 @@ tests/golden/tokenizer_stories260k.json
     stories260K's SentencePiece vocabulary run through a plain re-implementation of llama.cpp's
     SPM algorithm (below; a quadratic one, unlike the C++), checked first against known facts:
     BOS + "Zoo" and the 60 greedy ids of ../shared/models/SOURCES.md.
+tests/golden/tokenizer_gemma3.json (when the Gemma 3 GGUF is present)
+    Gemma 3's vocabulary assembled into a SentencePiece ModelProto (pip install sentencepiece
+    protobuf) and encoded by Google's own `sentencepiece` library; every text is also checked
+    against llama-cpp-python (pip install llama-cpp-python), which reads the GGUF itself.
 
-Usage: python3 scripts/tokenizer_golden.py [--smollm2 GGUF] [--stories GGUF] [--tokenizer-json DIR]
+Usage: python3 scripts/tokenizer_golden.py [--smollm2 GGUF] [--stories GGUF] [--gemma3 GGUF]
+                                           [--tokenizer-json DIR]
 """
 import argparse
 import json
@@ -223,6 +228,120 @@ def pretokenizers():
     return out
 
 
+# Texts for Gemma 3 beyond TEXTS: its vocabulary's user-defined pieces (runs of spaces, tabs and
+# newlines, HTML tags), control tokens written as plain text, byte fallback, many scripts.
+GEMMA3_TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Hello",
+    " Hello",
+    "  two leading spaces",
+    "a\tb\t\tc\t\t\t\td",
+    "x" + " " * 40 + "y",
+    "\n" * 35 + "end",
+    "    indented\n        more\n\t\ttabbed\n",
+    "if (x) {\n\treturn 1;\n}\n\n\n// done",
+    "import numpy as np\n\ndef main() -> None:\n    print(np.arange(10))\n",
+    "<table><tr><td>cell</td></tr></table>",
+    "<h1>Title</h1><p>para <b>bold</b> <em>it</em></p><br/>",
+    "<div class=\"x\"><span>hi</span></div>",
+    "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n",
+    "<bos><eos><pad><unk><mask>[multimodal]<start_of_image>",
+    "<unused0> <unused6241>",
+    "\u4f60\u597d\uff0c\u4e16\u754c\uff01\u8fd9\u662f\u4e00\u4e2a\u6d4b\u8bd5\u3002",
+    "\u3053\u3093\u306b\u3061\u306f\u4e16\u754c \u30ab\u30bf\u30ab\u30ca",
+    "\u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645 123",
+    "\u05e9\u05dc\u05d5\u05dd \u0928\u092e\u0938\u094d\u0924\u0947 \u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35",
+    "\u0393\u03b5\u03b9\u03ac \u03c3\u03bf\u03c5 \u041f\u0440\u0438\u0432\u0435\u0442 \u10d2\u10d0\u10db\u10d0\u10e0\u10ef\u10dd\u10d1\u10d0",
+    "\U0001f600\U0001f601\U0001f602\U0001f923 \U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466",
+    "\U0001f44b\U0001f3fb\U0001f44b\U0001f3ff \U0001f3f3\ufe0f\u200d\U0001f308 \u2764\ufe0f\u200d\U0001f525",
+    "rare: \U0001d49c\U0001d4b7 \U00010348 \U0001f9ec \u2603 \U000e0041 \U0010fffd",
+    "controls: \x00\x01\x02\x07\x08\x1b[0m\x7f end",
+    "\u200b\u200c\u200d\u2060\ufeff zero widths",
+    "\ufffd replacement and \U0001f98a fox",
+    "123 4567 89012 3.14159 -0.5e-10 1e6 0x7fff 1_000_000",
+    "2024-12-01T05:10:00Z, $1,234.56, 50%, #42, @user, a&b",
+    "!!!???...;;;:::---___===+++***///\\\\|||~~~```",
+    "https://example.com/a/b?c=d&e=f#g mailto:someone@example.org",
+    "The year 1999 and 2000; pi=3.14; e=2.718.",
+    "Ma\u00f1ana \u00fcber na\u00efve fa\u00e7ade \u0153uvre \u00c6sir \u0141\u00f3d\u017a",
+    "mixed: English \u4e2d\u6587 \u0627\u0644\u0639\u0631\u0628\u064a\u0629 \ud55c\uad6d\uc5b4 \u0440\u0443\u0441\u0441\u043a\u0438\u0439 \U0001f30d",
+    "trailing newline\n",
+    "\r\n\r\nwindows\r\n",
+    " \n \n \t \t ",
+    "\u2581 literal lower one eighth block \u2581\u2581",
+    "$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$",
+    "SELECT * FROM users WHERE id = 42 AND name LIKE '%bob%';",
+    '{"key": [1, 2, {"nested": null}], "b": true}',
+]
+
+
+def gemma3_sentencepiece(path):
+    """(processor, bos id): Gemma 3's tokenizer as Google's `sentencepiece` library runs it,
+    from the GGUF's arrays: pieces, scores and types go into a ModelProto (BPE, byte fallback,
+    identity normaliser that keeps spaces and writes them as U+2581, no dummy prefix: Gemma's
+    tokenizer.model settings). llama.cpp's converter writes user-defined pieces with U+2581
+    turned into ' ' (it matches them in the raw text), so they are turned back here."""
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    tokens, types, _, scores, scalar = gguf_arrays(path)
+    assert scalar("tokenizer.ggml.model") == "llama" and not scalar("tokenizer.ggml.add_space_prefix")
+    bos, unk = int(scalar("tokenizer.ggml.bos_token_id")), int(scalar("tokenizer.ggml.unknown_token_id"))
+    P = pb.ModelProto.SentencePiece
+    kinds = {1: P.NORMAL, 3: P.CONTROL, 4: P.USER_DEFINED, 5: P.UNUSED, 6: P.BYTE}
+    m = pb.ModelProto()
+    for i, (t, ty, sc) in enumerate(zip(tokens, types, scores)):
+        piece = m.pieces.add()
+        piece.piece = t.replace(" ", "\u2581") if ty == 4 else t
+        piece.score = sc
+        piece.type = P.UNKNOWN if i == unk else kinds[ty]
+    m.trainer_spec.model_type = pb.TrainerSpec.BPE
+    m.trainer_spec.vocab_size = len(tokens)
+    m.trainer_spec.byte_fallback = True
+    m.trainer_spec.unk_id, m.trainer_spec.bos_id = unk, bos
+    m.trainer_spec.eos_id = int(scalar("tokenizer.ggml.eos_token_id"))
+    m.trainer_spec.pad_id = int(scalar("tokenizer.ggml.padding_token_id"))
+    m.normalizer_spec.name = "identity"
+    m.normalizer_spec.add_dummy_prefix = False
+    m.normalizer_spec.remove_extra_whitespaces = False
+    m.normalizer_spec.escape_whitespaces = True
+    return spm.SentencePieceProcessor(model_proto=m.SerializeToString()), bos
+
+
+def gemma3(path):
+    """The golden cases: BOS (2) first, as the GGUF's add_bos_token says; control tokens
+    written in the text are plain text (parse_special off)."""
+    import sentencepiece as spm
+
+    sp, bos = gemma3_sentencepiece(path)
+    cases = []
+    for text in GEMMA3_TEXTS + TEXTS + random_texts():
+        ids = [bos] + sp.encode(text)
+        case = {"text": text, "ids": ids}
+        decoded = sp.decode(ids[1:])
+        if decoded != text:  # only a literal U+2581, which decodes as the space it stands for
+            assert decoded == text.replace("\u2581", " "), text
+            case["decoded"] = decoded
+        cases.append(case)
+    return {"source": "sentencepiece %s on a ModelProto built from the GGUF vocabulary "
+                      "(scripts/tokenizer_golden.py:gemma3)" % spm.__version__,
+            "cases": cases, "llama_cpp_check": llama_cpp_check(path, cases)}
+
+
+def llama_cpp_check(path, cases):
+    """Encodes every case with llama.cpp (llama-cpp-python, the GGUF's own loader): the record of
+    how many agree, and which do not."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    lm = llama_cpp.Llama(path, vocab_only=True, verbose=False)
+    differ = [i for i, c in enumerate(cases)
+              if lm.tokenize(c["text"].encode("utf-8"), add_bos=True, special=False) != c["ids"]]
+    return {"llama_cpp_python": llama_cpp.__version__, "cases_checked": len(cases),
+            "cases_equal": len(cases) - len(differ), "differing_cases": differ}
+
+
 KNOWN_IDS = [int(x) for x in """403 407 261 378 432 383 286 261 376 298 315 421 395 317 426 338 401
 396 267 337 410 408 419 292 411 322 265 282 295 433 426 385 328 432 358 394 261 370 432 352 266 268
 388 426 338 391 266 267 337 335 312 432 398 312 286 267 414 270 333 415""".split()]
@@ -249,13 +368,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smollm2", default=os.path.join(ROOT, "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--stories", default=os.path.join(ROOT, "../shared/models/stories260K.gguf"))
+    ap.add_argument("--gemma3", default=os.path.join(ROOT, "models/gemma-3-270m-q4_k_m.gguf"))
     ap.add_argument("--tokenizer-json", default=None, help="also save SmolLM2's tokenizer.json here")
     args = ap.parse_args()
     out_dir = os.path.join(ROOT, "tests/golden")
     os.makedirs(out_dir, exist_ok=True)
-    for name, data in (("pretokenizers", pretokenizers()),
-                       ("stories260k", stories(args.stories)),
-                       ("smollm2", smollm2(args.smollm2, args.tokenizer_json))):
+    outputs = [("pretokenizers", pretokenizers()),
+               ("stories260k", stories(args.stories)),
+               ("smollm2", smollm2(args.smollm2, args.tokenizer_json))]
+    if os.path.exists(args.gemma3):
+        outputs.append(("gemma3", gemma3(args.gemma3)))
+    else:
+        print(args.gemma3, "is absent: tokenizer_gemma3.json not written")
+    for name, data in outputs:
         path = os.path.join(out_dir, "tokenizer_%s.json" % name)
         with open(path, "w", encoding="utf-8") as f:
             json.dump(data, f, ensure_ascii=True, indent=None, separators=(",", ":"))

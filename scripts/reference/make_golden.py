@@ -2,9 +2,12 @@
 """Write the golden logits files used by the C++ tests.
 
     python3 scripts/reference/make_golden.py [--smollm2 MODEL] [--stories MODEL] [--out DIR]
+                                             [--gemma3 MODEL]
 
 Defaults: models/SmolLM2-135M-Instruct.Q4_1.gguf, ../shared/models/stories260K.gguf,
-tests/golden/.  Writes smollm2_logits.json and stories260k_logits.json.
+tests/golden/.  Writes smollm2_logits.json and stories260k_logits.json; with --gemma3 (e.g.
+models/gemma-3-270m-q4_k_m.gguf) also gemma3_logits.json, checked against llama.cpp
+(llama-cpp-python) when it is installed.
 """
 import argparse
 import hashlib
@@ -21,7 +24,10 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import gemma3_numpy  # noqa: E402
 import llama_numpy as ref  # noqa: E402
+from tokenizer_golden import gemma3_sentencepiece  # noqa: E402
 
 TOPK = 32
 N_GREEDY = 8
@@ -38,6 +44,12 @@ KL_DESCRIPTION = (
     "stored separately because 1 - sum of 5-decimal values is noisy), q_rest = sum over ids "
     "not in S of our q_j (equivalently 1 - sum_S q_i; floor 1e-12). Natural log (nats). "
     "Python: kl_python / scripts/reference/make_golden.py:kl_top32_rest.")
+
+
+FIRST_POSITION_DESCRIPTION = (
+    "A prompt with first_position F stores only positions F..n_tokens-1: positions[i] is "
+    "position pos = F + i (the model still reads every token from 0); checks (when present) "
+    "records figures that back the file, each with what it measured. ")
 
 
 def kl_top32_rest(ref_rec, ours):
@@ -89,40 +101,42 @@ def gpt2_tokenizer(reader):
     return tk
 
 
-def records(model, ids):
-    """Per position t: the reference's prediction for token t+1 given ids[:t+1]."""
-    logits = ref.forward(model, ids)
+def records(mod, model, ids, first=0):
+    """Per position t >= first: the reference's prediction for token t+1 given ids[:t+1]."""
+    logits = mod.forward(model, ids, rows=range(first, len(ids)))
     logp, lse = ref.log_softmax(logits)
     tops = np.argsort(-logits, axis=-1, kind="stable")[:, :TOPK]
     rest_mask = np.ones_like(logits, dtype=bool)
     np.put_along_axis(rest_mask, tops, False, axis=-1)
     rest = np.log(np.where(rest_mask, np.exp(logp), 0.0).sum(axis=-1))  # log P(outside top-k)
     out = []
-    for t in range(len(ids)):
-        top = tops[t]
+    for r, t in enumerate(range(first, len(ids))):
+        top = tops[r]
         out.append({
             "pos": t,
             "top1": int(top[0]),
             "top_ids": [int(i) for i in top],
-            "top_logprobs": [round(float(logp[t, i]), 5) for i in top],
-            "lse": round(float(lse[t]), 5),
-            "rest_logprob": round(float(rest[t]), 5),
-            "next_logprob": round(float(logp[t, ids[t + 1]]), 5) if t + 1 < len(ids) else None,
+            "top_logprobs": [round(float(logp[r, i]), 5) for i in top],
+            "lse": round(float(lse[r]), 5),
+            "rest_logprob": round(float(rest[r]), 5),
+            "next_logprob": round(float(logp[r, ids[t + 1]]), 5) if t + 1 < len(ids) else None,
         })
     return out
 
 
-def make(model_path, prompts, name, tok_decode, command, tokenization):
+def make(model_path, prompts, name, tok_decode, command, tokenization, mod=ref):
+    """mod: the reference module (llama_numpy or gemma3_numpy). A prompt's "first_position"
+    (default 0) is the first position stored, to keep long prompts' files small."""
     t0 = time.time()
-    model = ref.load(model_path)
+    model = mod.load(model_path)
     t_load = time.time() - t0
     entries = []
     for p in prompts:
         ids = p["token_ids"]
-        greedy, margins = ref.generate(model, ids, N_GREEDY)
+        greedy, margins = mod.generate(model, ids, N_GREEDY)
         e = dict(p)
         e["n_tokens"] = len(ids)
-        e["positions"] = records(model, ids)
+        e["positions"] = records(mod, model, ids, p.get("first_position", 0))
         e["greedy_ids"] = greedy
         e["greedy_margins"] = [round(m, 5) for m in margins]
         e["greedy_text"] = tok_decode(greedy)
@@ -139,13 +153,15 @@ def make(model_path, prompts, name, tok_decode, command, tokenization):
             f"at the last position). greedy_ids = the {N_GREEDY} argmax tokens generated after the "
             "whole prompt; greedy_margins = top-1 minus top-2 logit at each of those steps (a "
             "small margin means a near tie, where a correct implementation may pick differently; "
-            "for positions, the margin is top_logprobs[0] - top_logprobs[1]). " + KL_DESCRIPTION),
+            "for positions, the margin is top_logprobs[0] - top_logprobs[1]). " +
+            (FIRST_POSITION_DESCRIPTION if any("first_position" in p for p in prompts) else "") +
+            KL_DESCRIPTION),
         "kl_definition": KL_DESCRIPTION,
         "kl_python": KL_SOURCE,
         "model": {"file": os.path.basename(os.path.realpath(model_path)),
                   "sha256": sha256(model_path), "config": model["cfg"]},
         "reference": {
-            "script": "scripts/reference/llama_numpy.py",
+            "script": None,
             "precision": "float64 activations and matmuls; weights decoded to float32 by "
                          "gguf.quants.dequantize, then widened to float64",
             "numpy": np.__version__, "gguf": gguf_version(),
@@ -156,9 +172,10 @@ def make(model_path, prompts, name, tok_decode, command, tokenization):
         "topk": TOPK,
         "prompts": entries,
     }
+    doc["reference"]["script"] = f"scripts/reference/{mod.__name__}.py"
     doc["reference"]["seconds"] = round(time.time() - t0, 2)
     doc["reference"]["load_seconds"] = round(t_load, 2)
-    return doc
+    return doc, model
 
 
 def gguf_version():
@@ -198,6 +215,125 @@ def smollm2_prompts(model_path):
     return out, lambda ids: tk.decode(ids, skip_special_tokens=False)
 
 
+# Public-domain texts (the Gettysburg Address, the opening of A Tale of Two Cities, the
+# Declaration of Independence's second paragraph): over 512 tokens, so the local layers' sliding
+# window hides the start of the text from the last positions.
+LONG_TEXT = """Four score and seven years ago our fathers brought forth on this continent, a new nation, \
+conceived in Liberty, and dedicated to the proposition that all men are created equal.
+Now we are engaged in a great civil war, testing whether that nation, or any nation so conceived and \
+so dedicated, can long endure. We are met on a great battle-field of that war. We have come to \
+dedicate a portion of that field, as a final resting place for those who here gave their lives that \
+that nation might live. It is altogether fitting and proper that we should do this.
+But, in a larger sense, we can not dedicate -- we can not consecrate -- we can not hallow -- this \
+ground. The brave men, living and dead, who struggled here, have consecrated it, far above our poor \
+power to add or detract. The world will little note, nor long remember what we say here, but it can \
+never forget what they did here. It is for us the living, rather, to be dedicated here to the \
+unfinished work which they who fought here have thus far so nobly advanced. It is rather for us to be \
+here dedicated to the great task remaining before us -- that from these honored dead we take \
+increased devotion to that cause for which they gave the last full measure of devotion -- that we \
+here highly resolve that these dead shall not have died in vain -- that this nation, under God, shall \
+have a new birth of freedom -- and that government of the people, by the people, for the people, \
+shall not perish from the earth.
+
+It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of \
+foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, \
+it was the season of Darkness, it was the spring of hope, it was the winter of despair, we had \
+everything before us, we had nothing before us, we were all going direct to Heaven, we were all going \
+direct the other way -- in short, the period was so far like the present period, that some of its \
+noisiest authorities insisted on its being received, for good or for evil, in the superlative degree \
+of comparison only.
+
+We hold these truths to be self-evident, that all men are created equal, that they are endowed by \
+their Creator with certain unalienable Rights, that among these are Life, Liberty and the pursuit of \
+Happiness. That to secure these rights, Governments are instituted among Men, deriving their just \
+powers from the consent of the governed, That whenever any Form of Government becomes destructive of \
+these ends, it is the Right of the People to alter or to abolish it, and to institute new Government, \
+laying its foundation on such principles and organizing its powers in such form, as to them shall \
+seem most likely to effect their Safety and Happiness. Prudence, indeed, will dictate that \
+Governments long established should not be changed for light and transient causes; and accordingly \
+all experience hath shewn, that mankind are more disposed to suffer, while evils are sufferable, than \
+to right themselves by abolishing the forms to which they are accustomed. But when a long train of \
+abuses and usurpations, pursuing invariably the same Object evinces a design to reduce them under \
+absolute Despotism, it is their right, it is their duty, to throw off such Government, and to \
+provide new Guards for their future security. And"""
+LONG_FIRST_POSITION = 500
+
+
+def gemma3_prompts(model_path):
+    """Prompts as ids from Google's sentencepiece on the GGUF's vocabulary (the tokenizer golden's
+    model), BOS first; each checked to decode back to its text."""
+    sp, bos = gemma3_sentencepiece(model_path)
+    texts = [
+        ("plain_english", "The quick brown fox jumps over the lazy dog, and then it runs "
+                          "back into the forest."),
+        ("code_python", "def fibonacci(n):\n    if n < 2:\n        return n\n"
+                        "    return fibonacci(n - 1) + fibonacci(n - 2)\n"),
+        ("numbers_punctuation", "Pi is 3.14159; 1,024 + 42 = 1066! (99%) #7 @ $5? [x] {y} <z> 2^10"),
+        ("longer_english", "Once upon a time, in a small village at the edge of a great forest, "
+                           "there lived an old clockmaker who repaired every clock in the valley. "
+                           "One winter morning a stranger knocked on his door, carrying a broken "
+                           "pocket watch that had belonged to"),
+        ("long_sliding_window", LONG_TEXT),
+    ]
+    out = []
+    for name, text in texts:
+        ids = [bos] + sp.encode(text)
+        assert sp.decode(ids[1:]) == text, name
+        e = {"name": name, "text": text, "token_ids": ids}
+        if name == "long_sliding_window":
+            assert len(ids) > LONG_FIRST_POSITION + 100, len(ids)
+            e["first_position"] = LONG_FIRST_POSITION
+        out.append(e)
+    return out, lambda ids: sp.decode(ids)
+
+
+def gemma3_checks(doc, model, model_path):
+    """Figures that back the golden, stored in it: (1) how far the sliding window moves the long
+    prompt's stored positions (KL of the golden against the same model without a window), so a
+    test knows a missing window is visible; (2) agreement with llama.cpp on the same ids."""
+    mod = gemma3_numpy
+    checks = {}
+    long = next(p for p in doc["prompts"] if "first_position" in p)
+    window = model["cfg"]["sliding_window"]
+    model["cfg"]["sliding_window"] = 1 << 30
+    try:
+        no_window = mod.forward(model, long["token_ids"], rows=[r["pos"] for r in long["positions"]])
+    finally:
+        model["cfg"]["sliding_window"] = window
+    lp, _ = ref.log_softmax(no_window)
+    kls = [kl_top32_rest(r, {"top_ids": list(range(lp.shape[1])), "top_logprobs": list(lp[i])})
+           for i, r in enumerate(long["positions"])]
+    checks["no_window_kl"] = {"positions_from": window, "max": round(max(kls[window - LONG_FIRST_POSITION:]), 6),
+                              "mean": round(float(np.mean(kls[window - LONG_FIRST_POSITION:])), 6)}
+    try:
+        import llama_cpp
+    except ImportError:
+        doc["checks"] = checks
+        return
+    n_ctx = max(p["n_tokens"] for p in doc["prompts"]) + 16
+    lm = llama_cpp.Llama(model_path, logits_all=True, n_ctx=n_ctx, n_threads=2, verbose=False)
+    per_prompt = {}
+    for p in doc["prompts"]:
+        ids = p["token_ids"]
+        assert lm.tokenize(p["text"].encode("utf-8"), add_bos=True, special=False) == ids, p["name"]
+        lm.reset()
+        lm.eval(ids)
+        rows = [r["pos"] for r in p["positions"]]
+        lp, _ = ref.log_softmax(np.asarray(lm.scores[rows], dtype=np.float64))
+        kls = [kl_top32_rest(r, dict(enumerate(lp[i]))) for i, r in enumerate(p["positions"])]
+        agree = [int(np.argmax(lp[i])) == r["top1"] for i, r in enumerate(p["positions"])]
+        per_prompt[p["name"]] = {"positions": len(rows), "top1_agree": int(sum(agree)),
+                                 "kl_mean": round(float(np.mean(kls)), 6), "kl_max": round(max(kls), 6)}
+    checks["llama_cpp"] = {
+        "llama_cpp_python": version("llama-cpp-python"),
+        "what": "llama.cpp's logits (CPU, its default f16 KV cache, activations quantised for "
+                "the quantised matmuls) on the same ids, scored with kl_top32_rest against the "
+                "golden; top1_agree counts positions whose argmax is the golden's top1; "
+                "the tokenizer ids were checked equal to llama.cpp's tokenize(add_bos, no special)",
+        "prompts": per_prompt}
+    doc["checks"] = checks
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))
@@ -205,6 +341,7 @@ def main():
     ap.add_argument("--smollm2", default=os.path.join(root, "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--stories", default=os.path.join(root, "../shared/models/stories260K.gguf"))
     ap.add_argument("--out", default=os.path.join(root, "tests/golden"))
+    ap.add_argument("--gemma3", default=None, help="also write gemma3_logits.json from this GGUF")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     command = "python3 scripts/reference/make_golden.py"
@@ -221,7 +358,7 @@ def main():
         {"name": "bos_zoo", "text": "<s> Zoo", "token_ids": [1, 410, 469, 347]},
     ]
     write(make(a.stories, stories_prompts, "stories260K.gguf", sp_decode, command,
-               "ids written by hand: BOS (1) + SentencePiece pieces of the GGUF vocab"),
+               "ids written by hand: BOS (1) + SentencePiece pieces of the GGUF vocab")[0],
           os.path.join(a.out, "stories260k_logits.json"))
 
     prompts, decode = smollm2_prompts(a.smollm2)
@@ -229,8 +366,23 @@ def main():
                f"tokenizers {version('tokenizers')} BPE built from the GGUF vocab/merges (digits "
                "split, GPT-2 byte-level regex, control tokens special, no BOS); chat prompt "
                f"rendered from tokenizer.chat_template with jinja2 {version('jinja2')}, "
-               "add_generation_prompt=True; every prompt round-trips decode(encode(text)) == text"),
+               "add_generation_prompt=True; every prompt round-trips decode(encode(text)) == text")[0],
           os.path.join(a.out, "smollm2_logits.json"))
+
+    if a.gemma3:
+        prompts, decode = gemma3_prompts(a.gemma3)
+        doc, model = make(a.gemma3, prompts, "gemma-3-270m-q4_k_m.gguf (Gemma 3 270M base)", decode,
+                          command + " --gemma3 " + os.path.relpath(a.gemma3, root),
+                          f"sentencepiece {version('sentencepiece')} on a ModelProto built from "
+                          "the GGUF's pieces, scores and types (scripts/tokenizer_golden.py:"
+                          "gemma3_sentencepiece), BOS (2) prepended; every prompt round-trips "
+                          "decode(encode(text)) == text. long_sliding_window stores positions "
+                          f"from first_position ({LONG_FIRST_POSITION}) on only",
+                          mod=gemma3_numpy)
+        t0 = time.time()
+        gemma3_checks(doc, model, a.gemma3)
+        doc["checks"]["seconds"] = round(time.time() - t0, 2)
+        write(doc, os.path.join(a.out, "gemma3_logits.json"))
 
 
 # The KL function's source, stored in the JSON so the definition travels with the data.

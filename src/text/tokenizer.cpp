@@ -193,6 +193,10 @@ Tokenizer Tokenizer::build(TokenizerData data) {
     }
     if (is_special_type(type) && !s.empty()) {
       t.specials_by_first_byte[uint8_t(s[0])].push_back(id);
+      // A space in a SentencePiece user-defined piece also matches a literal U+2581 (below).
+      if (spm && type == TokenType::user_defined && s[0] == ' ') {
+        t.specials_by_first_byte[uint8_t(kSpaceMarker[0])].push_back(id);
+      }
     }
   }
   for (auto& list : t.specials_by_first_byte) {
@@ -210,6 +214,28 @@ Tokenizer Tokenizer::build(TokenizerData data) {
     }
   }
   return Tokenizer(std::move(impl));
+}
+
+size_t Tokenizer::Impl::match_special(std::string_view text, size_t i, int32_t id) const {
+  const std::string& s = tokens[size_t(id)];
+  if (kind != ModelKind::sentencepiece_bpe || types[size_t(id)] != TokenType::user_defined) {
+    return text.compare(i, s.size(), s) == 0 ? s.size() : 0;
+  }
+  // SentencePiece matches user-defined pieces after writing spaces as U+2581, so a U+2581
+  // already in the text is a space to them (Gemma's "▁▁" pieces take "▁ "). llama.cpp's
+  // converter stores these pieces with plain spaces and llama.cpp compares bytes, so it differs
+  // here; the golden follows Google's sentencepiece.
+  size_t j = i;
+  for (const char c : s) {
+    if (j < text.size() && text[j] == c) {
+      ++j;
+    } else if (c == ' ' && text.compare(j, kSpaceMarker.size(), kSpaceMarker) == 0) {
+      j += kSpaceMarker.size();
+    } else {
+      return 0;
+    }
+  }
+  return j - i;
 }
 
 void Tokenizer::Impl::check_id(int32_t id) const {
@@ -246,10 +272,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
   size_t text_start = 0;
   for (size_t i = 0; i < text.size();) {
     int32_t match = -1;
+    size_t match_size = 0;
     for (const int32_t id : t.specials_by_first_byte[uint8_t(text[i])]) {
       if (!parse_special && t.types[size_t(id)] != TokenType::user_defined) continue;
-      const std::string& s = t.tokens[size_t(id)];
-      if (text.compare(i, s.size(), s) == 0) {
+      match_size = t.match_special(text, i, id);
+      if (match_size > 0) {
         match = id;
         break;
       }
@@ -261,7 +288,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
     encode_text(text.substr(text_start, i - text_start));
     out.push_back(match);
     after_special = true;
-    i += t.tokens[size_t(match)].size();
+    i += match_size;
     text_start = i;
   }
   encode_text(text.substr(text_start));

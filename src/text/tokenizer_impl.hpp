@@ -38,7 +38,8 @@ struct Tokenizer::Impl {
   std::optional<std::string> chat_template;
   std::vector<int32_t> end_ids;
 
-  // Tokens matched whole in the text, by their first byte, longest first.
+  // Tokens matched whole in the text, by their first byte (for SentencePiece user-defined pieces
+  // starting with a space, also U+2581's first byte), longest first.
   std::array<std::vector<int32_t>, 256> specials_by_first_byte;
 
   // SentencePiece: pieces BPE may produce (normal and user-defined tokens), byte fallback ids.
@@ -54,6 +55,8 @@ struct Tokenizer::Impl {
   mutable std::unordered_map<std::string, std::vector<int32_t>> word_cache;
 
   void check_id(int32_t id) const;
+  /// The length of special token `id` written in `text` at `i`, or 0 when it is not there.
+  size_t match_special(std::string_view text, size_t i, int32_t id) const;
 
   using DecodeState = detail::DecodeState;
   /// The bytes `id` adds to decoded text (checks the id).

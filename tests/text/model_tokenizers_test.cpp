@@ -1,6 +1,7 @@
-// The tokenizers of the two test models against independent references: the golden files
+// The tokenizers of the test models against independent references: the golden files
 // scripts/tokenizer_golden.py writes (Hugging Face `tokenizers` for SmolLM2, a plain
-// SentencePiece re-implementation checked against llama2.c's known outputs for stories260K).
+// SentencePiece re-implementation checked against llama2.c's known outputs for stories260K,
+// Google's `sentencepiece` library on Gemma 3's vocabulary, itself checked against llama.cpp).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -20,6 +21,7 @@ using nlohmann::json;
 
 const std::string kStories = io::testing::stories_path();
 const std::string kSmolLM2 = io::testing::local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+const std::string kGemma3 = io::testing::local_model_path("gemma-3-270m-q4_k_m.gguf");
 
 json golden(const std::string& name) {
   std::ifstream in(std::string(IRON_SOURCE_DIR) + "/tests/golden/tokenizer_" + name + ".json");
@@ -36,8 +38,26 @@ const Tokenizer& smollm2() {
   return t;
 }
 
+const Tokenizer& gemma3() {
+  static const Tokenizer t = tokenizer_from_gguf(io::GgufFile::open(kGemma3));
+  return t;
+}
+
 #define SKIP_WITHOUT(path) \
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent"
+
+// Each golden case encodes to its ids, and the ids decode back to its text (or to its "decoded"
+// field, where the text cannot survive a round trip).
+void expect_golden_cases(const Tokenizer& t, const json& cases, bool add_bos, bool parse_special,
+                         const DecodeOptions& decode_options) {
+  ASSERT_GT(cases.size(), 20u);
+  for (const json& c : cases) {
+    const std::string text = c["text"];
+    const auto expected = c["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(t.encode(text, add_bos, parse_special), expected) << escaped(text);
+    EXPECT_EQ(t.decode(expected, decode_options), c.value("decoded", text)) << escaped(text);
+  }
+}
 
 TEST(Stories260KTokenizer, ZooPromptMatchesLlama2c) {
   IRON_NEEDS_STORIES();
@@ -91,14 +111,7 @@ TEST(Stories260KTokenizer, MetadataAndRoundTrip) {
 
 TEST(SmolLM2Tokenizer, MatchesHuggingFaceTokenizers) {
   SKIP_WITHOUT(kSmolLM2);
-  const json g = golden("smollm2");
-  ASSERT_GT(g["cases"].size(), 20u);
-  for (const json& c : g["cases"]) {
-    const std::string text = c["text"];
-    const auto expected = c["ids"].get<std::vector<int32_t>>();
-    EXPECT_EQ(smollm2().encode(text, false), expected) << text;
-    EXPECT_EQ(smollm2().decode(expected), text);
-  }
+  expect_golden_cases(smollm2(), golden("smollm2")["cases"], false, true, {});
 }
 
 TEST(SmolLM2Tokenizer, Metadata) {
@@ -205,6 +218,32 @@ TEST(SmolLM2Tokenizer, HuggingFaceTokenizerJsonLoadsTheSameTokenizer) {
                 c["ids"].get<std::vector<int32_t>>());
     }
   }
+}
+
+TEST(Gemma3Tokenizer, MatchesSentencePiece) {
+  SKIP_WITHOUT(kGemma3);
+  const json g = golden("gemma3");
+  ASSERT_GE(g["cases"].size(), 150u);
+  // BOS first (add_bos_token), control tokens written in the text as plain text, as llama.cpp's
+  // tokenize(text, add_bos=True, special=False) which the golden was checked against.
+  expect_golden_cases(gemma3(), g["cases"], true, false, {.skip_special = true});
+  EXPECT_GE(g["llama_cpp_check"]["cases_equal"].get<int>(), 20);
+}
+
+TEST(Gemma3Tokenizer, Metadata) {
+  SKIP_WITHOUT(kGemma3);
+  const Tokenizer& t = gemma3();
+  EXPECT_EQ(t.vocab_size(), 262144);
+  EXPECT_EQ(t.bos_id(), 2);
+  EXPECT_EQ(t.eos_id(), 1);
+  EXPECT_TRUE(t.add_bos_by_default());
+  EXPECT_TRUE(t.is_end(1));
+  EXPECT_TRUE(t.is_end(*t.find_token("<end_of_turn>")));
+  EXPECT_FALSE(t.is_end(*t.find_token("<start_of_turn>")));
+  EXPECT_EQ(t.token_type(*t.find_token("<table>")), TokenType::user_defined);
+  // No space prefix: "Hello" and " Hello" are different tokens.
+  EXPECT_NE(t.encode("Hello", false), t.encode(" Hello", false));
+  EXPECT_EQ(t.encode("<start_of_turn>", false), (std::vector<int32_t>{105}));
 }
 
 }  // namespace

@@ -87,6 +87,25 @@ TEST(SentencePieceTokenizer, SpacePrefixAndSpecialTokens) {
   EXPECT_EQ(t.decode(literal), " </s>");
 }
 
+// Gemma's user-defined whitespace runs: llama.cpp's converter stores "▁▁" as two spaces, and
+// SentencePiece, which matches after writing spaces as ▁, also takes a literal ▁ for a space.
+TEST(SentencePieceTokenizer, UserDefinedSpacesAlsoMatchTheSpaceMarker) {
+  TokenizerData d = spm_data();
+  d.add_space_prefix = false;
+  d.tokens.push_back("  ");
+  d.scores.push_back(-1000);
+  d.token_types.push_back(int32_t(TokenType::user_defined));
+  const Tokenizer t = Tokenizer::build(d);
+  const int32_t two = t.vocab_size() - 1, hello = id_of(t, kMarker + "hello");
+  for (const std::string& spaces :
+       std::vector<std::string>{"  ", " " + kMarker, kMarker + " ", kMarker + kMarker}) {
+    EXPECT_EQ(t.encode(spaces + "ll", false), (Ids{two, id_of(t, "ll")})) << spaces;
+  }
+  EXPECT_EQ(t.encode(kMarker + "hello", false), Ids{hello});  // one marker alone: a space
+  EXPECT_EQ(t.encode(kMarker, false), Ids{id_of(t, kMarker)});
+  EXPECT_EQ(t.decode(t.encode(kMarker + " ll", false)), "  ll");
+}
+
 TEST(SentencePieceTokenizer, DecodeOptions) {
   const Tokenizer t = Tokenizer::build(spm_data());
   const int32_t hello = id_of(t, kMarker + "hello");
