@@ -11,6 +11,7 @@
 
 #include "io/io_test_util.hpp"
 #include "models/published.hpp"
+#include "models/reference_check.hpp"
 #include "devices/vulkan/vulkan_test_util.hpp"
 #include "sanitized.hpp"
 #include "iron/io/gguf.hpp"
@@ -160,83 +161,18 @@ TEST(Stories260K, AFullContextIsReported) {
   }
 }
 
-// KL(p_ref || p_ours) over the reference's top-32 ids plus a "rest" bucket, as the golden file
-// defines it.
-double kl_top32_rest(const nlohmann::json& position, const float* logits, int64_t vocab) {
-  double top = -INFINITY;
-  for (int64_t i = 0; i < vocab; ++i) top = std::max(top, double(logits[i]));
-  double sum = 0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - top);
-  double lse = top + std::log(sum), kl = 0, q_top = 0;
-  const auto& ids = position["top_ids"];
-  const auto& logprobs = position["top_logprobs"];
-  for (size_t i = 0; i < ids.size(); ++i) {
-    double lp = logprobs[i].get<double>(), lq = double(logits[ids[i].get<int64_t>()]) - lse;
-    kl += std::exp(lp) * (lp - lq);
-    q_top += std::exp(lq);
-  }
-  double p_rest = std::exp(position["rest_logprob"].get<double>()), q_rest = std::max(1.0 - q_top, 1e-12);
-  if (p_rest > 0) kl += p_rest * (std::log(p_rest) - std::log(q_rest));
-  return kl;
-}
-
-// Scores every golden position at `precision` and checks top-1 (where the reference's margin is
-// clear of what that precision may move) and KL against `kl_bound`; prints the figures.
-// Returns the KL mean (0 when the model is absent: the caller has skipped).
+// SmolLM2 against its golden logits at `precision`, with a cache type when given; the KL mean.
 double check_smollm2_against_reference(Precision precision, double margin_needed, double kl_bound,
                                        const std::string& device = "cpu", std::optional<DType> cache = {}) {
-  std::string path = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
-  if (!std::filesystem::exists(path)) {
-    ADD_FAILURE() << "unreachable: the caller skips when " << path << " is absent";
-    return 0;
-  }
-  std::ifstream file(std::string(IRON_SOURCE_DIR) + "/tests/golden/smollm2_logits.json");
-  nlohmann::json golden = nlohmann::json::parse(file);
-  RunnerOptions o;
-  o.model.context = 256;
-  o.model.precision = precision;
-  o.model.k_cache_dtype = o.model.v_cache_dtype = cache;
-  o.device = device;
-  auto runner = LlamaRunner::open(path, o);
-  double worst = 0, total = 0;
-  int positions = 0, top1_checked = 0, top1_agree = 0;
-  for (const auto& prompt : golden["prompts"]) {
-    std::vector<int32_t> ids = prompt["token_ids"].get<std::vector<int32_t>>();
-    Tensor logits = runner->score(ids);
-    const int64_t vocab = logits.dim(1);
-    for (const auto& position : prompt["positions"]) {
-      int64_t p = position["pos"].get<int64_t>();
-      const float* row = logits.data_as<float>() + p * vocab;
-      int64_t top1 = std::max_element(row, row + vocab) - row;
-      double margin = position["top_logprobs"][0].get<double>() - position["top_logprobs"][1].get<double>();
-      bool agree = top1 == position["top1"].get<int64_t>();
-      top1_agree += agree;
-      if (margin > margin_needed) {
-        ++top1_checked;
-        EXPECT_TRUE(agree) << prompt["name"] << " position " << p << " (margin " << margin << ")";
-      }
-      double kl = kl_top32_rest(position, row, vocab);
-      worst = std::max(worst, kl);
-      total += kl;
-      ++positions;
-      EXPECT_LT(kl, kl_bound) << prompt["name"] << " position " << p;
-    }
-    // Greedy generation continues as the reference's did, where its margins are clear.
-    auto greedy = prompt["greedy_ids"].get<std::vector<int32_t>>();
-    auto margins = prompt["greedy_margins"].get<std::vector<double>>();
-    std::vector<int32_t> out;
-    runner->generate(ids, int64_t(greedy.size()), [&](int32_t id) { out.push_back(id); });
-    for (size_t i = 0; i < out.size() && i < greedy.size(); ++i) {
-      if (margins[i] <= margin_needed) break;  // a near tie may go either way; later tokens differ then
-      EXPECT_EQ(out[i], greedy[i]) << prompt["name"] << " greedy token " << i;
-    }
-  }
-  std::printf("SmolLM2 on %s at %s, %s cache, vs the numpy reference: %d positions, top-1 agrees at %d (all %d with "
-              "a clear margin checked), KL mean %.3g, max %.3g nats\n",
-              device.c_str(), std::string(name(precision)).c_str(),
-              std::string(name(o.model.k_cache_type())).c_str(), positions, top1_agree, top1_checked,
-              total / positions, worst);
-  return total / positions;
+  iron::test::ReferenceCheck check;
+  check.model = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+  check.golden = "smollm2_logits.json";
+  check.precision = precision;
+  check.margin_needed = margin_needed;
+  check.kl_bound = kl_bound;
+  check.device = device;
+  check.cache = cache;
+  return iron::test::check_against_reference(check);
 }
 
 #define IRON_NEEDS_SMOLLM2()                                                                     \
