@@ -66,19 +66,26 @@ inline __m512 load16(const char* buffer, int64_t e, __mmask16 m) {
 }
 
 // Adds a block's n values, weighted, into the accumulators of B queries: `p` holds each query's
-// 16 weights (kKeyBlock apart), `acc` its accumulator (`W` floats apart).
+// 16 weights (kKeyBlock apart), `acc` its accumulator (`W` floats apart). The accumulators of up
+// to 16 / B vectors of the row at a time stay in registers over the block: enough independent
+// sums that the FMAs never wait on each other.
 template <DType T, int C, int B>
 void add_values(const Tile& a, int64_t j0, int64_t n, const float* p, float* acc, __mmask16 last) {
-  constexpr int W = C * 16;
-  for (int c = 0; c < C; ++c) {
-    const __mmask16 m = c == C - 1 ? last : __mmask16(0xffff);
-    __m512 sum[B];
-    for (int i = 0; i < B; ++i) sum[i] = _mm512_load_ps(acc + i * W + c * 16);
+  constexpr int W = C * 16, G = C < 16 / B ? C : 16 / B;
+  for (int c0 = 0; c0 < C; c0 += G) {
+    __m512 sum[B][G];
+    for (int i = 0; i < B; ++i)
+      for (int c = 0; c < G && c0 + c < C; ++c) sum[i][c] = _mm512_load_ps(acc + i * W + (c0 + c) * 16);
     for (int64_t j = 0; j < n; ++j) {
-      const __m512 v = load16<T>(a.v, a.v0 + (j0 + j) * a.stride + c * 16, m);
-      for (int i = 0; i < B; ++i) sum[i] = _mm512_fmadd_ps(_mm512_set1_ps(p[i * kKeyBlock + j]), v, sum[i]);
+      const char* row = a.v;
+      const int64_t e = a.v0 + (j0 + j) * a.stride + c0 * 16;
+      for (int c = 0; c < G && c0 + c < C; ++c) {
+        const __m512 v = load16<T>(row, e + c * 16, c0 + c == C - 1 ? last : __mmask16(0xffff));
+        for (int i = 0; i < B; ++i) sum[i][c] = _mm512_fmadd_ps(_mm512_set1_ps(p[i * kKeyBlock + j]), v, sum[i][c]);
+      }
     }
-    for (int i = 0; i < B; ++i) _mm512_store_ps(acc + i * W + c * 16, sum[i]);
+    for (int i = 0; i < B; ++i)
+      for (int c = 0; c < G && c0 + c < C; ++c) _mm512_store_ps(acc + i * W + (c0 + c) * 16, sum[i][c]);
   }
 }
 
