@@ -27,8 +27,8 @@ const Declaration kAttention{"Attention",
                               {"scale", 0.0}},
                              {// A decode step's keys per partial, at least (rounded to 16).
                               {"split", int64_t(128), {int64_t(64), int64_t(128), int64_t(256), int64_t(512)}},
-                              // A prefill's query vectors per tile: whole rows of a group's heads.
-                              {"tile", int64_t(16), {int64_t(4), int64_t(8), int64_t(16), int64_t(32)}},
+                              // A prefill's query vectors per tile: whole rows of every head.
+                              {"tile", int64_t(16), {int64_t(8), int64_t(16), int64_t(32), int64_t(64)}},
                               // "per_head": the kernel before grouped tiles (each query head of
                               // each row alone, its keys on one thread), kept as the benchmark's
                               // baseline; `block` is its softmax block.
@@ -82,12 +82,12 @@ std::pair<int64_t, int64_t> balanced_split(int64_t units, const Cost& cost, int 
   return {begin, std::max(begin, end)};
 }
 
-// Each query head's output as a tile of the heads of one kv group against that kv head's keys.
-// Prefill: a tile is a few rows' heads of one group against all the keys its rows attend to,
-// tiles balanced across threads by the keys they read. Decode (one row): each group's keys are
-// cut into partials, spread over threads, and the thread that finishes a group's last partial
-// combines them (log-sum-exp rescaling). The cuts depend on the number of keys alone, and every
-// output is computed in one order, so results do not depend on the thread count.
+// Each query row's heads as a tile against blocks of whole cache rows (every kv head's key of a
+// position), so each row is read once, in order. Prefill: a tile is a few rows' heads against
+// all the keys its rows attend to, tiles balanced across threads by the keys they read. Decode
+// (one row): the keys are cut into partials spread over threads, and the thread that finishes
+// the last partial combines them (log-sum-exp rescaling). The cuts depend on the number of keys
+// alone and every output is computed in one order, so results do not depend on the thread count.
 class Kernel final : public cpu::Kernel {
  public:
   Kernel(const Dims& dims, const cpu::KernelArgs& a, const Fields& tunables)
@@ -101,8 +101,8 @@ class Kernel final : public cpu::Kernel {
         block_(std::max<int64_t>(1, tunables.integer("block"))),
         split_(std::max<int64_t>(1, tunables.integer("split"))),
         width_((d_.d + 15) / 16 * 16),
-        rows_per_tile_(std::max<int64_t>(1, tunables.integer("tile") / d_.group())),
-        queries_(rows_per_tile_ * d_.group()) {
+        rows_per_tile_(std::max<int64_t>(1, tunables.integer("tile") / d_.heads)),
+        queries_(rows_per_tile_ * d_.heads) {
     require_shape("q", q_, {d_.heads, d_.d});
     require_shape("y", y_, {d_.heads, d_.d});
     require_shape("k_cache", k_, {d_.kv_heads, d_.d});
@@ -122,10 +122,8 @@ class Kernel final : public cpu::Kernel {
       return;
     }
     if (avx512 && k_.dtype == v_.dtype) tile_ = attention::avx512_tile(k_.dtype, d_.d);
-    scratch_ = cpu::Scratch(size_t(state_floats() + attention::work_floats(width_, queries_)));
+    scratch_ = cpu::Scratch(size_t(state_floats() + attention::work_floats(width_, d_.kv_heads, queries_ / d_.kv_heads)));
     partials_.assign(size_t(kMaxPartials * d_.heads * (width_ + 2)), 0.0f);
-    finished_ = std::make_unique<std::atomic<int64_t>[]>(size_t(d_.kv_heads));
-    for (int64_t g = 0; g < d_.kv_heads; ++g) finished_[size_t(g)].store(0);
   }
 
   // Each query row against every key of the cache and its value, at most.
@@ -155,10 +153,17 @@ class Kernel final : public cpu::Kernel {
   // rounded up so that the tile's work space after them is 64-byte aligned.
   int64_t state_floats() const { return 2 * queries_ * width_ + (4 * queries_ + 15) / 16 * 16; }
 
-  // Sets up a tile of the heads of group g for `count` rows from row r0, over keys [begin, end).
-  State state(const int64_t* w, int thread, int64_t g, int64_t r0, int64_t count, int64_t begin, int64_t end,
-              int64_t start, int64_t cache_rows) const {
-    const int64_t group = d_.group(), n = count * group, wd = width_;
+  // Query vector m of a tile of `count` rows: kv head by kv head, then row by row, then the
+  // group's heads. Its row (from the tile's first) and its head.
+  std::pair<int64_t, int64_t> row_and_head(int64_t m, int64_t count) const {
+    const int64_t group = d_.group(), per = count * group, g = m / per;
+    return {m % per / group, g * group + m % group};
+  }
+
+  // Sets up a tile of every head of `count` rows from row r0, over keys [begin, end).
+  State state(const int64_t* w, int thread, int64_t r0, int64_t count, int64_t begin, int64_t end, int64_t start,
+              int64_t cache_rows) const {
+    const int64_t n = count * d_.heads, wd = width_;
     State s;
     s.q = scratch_.get(thread);
     s.acc = s.q + queries_ * wd;
@@ -166,21 +171,19 @@ class Kernel final : public cpu::Kernel {
     s.sum = s.max + queries_;
     s.limit = reinterpret_cast<int64_t*>(s.sum + queries_);
     const float scale = float(d_.scale);
-    for (int64_t r = 0; r < count; ++r)
-      for (int64_t i = 0; i < group; ++i) {
-        const int64_t m = r * group + i;
-        float* q = s.q + m * wd;
-        load_row(q_, w, ((r0 + r) * d_.heads + g * group + i) * d_.d, q, d_.d);
-        for (int64_t e = 0; e < d_.d; ++e) q[e] *= scale;
-        std::fill(q + d_.d, q + wd, 0.0f);
-        std::fill(s.acc + m * wd, s.acc + (m + 1) * wd, 0.0f);
-        s.max[m] = -std::numeric_limits<float>::infinity();
-        s.sum[m] = 0;
-        s.limit[m] = std::min(end, d_.keys(start + r0 + r, cache_rows));
-      }
-    const int64_t k_first = k_.offset.get(w) + g * d_.d, v_first = v_.offset.get(w) + g * d_.d;
-    s.tile = {s.q, n, k_.base, v_.base, k_first, v_first, d_.kv_heads * d_.d, d_.d, wd, begin, end,
-              s.limit, s.max, s.sum, s.acc, s.q + state_floats()};
+    for (int64_t m = 0; m < n; ++m) {
+      auto [r, h] = row_and_head(m, count);
+      float* q = s.q + m * wd;
+      load_row(q_, w, ((r0 + r) * d_.heads + h) * d_.d, q, d_.d);
+      for (int64_t e = 0; e < d_.d; ++e) q[e] *= scale;
+      std::fill(q + d_.d, q + wd, 0.0f);
+      std::fill(s.acc + m * wd, s.acc + (m + 1) * wd, 0.0f);
+      s.max[m] = -std::numeric_limits<float>::infinity();
+      s.sum[m] = 0;
+      s.limit[m] = std::min(end, d_.keys(start + r0 + r, cache_rows));
+    }
+    s.tile = {s.q, d_.kv_heads, count * d_.group(), k_.base, v_.base, k_.offset.get(w), v_.offset.get(w),
+              d_.kv_heads * d_.d, d_.d, wd, begin, end, s.limit, s.max, s.sum, s.acc, s.q + state_floats()};
     return s;
   }
 
@@ -200,44 +203,46 @@ class Kernel final : public cpu::Kernel {
   }
 
   void prefill(const int64_t* w, int64_t rows, int64_t start, int64_t cache_rows, int thread, int threads) const {
-    const int64_t per = rows_per_tile_, tiles = (rows + per - 1) / per, group = d_.group();
-    auto last_row = [&](int64_t u) { return std::min(rows, (u / d_.kv_heads + 1) * per) - 1; };
-    // Each unit also pays a fixed cost (its queries, its outputs) worth a few keys.
-    auto cost = [&](int64_t u) { return d_.keys(start + last_row(u), cache_rows) + 8; };
-    auto [begin, end] = balanced_split(tiles * d_.kv_heads, cost, thread, threads);
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t g = u % d_.kv_heads, r0 = u / d_.kv_heads * per, count = last_row(u) + 1 - r0;
-      State s = state(w, thread, g, r0, count, 0, d_.keys(start + r0 + count - 1, cache_rows), start, cache_rows);
+    const int64_t per = rows_per_tile_, tiles = (rows + per - 1) / per;
+    auto last_row = [&](int64_t t) { return std::min(rows, (t + 1) * per) - 1; };
+    // Each tile also pays a fixed cost (its queries, its outputs) worth a few keys.
+    auto cost = [&](int64_t t) { return d_.keys(start + last_row(t), cache_rows) + 8; };
+    auto [begin, end] = balanced_split(tiles, cost, thread, threads);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r0 = t * per, count = last_row(t) + 1 - r0;
+      State s = state(w, thread, r0, count, 0, d_.keys(start + r0 + count - 1, cache_rows), start, cache_rows);
       run_tile(s.tile);
-      for (int64_t m = 0; m < count * group; ++m)
-        finish(w, r0 + m / group, g * group + m % group, s.acc + m * width_, s.sum[m]);
+      for (int64_t m = 0; m < count * d_.heads; ++m) {
+        auto [r, h] = row_and_head(m, count);
+        finish(w, r0 + r, h, s.acc + m * width_, s.sum[m]);
+      }
     }
   }
 
   void decode(const int64_t* w, int64_t start, int64_t cache_rows, int thread, int threads) const {
-    const int64_t keys = d_.keys(start, cache_rows), group = d_.group();
+    const int64_t keys = d_.keys(start, cache_rows);
     const int64_t parts = std::max<int64_t>(1, std::min(kMaxPartials, (keys + split_ - 1) / split_));
-    auto [begin, end] = cpu::split(d_.kv_heads * parts, thread, threads);
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t g = u / parts, c = u % parts;
+    auto [begin, end] = cpu::split(parts, thread, threads);
+    for (int64_t c = begin; c < end; ++c) {
       auto [first, last] = cpu::split(keys, int(c), int(parts), attention::kKeyBlock);
-      State s = state(w, thread, g, 0, 1, first, last, start, cache_rows);
+      State s = state(w, thread, 0, 1, first, last, start, cache_rows);
       run_tile(s.tile);
-      if (parts == 1) {
-        for (int64_t i = 0; i < group; ++i) finish(w, 0, g * group + i, s.acc + i * width_, s.sum[i]);
-        continue;
+      for (int64_t m = 0; m < d_.heads; ++m) {
+        const int64_t h = row_and_head(m, 1).second;
+        if (parts == 1) {
+          finish(w, 0, h, s.acc + m * width_, s.sum[m]);
+          continue;
+        }
+        float* p = partial(c, h);
+        p[0] = s.max[m];
+        p[1] = s.sum[m];
+        std::copy_n(s.acc + m * width_, d_.d, p + 2);
       }
-      for (int64_t i = 0; i < group; ++i) {
-        float* p = partial(c, g * group + i);
-        p[0] = s.max[i];
-        p[1] = s.sum[i];
-        std::copy_n(s.acc + i * width_, d_.d, p + 2);
-      }
-      // The thread that finishes a group's last partial combines the group's partials; the
-      // count is zero again before the next call begins (the pool's join orders them).
-      if (finished_[size_t(g)].fetch_add(1, std::memory_order_acq_rel) == parts - 1) {
-        combine(w, g, parts, s.acc);
-        finished_[size_t(g)].store(0, std::memory_order_relaxed);
+      // The thread that finishes the last partial combines them; the count is zero again
+      // before the next call begins (the pool's join orders them).
+      if (parts > 1 && finished_.fetch_add(1, std::memory_order_acq_rel) == parts - 1) {
+        combine(w, parts, s.acc);
+        finished_.store(0, std::memory_order_relaxed);
       }
     }
   }
@@ -245,9 +250,9 @@ class Kernel final : public cpu::Kernel {
   // Partial c of head h: its maximum, its sum, its weighted values (head_dim floats).
   float* partial(int64_t c, int64_t h) const { return partials_.data() + (c * d_.heads + h) * (width_ + 2); }
 
-  // Group g's output from its partials: each rescaled from its own maximum to the largest.
-  void combine(const int64_t* w, int64_t g, int64_t parts, float* out) const {
-    for (int64_t h = g * d_.group(); h < (g + 1) * d_.group(); ++h) {
+  // Every head's output from its partials: each rescaled from its own maximum to the largest.
+  void combine(const int64_t* w, int64_t parts, float* out) const {
+    for (int64_t h = 0; h < d_.heads; ++h) {
       float top = -std::numeric_limits<float>::infinity();
       for (int64_t c = 0; c < parts; ++c) top = std::max(top, partial(c, h)[0]);
       float sum = 0;
@@ -333,13 +338,13 @@ class Kernel final : public cpu::Kernel {
   int64_t block_, split_;
   int64_t width_;          // head_dim rounded up to 16
   int64_t rows_per_tile_;  // a prefill tile's rows
-  int64_t queries_;        // a tile's query vectors at most: its rows times a group's heads
+  int64_t queries_;        // a tile's query vectors at most: its rows times the heads
   cpu::Scratch scratch_;
   attention::TileFn tile_ = nullptr;  // the AVX-512 tile, where the CPU has it
   attention::RowFn row_ = nullptr;    // the per-head path's AVX-512 row loop, for f32 caches
-  // A decode step's partials, and per kv head how many of them are finished this call.
+  // A decode step's partials, and how many of them are finished this call.
   mutable std::vector<float> partials_;
-  std::unique_ptr<std::atomic<int64_t>[]> finished_;
+  mutable std::atomic<int64_t> finished_{0};
 };
 
 struct Attention : Operator {

@@ -53,20 +53,23 @@ void load(DType t, const char* buffer, int64_t e, int64_t n, float* out) {
 }
 
 void portable_tile(DType kt, DType vt, const Tile& a) {
-  const int64_t w = a.width;
-  float* keys = a.work;                    // kKeyBlock rows of `w` floats
-  float* weights = keys + kKeyBlock * w;   // kKeyBlock per query
-  float* value = weights + kKeyBlock * a.queries;
+  const int64_t w = a.width, per = a.queries, all = a.heads * per;
+  float* keys = a.work;                              // the block's keys, kv head by kv head
+  float* weights = keys + kKeyBlock * w * a.heads;   // kKeyBlock per query
+  float* value = weights + kKeyBlock * all;
   for (int64_t j0 = a.begin; j0 < a.end; j0 += kKeyBlock) {
     const int64_t n = std::min(kKeyBlock, a.end - j0);
-    for (int64_t j = 0; j < n; ++j) load(kt, a.k, a.k0 + (j0 + j) * a.stride, a.d, keys + j * w);
-    for (int64_t m = 0; m < a.queries; ++m) {
+    for (int64_t h = 0; h < a.heads; ++h)
+      for (int64_t j = 0; j < n; ++j)
+        load(kt, a.k, a.k0 + h * a.d + (j0 + j) * a.stride, a.d, keys + (h * kKeyBlock + j) * w);
+    for (int64_t m = 0; m < all; ++m) {
       float* p = weights + m * kKeyBlock;
       const int64_t valid = std::min(n, a.limit[m] - j0);
       std::fill(p, p + kKeyBlock, 0.0f);
       if (valid <= 0) continue;
+      const float* k = keys + m / per * kKeyBlock * w;
       float top = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < valid; ++j) top = std::max(top, p[j] = dot(a.q + m * w, keys + j * w, a.d));
+      for (int64_t j = 0; j < valid; ++j) top = std::max(top, p[j] = dot(a.q + m * w, k + j * w, a.d));
       float* acc = a.acc + m * w;
       if (top > a.max[m]) {  // rescale what came before to the new maximum
         const float shrink = std::exp(a.max[m] - top);
@@ -78,14 +81,15 @@ void portable_tile(DType kt, DType vt, const Tile& a) {
       for (int64_t j = 0; j < valid; ++j) sum += p[j] = std::exp(p[j] - a.max[m]);
       a.sum[m] += sum;
     }
-    for (int64_t j = 0; j < n; ++j) {
-      load(vt, a.v, a.v0 + (j0 + j) * a.stride, a.d, value);
-      for (int64_t m = 0; m < a.queries; ++m) {
-        const float e = weights[m * kKeyBlock + j];
-        float* acc = a.acc + m * w;
-        for (int64_t i = 0; i < a.d; ++i) acc[i] += e * value[i];
+    for (int64_t h = 0; h < a.heads; ++h)
+      for (int64_t j = 0; j < n; ++j) {
+        load(vt, a.v, a.v0 + h * a.d + (j0 + j) * a.stride, a.d, value);
+        for (int64_t m = h * per; m < (h + 1) * per; ++m) {
+          const float e = weights[m * kKeyBlock + j];
+          float* acc = a.acc + m * w;
+          for (int64_t i = 0; i < a.d; ++i) acc[i] += e * value[i];
+        }
       }
-    }
   }
 }
 

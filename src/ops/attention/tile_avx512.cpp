@@ -1,8 +1,8 @@
 // The Attention tile (tile.hpp) with 512-bit registers, templated over the caches' dtype and the
 // vectors a row takes (C = head_dim / 16, rounded up). For each block of 16 keys: each key row is
-// converted to f32 once (an f32 cache is read in place), each query's 16 scores come from 16
-// running sums reduced together, and each value row is converted once per four queries, whose
-// accumulators stay in registers over the block.
+// converted to f32 once (copied, for f32), each query's 16 scores come from 16 running sums
+// reduced together, and each value row is converted once per four queries, whose accumulators
+// stay in registers over the block.
 // GCC 12 warns of uninitialised values inside its own AVX-512 headers (masked loads): false.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -65,12 +65,13 @@ inline __m512 load16(const char* buffer, int64_t e, __mmask16 m) {
   }
 }
 
-// Adds a block's n values, weighted, into the accumulators of B queries: `p` holds each query's
-// 16 weights (kKeyBlock apart), `acc` its accumulator (`W` floats apart). The accumulators of up
+// Adds a block's n values (of the kv head whose value 0 is element v0), weighted, into the
+// accumulators of B queries: `p` holds each query's 16 weights (kKeyBlock apart), `acc` its
+// accumulator (`W` floats apart). The accumulators of up
 // to 16 / B vectors of the row at a time stay in registers over the block: enough independent
 // sums that the FMAs never wait on each other.
 template <DType T, int C, int B>
-void add_values(const Tile& a, int64_t j0, int64_t n, const float* p, float* acc, __mmask16 last) {
+void add_values(const Tile& a, int64_t v0, int64_t j0, int64_t n, const float* p, float* acc, __mmask16 last) {
   constexpr int W = C * 16, G = C < 16 / B ? C : 16 / B;
   for (int c0 = 0; c0 < C; c0 += G) {
     __m512 sum[B][G];
@@ -78,7 +79,7 @@ void add_values(const Tile& a, int64_t j0, int64_t n, const float* p, float* acc
       for (int c = 0; c < G && c0 + c < C; ++c) sum[i][c] = _mm512_load_ps(acc + i * W + (c0 + c) * 16);
     for (int64_t j = 0; j < n; ++j) {
       const char* row = a.v;
-      const int64_t e = a.v0 + (j0 + j) * a.stride + c0 * 16;
+      const int64_t e = v0 + (j0 + j) * a.stride + c0 * 16;
       for (int c = 0; c < G && c0 + c < C; ++c) {
         const __m512 v = load16<T>(row, e + c * 16, c0 + c == C - 1 ? last : __mmask16(0xffff));
         for (int i = 0; i < B; ++i) sum[i][c] = _mm512_fmadd_ps(_mm512_set1_ps(p[i * kKeyBlock + j]), v, sum[i][c]);
@@ -94,28 +95,23 @@ void tile(const Tile& a) {
   constexpr int W = C * 16;
   const int64_t tail = a.d - int64_t(C - 1) * 16;
   const __mmask16 last = __mmask16(tail >= 16 ? 0xffff : (1u << tail) - 1);
-  float* converted = a.work;                // the block's keys as f32 (not for an f32 cache)
-  float* weights = a.work + kKeyBlock * W;  // each query's 16 weights
+  const int64_t per = a.queries, all = a.heads * per;
+  float* keys = a.work;                               // the block's keys as f32, kv head by kv head
+  float* weights = a.work + kKeyBlock * W * a.heads;  // each query's 16 weights
   const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
   for (int64_t j0 = a.begin; j0 < a.end; j0 += kKeyBlock) {
     const int64_t n = smaller(kKeyBlock, a.end - j0);
-    // Key j of the block; past n, key n - 1 again (scored, then masked off).
-    const float* key[kKeyBlock];
+    // Key j of kv head h at keys + (h * 16 + j) * W (past n, key n - 1 again: scored, then
+    // masked off), so that scoring addresses each at a constant offset. A key's kv heads lie
+    // side by side: the block reads whole cache rows, in order.
     for (int64_t j = 0; j < kKeyBlock; ++j) {
-      if (j >= n) {
-        key[j] = key[n - 1];
-        continue;
-      }
-      const int64_t e = a.k0 + (j0 + j) * a.stride;
-      if constexpr (T == DType::f32) {
-        key[j] = reinterpret_cast<const float*>(a.k) + e;
-      } else {
-        float* row = converted + j * W;
-        for (int c = 0; c < C; ++c) _mm512_store_ps(row + c * 16, load16<T>(a.k, e + c * 16, c == C - 1 ? last : __mmask16(0xffff)));
-        key[j] = row;
-      }
+      const int64_t e = a.k0 + (j0 + (j < n ? j : n - 1)) * a.stride;
+      for (int64_t h = 0; h < a.heads; ++h)
+        for (int c = 0; c < C; ++c)
+          _mm512_store_ps(keys + (h * kKeyBlock + j) * W + c * 16,
+                          load16<T>(a.k, e + h * a.d + c * 16, c == C - 1 ? last : __mmask16(0xffff)));
     }
-    for (int64_t m = 0; m < a.queries; ++m) {
+    for (int64_t m = 0; m < all; ++m) {
       float* p = weights + m * kKeyBlock;
       const int64_t valid = smaller(n, a.limit[m] - j0);
       if (valid <= 0) {
@@ -123,12 +119,12 @@ void tile(const Tile& a) {
         continue;
       }
       const float* q = a.q + m * W;
+      const float* k = keys + m / per * kKeyBlock * W;
       __m512 s[kKeyBlock];
       for (auto& x : s) x = _mm512_setzero_ps();
       for (int c = 0; c < C; ++c) {
         const __m512 qc = _mm512_load_ps(q + c * 16);
-        const __mmask16 mc = c == C - 1 ? last : __mmask16(0xffff);
-        for (int j = 0; j < kKeyBlock; ++j) s[j] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mc, key[j] + c * 16), qc, s[j]);
+        for (int j = 0; j < kKeyBlock; ++j) s[j] = _mm512_fmadd_ps(_mm512_load_ps(k + j * W + c * 16), qc, s[j]);
       }
       const __mmask16 keep = __mmask16(valid >= 16 ? 0xffff : (1u << valid) - 1);
       const __m512 scores = _mm512_mask_mov_ps(minus_inf, keep, sum_each(s));
@@ -144,13 +140,16 @@ void tile(const Tile& a) {
       a.sum[m] += _mm512_reduce_add_ps(e);
       _mm512_store_ps(p, e);
     }
-    int64_t m = 0;
-    for (; m + 4 <= a.queries; m += 4) add_values<T, C, 4>(a, j0, n, weights + m * kKeyBlock, a.acc + m * W, last);
-    switch (a.queries - m) {
-      case 3: add_values<T, C, 3>(a, j0, n, weights + m * kKeyBlock, a.acc + m * W, last); break;
-      case 2: add_values<T, C, 2>(a, j0, n, weights + m * kKeyBlock, a.acc + m * W, last); break;
-      case 1: add_values<T, C, 1>(a, j0, n, weights + m * kKeyBlock, a.acc + m * W, last); break;
-      default: break;
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const int64_t v0 = a.v0 + h * a.d, first = h * per, end = first + per;
+      int64_t m = first;
+      for (; m + 4 <= end; m += 4) add_values<T, C, 4>(a, v0, j0, n, weights + m * kKeyBlock, a.acc + m * W, last);
+      switch (end - m) {
+        case 3: add_values<T, C, 3>(a, v0, j0, n, weights + m * kKeyBlock, a.acc + m * W, last); break;
+        case 2: add_values<T, C, 2>(a, v0, j0, n, weights + m * kKeyBlock, a.acc + m * W, last); break;
+        case 1: add_values<T, C, 1>(a, v0, j0, n, weights + m * kKeyBlock, a.acc + m * W, last); break;
+        default: break;
+      }
     }
   }
 }
