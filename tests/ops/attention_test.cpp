@@ -189,7 +189,7 @@ TEST(Attention, PrefillTilesShareKeysAcrossRowsAndHeads) {
     for (const Shape3& s : kShapes)
       for (DType cache : kCaches) {
         // From the cache's start, from inside it, past the cache's bound (later rows see no
-        // more keys), and tiles of one query head's row up to several rows.
+        // more keys), and tiles of one row up to several rows.
         check_direct({s, 96, 37, 0, 96, cache, {}}, f, seed++);
         check_direct({s, 96, 11, 50, 96, cache, {{"tile", int64_t(4)}}}, f, seed++);
         check_direct({s, 96, 9, 40, 45, cache, {{"tile", int64_t(32)}}}, f, seed++);

@@ -36,8 +36,8 @@ const Declaration kAttention{"Attention",
                               {"path", std::string("grouped")},
                               {"block", int64_t(128)}}};
 
-// A decode step's keys are split into at most this many partials per kv head: enough to share
-// them among many threads; the partials take kMaxPartials * heads * (head_dim + 2) floats.
+// A decode step's keys are split into at most this many partials: enough to share them among
+// many threads; the partials take kMaxPartials * heads * (head_dim + 2) floats per kernel.
 constexpr int64_t kMaxPartials = 32;
 
 struct Dims {
