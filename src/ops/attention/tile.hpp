@@ -39,7 +39,7 @@ struct Tile {
 
 /// The floats of scratch a tile needs.
 inline int64_t work_floats(int64_t width, int64_t heads, int64_t queries) {
-  return kKeyBlock * heads * (width + queries) + width;
+  return kKeyBlock * heads * (2 * width + queries) + width;
 }
 
 /// The AVX-512 tile for caches of `cache` dtype (keys and values alike) and head_dim `d`;
