@@ -2,6 +2,7 @@
 // per-call start), the reference against hand-computed values, and a graph that writes a KV cache
 // at a per-call position then attends, compiled and checked against reference().
 #include "iron/iron.hpp"
+#include "ops/gemm_test_util.hpp"
 #include "ops/op_harness.hpp"
 
 namespace iron::test {
@@ -29,9 +30,9 @@ TEST(Attention, KernelMatchesReference) {
   for (int64_t d : {8, 64})
     for (Rows r : {Rows{1, 1}, Rows{5, 3}})
       for (int64_t start : {0, 7})
-        for (DType cache : {f32, bf16, f16})
+        for (DType cache : {f32, bf16, f16, DType::q8_0})
           for (int64_t block : {32, 5}) {
-            DType out = cache == f16 ? f32 : cache;
+            DType out = cache == bf16 ? bf16 : f32;
             Case c = attention_case(r.rows, r.valid, 9, 3, d, 32, start, cache, out);
             c.tunables = {{"block", block}};
             c.seed = seed++;
@@ -54,6 +55,162 @@ TEST(Attention, ManyKeysKernelMatchesReference) {
         c.seed = seed++;
         run_case(c);
       }
+}
+
+// ---- the kernel run directly: every dispatch path, cache dtype and thread count ---------------
+
+struct Shape3 {
+  int64_t heads, kv_heads, d;
+};
+
+// One call of an Attention kernel on f32 queries and caches of `cache` (the test's f32 values
+// rounded or quantised into it; the reference reads them back), with `rows` query rows from
+// position `start` and the caches bounded to `cache_rows` rows this call.
+struct Direct {
+  Shape3 s;
+  int64_t ctx, rows, start, cache_rows;
+  DType cache;
+  Fields tunables;
+
+  std::string str() const {
+    return "heads " + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " d " + std::to_string(s.d) +
+           " ctx " + std::to_string(ctx) + " rows " + std::to_string(rows) + " start " + std::to_string(start) +
+           " cache rows " + std::to_string(cache_rows) + " " + std::string(name(cache)) + " " + tunables.str();
+  }
+};
+
+// Runs `c` with `features` as 1 to 4 threads against reference(), and on every thread of the
+// pool together; every thread count gives the same bits (the split of a decode step's keys
+// depends on the keys alone). The pool is made with four threads where this test is the
+// process's first to ask for it (as ctest runs each test), whatever this machine has.
+void check_direct(const Direct& c, const cpu::Features& features, uint32_t seed) {
+  SCOPED_TRACE(c.str() + " on " + features.str());
+  const int pool = cpu::ThreadPool::shared(4).size();
+  std::shared_ptr<Operator> op = catalog_entry("Attention")
+                                     .make({{"heads", c.s.heads},
+                                            {"kv_heads", c.s.kv_heads},
+                                            {"head_dim", c.s.d},
+                                            {"ctx", c.ctx}},
+                                           c.tunables);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-2, 2);
+  auto random = [&](int64_t n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& f : x) f = u(rng);
+    return x;
+  };
+  const Shape qs{c.rows, c.s.heads, c.s.d}, cs{c.ctx, c.s.kv_heads, c.s.d};
+  std::vector<float> q = random(element_count(qs)), y(q.size(), 7.0f), want(q.size(), 7.0f);
+  // Each cache in its dtype, and as the reference sees it.
+  std::vector<std::vector<char>> bytes;
+  std::vector<std::vector<float>> seen;
+  for (int k = 0; k < 2; ++k) {
+    std::vector<float> x = random(element_count(cs));
+    bytes.emplace_back(size_t(storage_bytes(c.cache, element_count(cs))));
+    from_f32(c.cache, x.data(), bytes.back().data(), element_count(cs));
+    seen.emplace_back(x.size());
+    to_f32(c.cache, bytes.back().data(), seen.back().data(), element_count(cs));
+  }
+  // Words: the query rows, the caches' rows, the start.
+  const int64_t words[3] = {c.rows, c.cache_rows, c.start};
+  cpu::KernelArgs args;
+  args.in = {gemm_testing::operand(f32, qs, reinterpret_cast<char*>(q.data()), {0, 0}),
+             gemm_testing::operand(c.cache, cs, bytes[0].data(), {1, 0}),
+             gemm_testing::operand(c.cache, cs, bytes[1].data(), {1, 0})};
+  args.out = {gemm_testing::operand(f32, qs, reinterpret_cast<char*>(y.data()), {0, 0})};
+  args.scalars = {{2, 0}};
+  args.features = &features;
+  std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
+
+  RefCall call;
+  call.in = {{q.data(), qs, qs, f32}, {seen[0].data(), cs, {c.cache_rows, c.s.kv_heads, c.s.d}, c.cache},
+             {seen[1].data(), cs, {c.cache_rows, c.s.kv_heads, c.s.d}, c.cache}};
+  call.out = {{want.data(), qs, qs, f32}};
+  call.scalars = {c.start};
+  op->reference(call);
+  const Tolerance tol = op->tolerance(Precision::highest);
+
+  std::vector<float> first;
+  auto check = [&](int threads, bool together) {
+    SCOPED_TRACE(std::to_string(threads) + (together ? " threads together" : " threads' shares in turn"));
+    std::fill(y.begin(), y.end(), 7.0f);
+    if (together) {
+      cpu::run_kernel(*kernel, words, threads);
+    } else {
+      // Each share on this thread in turn: any count the pool has scratch for, without a run
+      // that leaves workers out (their reading of the pool's state races the next run's).
+      for (int t = 0; t < threads; ++t) kernel->run(words, t, threads);
+    }
+    int failures = 0;
+    for (size_t e = 0; e < y.size() && failures < 5; ++e)
+      if (!(std::abs(double(y[e]) - want[e]) <= tol.atol + tol.rtol * std::abs(want[e])))
+        ADD_FAILURE() << "element " << e << ": kernel " << y[e] << ", reference " << want[e] << " (" << ++failures
+                      << ")";
+    if (first.empty())
+      first = y;
+    else
+      ASSERT_EQ(y, first) << "the results changed with the thread count";
+  };
+  for (int threads = 1; threads <= std::min(pool, 4); ++threads) check(threads, false);
+  check(pool, true);
+}
+
+// The dispatch paths this host runs: the portable loops always, AVX-512 where it has it.
+std::vector<cpu::Features> feature_sets() {
+  const cpu::Features& host = cpu::Features::host();
+  std::vector<cpu::Features> sets{host.limited_to("portable")};
+  if (host.avx512f && host.avx512bw && host.avx512vl && host.f16c) sets.push_back(host);
+  return sets;
+}
+
+const DType kCaches[] = {f32, f16, bf16, DType::q8_0};
+
+// Shapes: SmolLM2's (groups of 3, head_dim 64), Gemma 3's (4 heads over 1, head_dim 256), groups
+// of 1 and 8, head_dim 80 (q8_0 rows that start inside a block) and 72 (a part register).
+const Shape3 kShapes[] = {{9, 3, 64}, {4, 1, 256}, {2, 2, 64}, {8, 1, 80}, {6, 2, 72}};
+
+TEST(Attention, DecodeSplitsTheKeysAcrossThreads) {
+  uint32_t seed = 1000;
+  for (const cpu::Features& f : feature_sets())
+    for (const Shape3& s : kShapes)
+      for (DType cache : kCaches) {
+        // One key, fewer keys than threads, part of a block, several partials of the split (64
+        // keys each at least here), one more than a whole number of blocks, the cache's bound.
+        for (int64_t start : {0, 2, 13, 200, 256, 300})
+          check_direct({s, 320, 1, start, 320, cache, {{"split", int64_t(64)}}}, f, seed++);
+        check_direct({s, 320, 1, 300, 97, cache, {{"split", int64_t(64)}}}, f, seed++);
+        check_direct({s, 320, 1, 319, 320, cache, {}}, f, seed++);
+      }
+}
+
+TEST(Attention, DecodeOfManyPartials) {
+  // More keys than 32 partials of the split take: the partials grow instead.
+  uint32_t seed = 1100;
+  for (const cpu::Features& f : feature_sets())
+    check_direct({{9, 3, 64}, 3000, 1, 2999, 3000, f16, {{"split", int64_t(64)}}}, f, seed++);
+}
+
+TEST(Attention, PrefillTilesShareKeysAcrossRowsAndHeads) {
+  uint32_t seed = 1200;
+  for (const cpu::Features& f : feature_sets())
+    for (const Shape3& s : kShapes)
+      for (DType cache : kCaches) {
+        // From the cache's start, from inside it, past the cache's bound (later rows see no
+        // more keys), and tiles of one row up to several rows.
+        check_direct({s, 96, 37, 0, 96, cache, {}}, f, seed++);
+        check_direct({s, 96, 11, 50, 96, cache, {{"tile", int64_t(4)}}}, f, seed++);
+        check_direct({s, 96, 9, 40, 45, cache, {{"tile", int64_t(32)}}}, f, seed++);
+        check_direct({s, 96, 3, 0, 0, cache, {}}, f, seed++);  // no keys: zeros
+      }
+}
+
+TEST(Attention, PerHeadPathMatchesReference) {
+  uint32_t seed = 1300;
+  for (const cpu::Features& f : feature_sets())
+    for (DType cache : kCaches) {
+      check_direct({{9, 3, 64}, 96, 1, 70, 96, cache, {{"path", std::string("per_head")}}}, f, seed++);
+      check_direct({{9, 3, 64}, 96, 7, 20, 96, cache, {{"path", std::string("per_head")}}}, f, seed++);
+    }
 }
 
 TEST(Attention, WindowHeldToTheCache) {

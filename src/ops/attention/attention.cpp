@@ -4,10 +4,14 @@
 // start + r (start: the step's per-call scalar 0) and attends to cache positions [0, start + r],
 // held to the cache's ctx rows (and its per-call bound on axis 0, if any). Rows of q may be bounded
 // per call; rows past the bound are not written. `scale` 0 (the default) is 1/sqrt(head_dim).
+#include <atomic>
 #include <limits>
+#include <memory>
+#include <vector>
 
 #include "iron/handle.hpp"
 #include "ops/attention/rows.hpp"
+#include "ops/attention/tile.hpp"
 #include "ops/op.hpp"
 
 namespace iron::ops {
@@ -21,7 +25,20 @@ const Declaration kAttention{"Attention",
                               {"head_dim", std::nullopt},
                               {"ctx", std::nullopt},
                               {"scale", 0.0}},
-                             {{"block", int64_t(128), {int64_t(16), int64_t(32), int64_t(64), int64_t(128), int64_t(256)}}}};
+                             {// A decode step's keys per partial, at least (rounded to 16).
+                              {"split", int64_t(128), {int64_t(64), int64_t(128), int64_t(256), int64_t(512)}},
+                              // A prefill's query vectors per tile: whole rows of every head
+                              // (each tile reads its keys once; 16 measured slower than 64).
+                              {"tile", int64_t(64), {int64_t(16), int64_t(32), int64_t(64), int64_t(128)}},
+                              // "per_head": the kernel before grouped tiles (each query head of
+                              // each row alone, its keys on one thread), kept as the benchmark's
+                              // baseline; `block` is its softmax block.
+                              {"path", std::string("grouped")},
+                              {"block", int64_t(128)}}};
+
+// A decode step's keys are split into at most this many partials: enough to share them among
+// many threads; the partials take kMaxPartials * heads * (head_dim + 2) floats per kernel.
+constexpr int64_t kMaxPartials = 32;
 
 struct Dims {
   int64_t heads, kv_heads, d, ctx;
@@ -35,17 +52,6 @@ struct Dims {
   }
 };
 
-// f32 dot product with eight independent partial sums.
-inline float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float tail = 0;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
-
 void require_shape(const char* what, const cpu::Operand& o, const Shape& tail) {
   bool ok = o.rank() == 3 && o.shape[1] == tail[0] && o.shape[2] == tail[1] &&
             o.strides == contiguous_strides(o.shape);
@@ -55,16 +61,49 @@ void require_shape(const char* what, const cpu::Operand& o, const Shape& tail) {
                 std::to_string(tail[1]) + ")");
 }
 
+// The part [begin, end) of `units` that thread `thread` takes: equal shares of cost(u), not of
+// units. A causal prefill's last rows read many more keys than its first (an even split of 512
+// rows left one thread idle for 38% of the call).
+template <class Cost>
+std::pair<int64_t, int64_t> balanced_split(int64_t units, const Cost& cost, int thread, int threads) {
+  if (threads <= 1) return {0, units};
+  int64_t total = 0;
+  for (int64_t u = 0; u < units; ++u) total += cost(u);
+  const int64_t lo = total * thread / threads, hi = total * (thread + 1) / threads;
+  int64_t begin = -1, end = units, before = 0;
+  for (int64_t u = 0; u < units; ++u) {
+    if (begin < 0 && before >= lo) begin = u;
+    if (before >= hi) {
+      end = u;
+      break;
+    }
+    before += cost(u);
+  }
+  if (begin < 0) begin = units;
+  return {begin, std::max(begin, end)};
+}
+
+// Each query row's heads as a tile against blocks of whole cache rows (every kv head's key of a
+// position), so each row is read once, in order. Prefill: a tile is a few rows' heads against
+// all the keys its rows attend to, tiles balanced across threads by the keys they read. Decode
+// (one row): the keys are cut into partials spread over threads, and the thread that finishes
+// the last partial combines them (log-sum-exp rescaling). The cuts depend on the number of keys
+// alone and every output is computed in one order, so results do not depend on the thread count.
 class Kernel final : public cpu::Kernel {
  public:
-  Kernel(const Dims& dims, const cpu::KernelArgs& a, int64_t block)
+  Kernel(const Dims& dims, const cpu::KernelArgs& a, const Fields& tunables)
       : d_(dims),
         q_(a.in.at(0)),
         k_(a.in.at(1)),
         v_(a.in.at(2)),
         y_(a.out.at(0)),
         start_(a.scalars.at(0)),
-        block_(std::max<int64_t>(1, block)) {
+        per_head_(tunables.text("path") == "per_head"),
+        block_(std::max<int64_t>(1, tunables.integer("block"))),
+        split_(std::max<int64_t>(1, tunables.integer("split"))),
+        width_((d_.d + 15) / 16 * 16),
+        rows_per_tile_(std::max<int64_t>(1, tunables.integer("tile") / d_.heads)),
+        queries_(rows_per_tile_ * d_.heads) {
     require_shape("q", q_, {d_.heads, d_.d});
     require_shape("y", y_, {d_.heads, d_.d});
     require_shape("k_cache", k_, {d_.kv_heads, d_.d});
@@ -72,22 +111,171 @@ class Kernel final : public cpu::Kernel {
     if (k_.shape[0] != d_.ctx || v_.shape[0] != d_.ctx)
       value_error("Attention: caches of " + std::to_string(d_.ctx) + " rows, got " +
                   to_string(k_.shape) + " and " + to_string(v_.shape));
-    // Per thread: the scaled query, the output accumulator, a key or value row, a block's scores.
-    per_thread_ = 3 * d_.d + block_;
-    scratch_ = cpu::Scratch(size_t(per_thread_));
+    for (const cpu::Operand* c : {&k_, &v_})
+      if (c->dtype != f32 && c->dtype != f16 && c->dtype != bf16 && c->dtype != DType::q8_0)
+        value_error("Attention: a cache of " + std::string(name(c->dtype)) + " (f32, f16, bf16 or q8_0 are read)");
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
-    if (k_.dtype == f32 && v_.dtype == f32 && f.avx512f) fast_ = attention::avx512_row(d_.d);
+    const bool avx512 = f.avx512f && f.avx512bw && f.avx512vl && f.f16c;
+    if (per_head_) {
+      // The query, the output accumulator, a key or value row, a block's scores.
+      scratch_ = cpu::Scratch(size_t(3 * d_.d + block_));
+      if (k_.dtype == f32 && v_.dtype == f32 && avx512) row_ = attention::avx512_row(d_.d);
+      return;
+    }
+    if (avx512 && k_.dtype == v_.dtype) tile_ = attention::avx512_tile(k_.dtype, d_.d);
+    scratch_ = cpu::Scratch(size_t(state_floats() + attention::work_floats(width_, d_.kv_heads, queries_ / d_.kv_heads)));
+    partials_.assign(size_t(kMaxPartials * d_.heads * (width_ + 2)), 0.0f);
   }
 
   // Each query row against every key of the cache and its value, at most.
   int64_t multiply_adds() const override { return q_.shape[0] * d_.heads * d_.ctx * d_.d * 2; }
 
   void run(const int64_t* w, int thread, int threads) const override {
-    const int64_t rows = q_.rows(w), d = d_.d, heads = d_.heads;
-    const int64_t start = start_.get(w);
+    const int64_t rows = q_.rows(w), start = start_.get(w);
     const int64_t cache_rows = std::min(k_.extent(0, w), v_.extent(0, w));
+    if (per_head_)
+      run_per_head(w, rows, start, cache_rows, thread, threads);
+    else if (rows == 1)
+      decode(w, start, cache_rows, thread, threads);
+    else
+      prefill(w, rows, start, cache_rows, thread, threads);
+  }
+
+ private:
+  // A thread's scratch: a tile's scaled queries, accumulators, maxima, sums and limits, and
+  // the tile's own work space.
+  struct State {
+    float *q, *acc, *max, *sum;
+    int64_t* limit;
+    attention::Tile tile;
+  };
+
+  // A tile's queries and accumulators, then maxima, sums and limits (int64, two floats each),
+  // rounded up so that the tile's work space after them is 64-byte aligned.
+  int64_t state_floats() const { return 2 * queries_ * width_ + (4 * queries_ + 15) / 16 * 16; }
+
+  // Query vector m of a tile of `count` rows: kv head by kv head, then row by row, then the
+  // group's heads. Its row (from the tile's first) and its head.
+  std::pair<int64_t, int64_t> row_and_head(int64_t m, int64_t count) const {
+    const int64_t group = d_.group(), per = count * group, g = m / per;
+    return {m % per / group, g * group + m % group};
+  }
+
+  // Sets up a tile of every head of `count` rows from row r0, over keys [begin, end).
+  State state(const int64_t* w, int thread, int64_t r0, int64_t count, int64_t begin, int64_t end, int64_t start,
+              int64_t cache_rows) const {
+    const int64_t n = count * d_.heads, wd = width_;
+    State s;
+    s.q = scratch_.get(thread);
+    s.acc = s.q + queries_ * wd;
+    s.max = s.acc + queries_ * wd;
+    s.sum = s.max + queries_;
+    s.limit = reinterpret_cast<int64_t*>(s.sum + queries_);
     const float scale = float(d_.scale);
-    auto [begin, end] = balanced_split(rows, start, cache_rows, thread, threads);
+    for (int64_t m = 0; m < n; ++m) {
+      auto [r, h] = row_and_head(m, count);
+      float* q = s.q + m * wd;
+      load_row(q_, w, ((r0 + r) * d_.heads + h) * d_.d, q, d_.d);
+      for (int64_t e = 0; e < d_.d; ++e) q[e] *= scale;
+      std::fill(q + d_.d, q + wd, 0.0f);
+      std::fill(s.acc + m * wd, s.acc + (m + 1) * wd, 0.0f);
+      s.max[m] = -std::numeric_limits<float>::infinity();
+      s.sum[m] = 0;
+      s.limit[m] = std::min(end, d_.keys(start + r0 + r, cache_rows));
+    }
+    s.tile = {s.q, d_.kv_heads, count * d_.group(), k_.base, v_.base, k_.offset.get(w), v_.offset.get(w),
+              d_.kv_heads * d_.d, d_.d, wd, begin, end, s.limit, s.max, s.sum, s.acc, s.q + state_floats()};
+    return s;
+  }
+
+  void run_tile(const attention::Tile& t) const {
+    if (t.begin >= t.end) return;
+    if (tile_)
+      tile_(t);
+    else
+      attention::portable_tile(k_.dtype, v_.dtype, t);
+  }
+
+  // Writes the output row of head h of row r: `acc` over `sum` (zero where no key was read).
+  void finish(const int64_t* w, int64_t r, int64_t h, float* acc, float sum) const {
+    const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+    for (int64_t e = 0; e < d_.d; ++e) acc[e] *= inv;
+    store_row(y_, w, (r * d_.heads + h) * d_.d, acc, d_.d);
+  }
+
+  void prefill(const int64_t* w, int64_t rows, int64_t start, int64_t cache_rows, int thread, int threads) const {
+    const int64_t per = rows_per_tile_, tiles = (rows + per - 1) / per;
+    auto last_row = [&](int64_t t) { return std::min(rows, (t + 1) * per) - 1; };
+    // Each tile also pays a fixed cost (its queries, its outputs) worth a few keys.
+    auto cost = [&](int64_t t) { return d_.keys(start + last_row(t), cache_rows) + 8; };
+    auto [begin, end] = balanced_split(tiles, cost, thread, threads);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r0 = t * per, count = last_row(t) + 1 - r0;
+      State s = state(w, thread, r0, count, 0, d_.keys(start + r0 + count - 1, cache_rows), start, cache_rows);
+      run_tile(s.tile);
+      for (int64_t m = 0; m < count * d_.heads; ++m) {
+        auto [r, h] = row_and_head(m, count);
+        finish(w, r0 + r, h, s.acc + m * width_, s.sum[m]);
+      }
+    }
+  }
+
+  void decode(const int64_t* w, int64_t start, int64_t cache_rows, int thread, int threads) const {
+    const int64_t keys = d_.keys(start, cache_rows);
+    const int64_t parts = std::max<int64_t>(1, std::min(kMaxPartials, (keys + split_ - 1) / split_));
+    auto [begin, end] = cpu::split(parts, thread, threads);
+    for (int64_t c = begin; c < end; ++c) {
+      auto [first, last] = cpu::split(keys, int(c), int(parts), attention::kKeyBlock);
+      State s = state(w, thread, 0, 1, first, last, start, cache_rows);
+      run_tile(s.tile);
+      for (int64_t m = 0; m < d_.heads; ++m) {
+        const int64_t h = row_and_head(m, 1).second;
+        if (parts == 1) {
+          finish(w, 0, h, s.acc + m * width_, s.sum[m]);
+          continue;
+        }
+        float* p = partial(c, h);
+        p[0] = s.max[m];
+        p[1] = s.sum[m];
+        std::copy_n(s.acc + m * width_, d_.d, p + 2);
+      }
+      // The thread that finishes the last partial combines them; the count is zero again
+      // before the next call begins (the pool's join orders them).
+      if (parts > 1 && finished_.fetch_add(1, std::memory_order_acq_rel) == parts - 1) {
+        combine(w, parts, s.acc);
+        finished_.store(0, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  // Partial c of head h: its maximum, its sum, its weighted values (head_dim floats).
+  float* partial(int64_t c, int64_t h) const { return partials_.data() + (c * d_.heads + h) * (width_ + 2); }
+
+  // Every head's output from its partials: each rescaled from its own maximum to the largest.
+  void combine(const int64_t* w, int64_t parts, float* out) const {
+    for (int64_t h = 0; h < d_.heads; ++h) {
+      float top = -std::numeric_limits<float>::infinity();
+      for (int64_t c = 0; c < parts; ++c) top = std::max(top, partial(c, h)[0]);
+      float sum = 0;
+      std::fill(out, out + d_.d, 0.0f);
+      for (int64_t c = 0; c < parts; ++c) {
+        const float* p = partial(c, h);
+        const float f = std::exp(p[0] - top);
+        sum += f * p[1];
+        for (int64_t e = 0; e < d_.d; ++e) out[e] += f * p[2 + e];
+      }
+      finish(w, 0, h, out, sum);
+    }
+  }
+
+  // The baseline: each (row, head) pair alone over all its keys, pairs balanced over threads.
+  void run_per_head(const int64_t* w, int64_t rows, int64_t start, int64_t cache_rows, int thread,
+                    int threads) const {
+    const int64_t d = d_.d, heads = d_.heads;
+    const float scale = float(d_.scale);
+    // Each pair also pays a fixed cost (its query, its output) worth a few keys.
+    auto cost = [&](int64_t p) { return d_.keys(start + p / heads, cache_rows) + 8; };
+    auto [begin, end] = balanced_split(rows * heads, cost, thread, threads);
     float* q = scratch_.get(thread);
     float* acc = q + d;
     float* row = acc + d;
@@ -102,9 +290,9 @@ class Kernel final : public cpu::Kernel {
       }
       load_row(q_, w, p * d, q, d);
       for (int64_t i = 0; i < d; ++i) q[i] *= scale;
-      if (fast_) {
+      if (row_) {
         const int64_t stride = d_.kv_heads * d;
-        fast_({q, k_.data<float>(w) + d_.at(0, g), v_.data<float>(w) + d_.at(0, g), stride, d, keys, block_, scores, acc});
+        row_({q, k_.data<float>(w) + d_.at(0, g), v_.data<float>(w) + d_.at(0, g), stride, d, keys, block_, scores, acc});
         store_row(y_, w, p * d, acc, d);
         continue;
       }
@@ -115,7 +303,7 @@ class Kernel final : public cpu::Kernel {
         const int64_t n = std::min(block_, keys - j0);
         float top = -std::numeric_limits<float>::infinity();
         for (int64_t i = 0; i < n; ++i) {
-          scores[i] = dot(q, cache_row(k_, w, j0 + i, g, row), d);
+          scores[i] = attention::dot(q, cache_row(k_, w, j0 + i, g, row), d);
           top = std::max(top, scores[i]);
         }
         const float next = std::max(m, top);
@@ -136,47 +324,28 @@ class Kernel final : public cpu::Kernel {
     }
   }
 
- private:
-  // The (row, head) pairs thread `thread` takes: equal shares of the keys read, not of the rows.
-  // A causal prefill's last rows read many more keys than its first (an even split of 512 rows
-  // left one thread idle for 38% of the call).
-  std::pair<int64_t, int64_t> balanced_split(int64_t rows, int64_t start, int64_t cache_rows, int thread,
-                                             int threads) const {
-    const int64_t pairs = rows * d_.heads;
-    if (threads <= 1) return {0, pairs};
-    // Each pair also pays a fixed cost (its query, its output) worth a few keys.
-    auto cost = [&](int64_t p) { return d_.keys(start + p / d_.heads, cache_rows) + 8; };
-    int64_t total = 0;
-    for (int64_t r = 0; r < rows; ++r) total += cost(r * d_.heads) * d_.heads;
-    const int64_t lo = total * thread / threads, hi = total * (thread + 1) / threads;
-    int64_t begin = -1, end = pairs, before = 0;
-    for (int64_t p = 0; p < pairs; ++p) {
-      if (begin < 0 && before >= lo) begin = p;
-      if (before >= hi) {
-        end = p;
-        break;
-      }
-      before += cost(p);
-    }
-    if (begin < 0) begin = pairs;
-    return {begin, std::max(begin, end)};
-  }
-
   // Row j of kv head g of a cache as f32: in place for an f32 cache, else converted into `buffer`.
   const float* cache_row(const cpu::Operand& c, const int64_t* w, int64_t j, int64_t g,
                          float* buffer) const {
     if (c.dtype == f32) return c.data<float>(w) + d_.at(j, g);
-    load_row(c, w, d_.at(j, g), buffer, d_.d);
+    attention::load(c.dtype, c.base, c.offset.get(w) + d_.at(j, g), d_.d, buffer);
     return buffer;
   }
 
   Dims d_;
   cpu::Operand q_, k_, v_, y_;
   cpu::WordRef start_;
-  int64_t block_;
-  int64_t per_thread_;
+  bool per_head_;
+  int64_t block_, split_;
+  int64_t width_;          // head_dim rounded up to 16
+  int64_t rows_per_tile_;  // a prefill tile's rows
+  int64_t queries_;        // a tile's query vectors at most: its rows times the heads
   cpu::Scratch scratch_;
-  attention::RowFn fast_ = nullptr;  // the AVX-512 row loop, for f32 caches where the CPU has it
+  attention::TileFn tile_ = nullptr;  // the AVX-512 tile, where the CPU has it
+  attention::RowFn row_ = nullptr;    // the per-head path's AVX-512 row loop, for f32 caches
+  // A decode step's partials, and how many of them are finished this call.
+  mutable std::vector<float> partials_;
+  mutable std::atomic<int64_t> finished_{0};
 };
 
 struct Attention : Operator {
@@ -228,7 +397,7 @@ struct Attention : Operator {
   Tolerance tolerance(Precision) const override { return {2e-5, 1e-4}; }
 
   std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
-    return std::make_unique<Kernel>(d_, a, tunables_.integer("block"));
+    return std::make_unique<Kernel>(d_, a, tunables_);
   }
 
   Dims d_;

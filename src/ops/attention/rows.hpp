@@ -1,5 +1,6 @@
-// One query row of one head attending over an f32 cache: the loop the Attention kernel runs per
-// (row, head), with an AVX-512 build beside the portable one (chosen by what the CPU has).
+// One query row of one head attending over an f32 cache: the loop of the Attention kernel's
+// per_head path (the kernel before grouped tiles, kept as the benchmark's baseline), with an
+// AVX-512 build beside the portable one (chosen by what the CPU has).
 #pragma once
 
 #include <cstdint>

@@ -11,36 +11,14 @@
 #include <limits>
 
 #include "devices/cpu/simd_avx512.hpp"
+#include "ops/attention/avx512.hpp"
 #include "ops/attention/rows.hpp"
 
 namespace iron::ops::attention {
 
 namespace {
 
-// Local, not std::min/max: an inline template instantiated in this AVX-512 file could be the
-// copy the linker keeps for baseline callers too.
-inline float larger(float a, float b) { return a > b ? a : b; }
-inline int64_t smaller(int64_t a, int64_t b) { return a < b ? a : b; }
-
-// Lane i of the result: the sum of the sixteen lanes of s[i]. A transpose-and-add tree, ~3
-// instructions a key instead of a horizontal reduction (~10, in one dependent chain) each.
-inline __m512 sum_each(const __m512 s[16]) {
-  __m512 quad[4];  // quad[g], 128-bit lane k: the sums over lane k of s[4g .. 4g + 3]
-  for (int g = 0; g < 4; ++g) {
-    const __m512* x = s + 4 * g;
-    const __m512 a = _mm512_add_ps(_mm512_unpacklo_ps(x[0], x[1]), _mm512_unpackhi_ps(x[0], x[1]));
-    const __m512 b = _mm512_add_ps(_mm512_unpacklo_ps(x[2], x[3]), _mm512_unpackhi_ps(x[2], x[3]));
-    const __m512d ad = _mm512_castps_pd(a), bd = _mm512_castps_pd(b);
-    quad[g] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(ad, bd)),
-                            _mm512_castpd_ps(_mm512_unpackhi_pd(ad, bd)));
-  }
-  // Add the four 128-bit lanes of each quad, leaving quad g in lane g.
-  const __m512 h01 = _mm512_add_ps(_mm512_shuffle_f32x4(quad[0], quad[1], 0x44),
-                                   _mm512_shuffle_f32x4(quad[0], quad[1], 0xee));
-  const __m512 h23 = _mm512_add_ps(_mm512_shuffle_f32x4(quad[2], quad[3], 0x44),
-                                   _mm512_shuffle_f32x4(quad[2], quad[3], 0xee));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(h01, h23, 0x88), _mm512_shuffle_f32x4(h01, h23, 0xdd));
-}
+inline float larger(float a, float b) { return a > b ? a : b; }  // not std::max: see smaller()
 
 template <int C>
 void row(const RowArgs& a) {

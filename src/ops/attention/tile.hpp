@@ -1,0 +1,61 @@
+// A tile of query vectors attending to a range of keys: the loop the Attention kernel runs. The
+// query vectors are every head of one query row (decode) or of a few (prefill), so each key and
+// value row is read once for the whole tile rather than once per query head, and a block of keys
+// is whole cache rows, read in order (one kv head's part of each row alone is a strided read,
+// which the hardware's prefetchers turn into reading every row whole, three times over for three
+// kv heads). An online softmax over blocks of 16 keys: each query keeps a running maximum, the
+// sum of its weights and the weighted sum of values, all relative to e^max, so a tile can stop
+// at any key and a later one (or a combine of several) can carry on from its state.
+// An AVX-512 build for f32, f16, bf16 and q8_0 caches beside a portable one for any of them.
+#pragma once
+
+#include <cstdint>
+
+#include "iron/dtype.hpp"
+
+namespace iron::ops::attention {
+
+/// Keys scored together: one vector of scores.
+constexpr int64_t kKeyBlock = 16;
+
+struct Tile {
+  // heads * queries query vectors, already scaled, `width` floats apart: the first kv head's
+  // `queries`, then the next kv head's.
+  const float* q;
+  int64_t heads;           // kv heads, side by side in the caches (the first is at k0, v0)
+  int64_t queries;         // query vectors per kv head
+  const char *k, *v;       // the caches' buffers
+  int64_t k0, v0;          // the element of key (value) 0 of the first kv head, from the buffer's start
+  int64_t stride;          // elements from one key (value) row to the next
+  int64_t d;               // head_dim: the next kv head's key starts d elements on
+  int64_t width;           // d rounded up to 16: the floats of a query, an accumulator, a key row
+  int64_t begin, end;      // the keys [begin, end) this tile reads
+  const int64_t* limit;    // per query: it attends to keys below limit[i] (none if <= begin)
+  // Per query, in and out: the running maximum (-inf before any key), the sum of weights and
+  // the weighted sum of values (`width` floats, zero past d).
+  float *max, *sum, *acc;
+  float* work;             // scratch of work_floats(width, heads, queries) floats, 64-byte aligned
+};
+
+/// The floats of scratch a tile needs.
+inline int64_t work_floats(int64_t width, int64_t heads, int64_t queries) {
+  return kKeyBlock * heads * (2 * width + queries) + width;
+}
+
+/// The AVX-512 tile for caches of `cache` dtype (keys and values alike) and head_dim `d`;
+/// nullptr where there is none (d above 128 other than 256, q8_0 with d not a multiple of 16).
+/// The CPU must have AVX-512 F, BW and VL and F16C.
+using TileFn = void (*)(const Tile&);
+TileFn avx512_tile(DType cache, int64_t d);
+
+/// The portable tile: any of f32, f16, bf16 and q8_0 for keys and for values.
+void portable_tile(DType k, DType v, const Tile& t);
+
+/// f32 dot product with eight independent partial sums.
+float dot(const float* a, const float* b, int64_t n);
+
+/// Elements [e, e + n) of a cache of dtype `t` (f32, f16, bf16 or q8_0: q8_0 from any element,
+/// not only a block's first) as f32.
+void load(DType t, const char* buffer, int64_t e, int64_t n, float* out);
+
+}  // namespace iron::ops::attention
