@@ -64,9 +64,10 @@ Handle scalar(const std::vector<Affine>& terms);
 /// h / (heads / kv_heads). Row r of q sits at absolute position `start + r` and attends to cache
 /// positions [0, start + r] (held to ctx); `start` is checked to lie in [0, ctx) each call.
 /// Softmax of `scale` (none: 1/sqrt(head_dim)) times q.k, times v; q's per-call row bound holds
-/// for the result, of q's shape and dtype.
+/// for the result, of q's shape and dtype. With a sliding `window` (> 0), a row attends only to
+/// the last `window` positions up to its own, and only those are read.
 Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Affine& start,
-                 std::optional<double> scale = {});
+                 std::optional<double> scale = {}, int64_t window = 0);
 /// A dense copy of any view (strided, gathered), optionally cast to `dtype`.
 Handle copy(const Handle& x, std::optional<DType> dtype = {});
 

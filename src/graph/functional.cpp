@@ -202,7 +202,7 @@ Handle scalar(const std::vector<Affine>& terms) {
 }
 
 Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Affine& start,
-                 std::optional<double> scale) {
+                 std::optional<double> scale, int64_t window) {
   if (!q.defined() || !k_cache.defined() || !v_cache.defined())
     type_error("attention() of an undefined handle");
   if (q.rank() != 3 || k_cache.rank() != 3 || k_cache.shape() != v_cache.shape())
@@ -214,6 +214,7 @@ Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, 
     value_error("attention(): q " + q.str() + " and caches " + k_cache.str() +
                 " need one head_dim and kv_heads dividing heads");
   if (scale && !(*scale > 0)) value_error("attention(): scale is positive");
+  if (window < 0) value_error("attention(): window is a count of positions (0: none)");
   Recorder& r = Recorder::require("attention()");
   r.limit(start, 0, ctx,
           "attention start " + start.str() + " in a cache of " + std::to_string(ctx));
@@ -221,7 +222,8 @@ Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, 
            {"kv_heads", kv_heads},
            {"head_dim", d},
            {"ctx", ctx},
-           {"scale", scale.value_or(1.0 / std::sqrt(double(d)))}};
+           {"scale", scale.value_or(1.0 / std::sqrt(double(d)))},
+           {"window", window}};
   return step("Attention", p, {q, k_cache, v_cache}, q.shape(), activation_dtype(q), q.bounds(),
               Precision::highest, {start});
 }

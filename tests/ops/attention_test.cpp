@@ -22,6 +22,15 @@ Case attention_case(int64_t rows, int64_t valid_rows, int64_t heads, int64_t kv_
   return c;
 }
 
+TEST(Attention, SlidingWindowOnEveryDevice) {
+  for (int64_t start : {0, 3, 30}) {
+    Case c = attention_case(6, 5, 4, 2, 16, 48, start, f32, f32);
+    c.params = {{"heads", int64_t(4)}, {"kv_heads", int64_t(2)}, {"head_dim", int64_t(16)}, {"ctx", int64_t(48)},
+                {"window", int64_t(7)}};
+    run_case(c);
+  }
+}
+
 TEST(Attention, KernelMatchesReference) {
   uint32_t seed = 200;
   struct Rows {
@@ -71,11 +80,13 @@ struct Direct {
   int64_t ctx, rows, start, cache_rows;
   DType cache;
   Fields tunables;
+  int64_t window = 0;  // a sliding window's keys (0: none)
 
   std::string str() const {
     return "heads " + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " d " + std::to_string(s.d) +
            " ctx " + std::to_string(ctx) + " rows " + std::to_string(rows) + " start " + std::to_string(start) +
-           " cache rows " + std::to_string(cache_rows) + " " + std::string(name(cache)) + " " + tunables.str();
+           " cache rows " + std::to_string(cache_rows) + " " + std::string(name(cache)) + " window " +
+           std::to_string(window) + " " + tunables.str();
   }
 };
 
@@ -90,7 +101,8 @@ void check_direct(const Direct& c, const cpu::Features& features, uint32_t seed)
                                      .make({{"heads", c.s.heads},
                                             {"kv_heads", c.s.kv_heads},
                                             {"head_dim", c.s.d},
-                                            {"ctx", c.ctx}},
+                                            {"ctx", c.ctx},
+                                            {"window", c.window}},
                                            c.tunables);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-2, 2);
@@ -201,6 +213,27 @@ TEST(Attention, PrefillTilesShareKeysAcrossRowsAndHeads) {
         check_direct({s, 96, 11, 50, 96, cache, {{"tile", int64_t(4)}}}, f, seed++);
         check_direct({s, 96, 9, 40, 45, cache, {{"tile", int64_t(32)}}}, f, seed++);
         check_direct({s, 96, 3, 0, 0, cache, {}}, f, seed++);  // no keys: zeros
+      }
+}
+
+// Gemma's local layers: each row attends to the last `window` positions up to its own. Decode
+// windows that start mid-block and cut across partials, prefill tiles whose rows' windows begin
+// at different keys, a window wider than what the cache holds, and a window of one key.
+TEST(Attention, SlidingWindowReadsOnlyItsKeys) {
+  uint32_t seed = 1400;
+  for (const cpu::Features& f : feature_sets())
+    for (const Shape3& s : {Shape3{4, 1, 256}, Shape3{9, 3, 64}})
+      for (DType cache : kCaches) {
+        for (int64_t start : {0, 5, 40, 250, 319}) {
+          Direct d{s, 320, 1, start, 320, cache, {{"split", int64_t(64)}}, 37};
+          check_direct(d, f, seed++);
+        }
+        check_direct({s, 320, 1, 300, 320, cache, {}, 512}, f, seed++);
+        check_direct({s, 320, 1, 100, 320, cache, {}, 1}, f, seed++);
+        check_direct({s, 96, 37, 20, 96, cache, {}, 16}, f, seed++);
+        check_direct({s, 96, 11, 50, 96, cache, {{"tile", int64_t(4)}}, 23}, f, seed++);
+        check_direct({s, 96, 9, 40, 45, cache, {{"tile", int64_t(32)}, {"path", std::string("per_head")}}, 8}, f,
+                     seed++);
       }
 }
 

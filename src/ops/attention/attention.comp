@@ -24,6 +24,7 @@ layout(push_constant) uniform Push {
   int k_rows, v_rows;  // words: the caches' valid rows
   int heads, kv_heads, ctx;
   float scale;
+  int window;      // a sliding window's keys (0: every earlier position)
 } p;
 
 shared float shared_max[32], shared_sum[32];
@@ -36,9 +37,10 @@ void main() {
   const int g = int(h) / (p.heads / p.kv_heads);
   const int position = word(p.start) + int(r);
   const int keys = max(0, min(min(position + 1, p.ctx), min(word(p.k_rows), word(p.v_rows))));
+  const int first = p.window > 0 ? max(0, position - p.window + 1) : 0;
   const uint q0 = uint(p.q_base + word(p.q_offset)) + (r * uint(p.heads) + h) * uint(d);
   const uint y0 = uint(p.y_base + word(p.y_offset)) + (r * uint(p.heads) + h) * uint(d);
-  if (keys == 0) {
+  if (keys <= first) {
     for (int i = int(t); i < d; i += 32) y[y0 + uint(i)] = 0.0;
     return;
   }
@@ -49,7 +51,7 @@ void main() {
     acc[i] = 0.0;
   }
   float m = -1.0 / 0.0, l = 0.0;
-  for (int j = int(t); j < keys; j += 32) {
+  for (int j = first + int(t); j < keys; j += 32) {
     const uint at = uint((j * p.kv_heads + g) * d);
     float score = 0.0;
     for (int i = 0; i < d; ++i) score += query[i] * kc[k0 + at + uint(i)];

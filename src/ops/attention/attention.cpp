@@ -2,8 +2,10 @@
 // use it. q (rows, heads, head_dim) over k_cache and v_cache (ctx, kv_heads, head_dim); query
 // head h reads kv head h / (heads / kv_heads). Query row r of a call sits at absolute position
 // start + r (start: the step's per-call scalar 0) and attends to cache positions [0, start + r],
-// held to the cache's ctx rows (and its per-call bound on axis 0, if any). Rows of q may be bounded
-// per call; rows past the bound are not written. `scale` 0 (the default) is 1/sqrt(head_dim).
+// held to the cache's ctx rows (and its per-call bound on axis 0, if any); with a sliding `window`
+// (Gemma's local layers) only to the last `window` of them, its own included, and only those are
+// read. Rows of q may be bounded per call; rows past the bound are not written. `scale` 0 (the
+// default) is 1/sqrt(head_dim).
 #include <atomic>
 #include <limits>
 #include <memory>
@@ -24,7 +26,8 @@ const Declaration kAttention{"Attention",
                               {"kv_heads", std::nullopt},
                               {"head_dim", std::nullopt},
                               {"ctx", std::nullopt},
-                              {"scale", 0.0}},
+                              {"scale", 0.0},
+                              {"window", int64_t(0)}},
                              {// A decode step's keys per partial, at least (rounded to 16).
                               {"split", int64_t(128), {int64_t(64), int64_t(128), int64_t(256), int64_t(512)}},
                               // A prefill's query vectors per tile: whole rows of every head
@@ -43,6 +46,7 @@ constexpr int64_t kMaxPartials = 32;
 struct Dims {
   int64_t heads, kv_heads, d, ctx;
   double scale;
+  int64_t window = 0;  // 0: every earlier position
   int64_t group() const { return heads / kv_heads; }
   /// The first element of key (or value) `j` of kv head `g` in a cache.
   int64_t at(int64_t j, int64_t g) const { return (j * kv_heads + g) * d; }
@@ -50,6 +54,8 @@ struct Dims {
   int64_t keys(int64_t position, int64_t cache_rows) const {
     return std::max<int64_t>(0, std::min({position + 1, ctx, cache_rows}));
   }
+  /// The first key a query at absolute `position` attends to: 0, or its window's first.
+  int64_t first(int64_t position) const { return window > 0 ? std::max<int64_t>(0, position - window + 1) : 0; }
 };
 
 void require_shape(const char* what, const cpu::Operand& o, const Shape& tail) {
@@ -98,7 +104,8 @@ class Kernel final : public cpu::Kernel {
         v_(a.in.at(2)),
         y_(a.out.at(0)),
         start_(a.scalars.at(0)),
-        per_head_(tunables.text("path") == "per_head"),
+        // The baseline path reads every earlier key: a sliding window takes the grouped tiles.
+        per_head_(tunables.text("path") == "per_head" && dims.window == 0),
         block_(std::max<int64_t>(1, tunables.integer("block"))),
         split_(std::max<int64_t>(1, tunables.integer("split"))),
         width_((d_.d + 15) / 16 * 16),
@@ -146,13 +153,13 @@ class Kernel final : public cpu::Kernel {
   // the tile's own work space.
   struct State {
     float *q, *acc, *max, *sum;
-    int64_t* limit;
+    int64_t *limit, *from;
     attention::Tile tile;
   };
 
-  // A tile's queries and accumulators, then maxima, sums and limits (int64, two floats each),
+  // A tile's queries and accumulators, then maxima, sums, limits and firsts (int64, two floats each),
   // rounded up so that the tile's work space after them is 64-byte aligned.
-  int64_t state_floats() const { return 2 * queries_ * width_ + (4 * queries_ + 15) / 16 * 16; }
+  int64_t state_floats() const { return 2 * queries_ * width_ + (6 * queries_ + 15) / 16 * 16; }
 
   // Query vector m of a tile of `count` rows: kv head by kv head, then row by row, then the
   // group's heads. Its row (from the tile's first) and its head.
@@ -171,6 +178,7 @@ class Kernel final : public cpu::Kernel {
     s.max = s.acc + queries_ * wd;
     s.sum = s.max + queries_;
     s.limit = reinterpret_cast<int64_t*>(s.sum + queries_);
+    s.from = s.limit + queries_;
     const float scale = float(d_.scale);
     for (int64_t m = 0; m < n; ++m) {
       auto [r, h] = row_and_head(m, count);
@@ -182,9 +190,11 @@ class Kernel final : public cpu::Kernel {
       s.max[m] = -std::numeric_limits<float>::infinity();
       s.sum[m] = 0;
       s.limit[m] = std::min(end, d_.keys(start + r0 + r, cache_rows));
+      s.from[m] = d_.first(start + r0 + r);
     }
-    s.tile = {s.q, d_.kv_heads, count * d_.group(), k_.base, v_.base, k_.offset.get(w), v_.offset.get(w),
-              d_.kv_heads * d_.d, d_.d, wd, begin, end, s.limit, s.max, s.sum, s.acc, s.q + state_floats()};
+    s.tile = {s.q,      d_.kv_heads, count * d_.group(), k_.base, v_.base, k_.offset.get(w), v_.offset.get(w),
+              d_.kv_heads * d_.d, d_.d, wd, begin, end, s.limit, s.from, s.max, s.sum, s.acc,
+              s.q + state_floats()};
     return s;
   }
 
@@ -206,12 +216,16 @@ class Kernel final : public cpu::Kernel {
   void prefill(const int64_t* w, int64_t rows, int64_t start, int64_t cache_rows, int thread, int threads) const {
     const int64_t per = rows_per_tile_, tiles = (rows + per - 1) / per;
     auto last_row = [&](int64_t t) { return std::min(rows, (t + 1) * per) - 1; };
-    // Each tile also pays a fixed cost (its queries, its outputs) worth a few keys.
-    auto cost = [&](int64_t t) { return d_.keys(start + last_row(t), cache_rows) + 8; };
+    // A tile reads from its first row's first key to its last row's last. Each tile also pays a
+    // fixed cost (its queries, its outputs) worth a few keys.
+    auto cost = [&](int64_t t) {
+      return std::max<int64_t>(0, d_.keys(start + last_row(t), cache_rows) - d_.first(start + t * per)) + 8;
+    };
     auto [begin, end] = balanced_split(tiles, cost, thread, threads);
     for (int64_t t = begin; t < end; ++t) {
       const int64_t r0 = t * per, count = last_row(t) + 1 - r0;
-      State s = state(w, thread, r0, count, 0, d_.keys(start + r0 + count - 1, cache_rows), start, cache_rows);
+      State s = state(w, thread, r0, count, d_.first(start + r0), d_.keys(start + r0 + count - 1, cache_rows), start,
+                      cache_rows);
       run_tile(s.tile);
       for (int64_t m = 0; m < count * d_.heads; ++m) {
         auto [r, h] = row_and_head(m, count);
@@ -221,12 +235,14 @@ class Kernel final : public cpu::Kernel {
   }
 
   void decode(const int64_t* w, int64_t start, int64_t cache_rows, int thread, int threads) const {
-    const int64_t keys = d_.keys(start, cache_rows);
+    // The keys [lo, lo + keys): all the earlier positions, or a sliding window's.
+    const int64_t lo = std::min(d_.first(start), d_.keys(start, cache_rows));
+    const int64_t keys = d_.keys(start, cache_rows) - lo;
     const int64_t parts = std::max<int64_t>(1, std::min(kMaxPartials, (keys + split_ - 1) / split_));
     auto [begin, end] = cpu::split(parts, thread, threads);
     for (int64_t c = begin; c < end; ++c) {
       auto [first, last] = cpu::split(keys, int(c), int(parts), attention::kKeyBlock);
-      State s = state(w, thread, 0, 1, first, last, start, cache_rows);
+      State s = state(w, thread, 0, 1, lo + first, lo + last, start, cache_rows);
       run_tile(s.tile);
       for (int64_t m = 0; m < d_.heads; ++m) {
         const int64_t h = row_and_head(m, 1).second;
@@ -362,6 +378,8 @@ struct Attention : Operator {
           params_.str());
     if (d_.scale < 0) value_error("Attention: scale is positive (0: 1/sqrt(head_dim))");
     if (d_.scale == 0) d_.scale = 1.0 / std::sqrt(double(d_.d));
+    d_.window = params_.integer("window");
+    if (d_.window < 0) value_error("Attention: window is a count of keys (0: no window), not " + params_.str());
   }
 
   void reference(const RefCall& c) const override {
@@ -373,24 +391,25 @@ struct Attention : Operator {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t h = 0; h < d_.heads; ++h) {
         const int64_t g = h / d_.group(), keys = d_.keys(start + r, cache_rows);
+        const int64_t first = std::min(d_.first(start + r), keys);
         const float* qr = q.data + (r * d_.heads + h) * d;
         float* yr = y.data + (r * d_.heads + h) * d;
         scores.assign(size_t(keys), 0.0);
         double top = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < keys; ++j) {
+        for (int64_t j = first; j < keys; ++j) {
           double s = 0;
           for (int64_t i = 0; i < d; ++i) s += double(qr[i]) * double(k.data[d_.at(j, g) + i]);
           scores[size_t(j)] = s * d_.scale;
           top = std::max(top, scores[size_t(j)]);
         }
         double sum = 0;
-        for (double& s : scores) sum += (s = std::exp(s - top));
+        for (int64_t j = first; j < keys; ++j) sum += (scores[size_t(j)] = std::exp(scores[size_t(j)] - top));
         std::fill(out.begin(), out.end(), 0.0);
-        for (int64_t j = 0; j < keys; ++j)
+        for (int64_t j = first; j < keys; ++j)
           for (int64_t i = 0; i < d; ++i)
             out[size_t(i)] += scores[size_t(j)] * double(v.data[d_.at(j, g) + i]);
         for (int64_t i = 0; i < d; ++i)
-          yr[i] = round_to(y.dtype, keys ? float(out[size_t(i)] / sum) : 0.0f);
+          yr[i] = round_to(y.dtype, keys > first ? float(out[size_t(i)] / sum) : 0.0f);
       }
   }
 

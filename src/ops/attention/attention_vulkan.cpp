@@ -1,4 +1,5 @@
-// Attention on the Vulkan device (attention.comp): f32 queries and caches, head_dim up to 128.
+// Attention on the Vulkan device (attention.comp): f32 queries and caches, head_dim up to 128, a
+// sliding window or none.
 #include <cmath>
 
 #include "devices/vulkan/kernel.hpp"
@@ -17,10 +18,11 @@ void record_attention(const Operator& op, const vulkan::KernelArgs& a, vulkan::C
     vulkan::Start q, k, v, y;
     int32_t rows, start, k_rows, v_rows, heads, kv_heads, ctx;
     float scale;
+    int32_t window;
   } push{vulkan::start(q), vulkan::start(k), vulkan::start(v), vulkan::start(y), vulkan::shader_word(q.valid[0]),
          vulkan::shader_word(a.scalars.at(0)), vulkan::shader_word(k.valid[0]), vulkan::shader_word(v.valid[0]),
          vulkan::shader_int(heads, "heads"), vulkan::shader_int(kv_heads, "kv_heads"),
-         vulkan::shader_int(p.integer("ctx"), "ctx"), float(scale)};
+         vulkan::shader_int(p.integer("ctx"), "ctx"), float(scale), vulkan::shader_int(p.integer("window"), "window")};
   list.bind(a.device->pipeline({"attention", {uint32_t(d)}, 5, sizeof push}));
   list.bind_buffers({q.binding(), k.binding(), v.binding(), y.binding(), vulkan::words_binding(a)});
   list.push_constants(push);

@@ -64,12 +64,12 @@ void portable_tile(DType kt, DType vt, const Tile& a) {
         load(kt, a.k, a.k0 + h * a.d + (j0 + j) * a.stride, a.d, keys + (h * kKeyBlock + j) * w);
     for (int64_t m = 0; m < all; ++m) {
       float* p = weights + m * kKeyBlock;
-      const int64_t valid = std::min(n, a.limit[m] - j0);
+      const int64_t valid = std::min(n, a.limit[m] - j0), first = std::max<int64_t>(0, a.from[m] - j0);
       std::fill(p, p + kKeyBlock, 0.0f);
-      if (valid <= 0) continue;
+      if (valid <= first) continue;
       const float* k = keys + m / per * kKeyBlock * w;
       float top = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < valid; ++j) top = std::max(top, p[j] = dot(a.q + m * w, k + j * w, a.d));
+      for (int64_t j = first; j < valid; ++j) top = std::max(top, p[j] = dot(a.q + m * w, k + j * w, a.d));
       float* acc = a.acc + m * w;
       if (top > a.max[m]) {  // rescale what came before to the new maximum
         const float shrink = std::exp(a.max[m] - top);
@@ -78,7 +78,7 @@ void portable_tile(DType kt, DType vt, const Tile& a) {
         a.max[m] = top;
       }
       float sum = 0;
-      for (int64_t j = 0; j < valid; ++j) sum += p[j] = std::exp(p[j] - a.max[m]);
+      for (int64_t j = first; j < valid; ++j) sum += p[j] = std::exp(p[j] - a.max[m]);
       a.sum[m] += sum;
     }
     for (int64_t h = 0; h < a.heads; ++h)

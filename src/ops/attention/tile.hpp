@@ -31,6 +31,7 @@ struct Tile {
   int64_t width;           // d rounded up to 16: the floats of a query, an accumulator, a key row
   int64_t begin, end;      // the keys [begin, end) this tile reads
   const int64_t* limit;    // per query: it attends to keys below limit[i] (none if <= begin)
+  const int64_t* from;     // per query: and from key from[i] on (a sliding window's first key)
   // Per query, in and out: the running maximum (-inf before any key), the sum of weights and
   // the weighted sum of values (`width` floats, zero past d).
   float *max, *sum, *acc;

@@ -97,8 +97,8 @@ void tile(const Tile& a) {
     convert<T, C>(a.v, a.v0, a.stride, a.heads, a.d, j0, n, last, values);
     for (int64_t m = 0; m < all; ++m) {
       float* p = weights + m * kKeyBlock;
-      const int64_t valid = smaller(n, a.limit[m] - j0);
-      if (valid <= 0) {
+      const int64_t valid = smaller(n, a.limit[m] - j0), first = a.from[m] > j0 ? a.from[m] - j0 : 0;
+      if (valid <= first) {
         _mm512_store_ps(p, _mm512_setzero_ps());
         continue;
       }
@@ -110,7 +110,8 @@ void tile(const Tile& a) {
         const __m512 qc = _mm512_load_ps(q + c * 16);
         for (int j = 0; j < kKeyBlock; ++j) s[j] = _mm512_fmadd_ps(_mm512_load_ps(k + j * W + c * 16), qc, s[j]);
       }
-      const __mmask16 keep = __mmask16(valid >= 16 ? 0xffff : (1u << valid) - 1);
+      // Keys [first, valid) of the block: below `valid`, and from a sliding window's first on.
+      const __mmask16 keep = __mmask16((valid >= 16 ? 0xffffu : (1u << valid) - 1) & ~((1u << first) - 1));
       const __m512 scores = _mm512_mask_mov_ps(minus_inf, keep, sum_each(s));
       const float top = _mm512_reduce_max_ps(scores);
       if (top > a.max[m]) {  // rescale what came before to the new maximum
