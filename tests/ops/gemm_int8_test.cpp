@@ -1,11 +1,13 @@
 // The int8-activation path of ProjectionGEMM at Precision::medium (AVX512_VNNI, q4_0 / q4_1 /
-// q8_0 weights rearranged 16 rows to a load) against the op's reference within
+// q8_0 weights rearranged 16 rows to a load; q5_0 / q5_1 / q4_k / q5_k / q6_k read as they are) against the op's reference within
 // tolerance(medium), for one row and many; the layout itself against the source blocks; and
 // the ops and precisions that must never take it (their results equal the f32 path's).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,25 +22,8 @@
 namespace iron {
 namespace {
 
-// A weight (N, K) of `t` with |w| < 0.3 about, as a trained Linear's (and gemm_fast_test's).
-std::vector<char> random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const DTypeInfo& ti = info(t);
-  std::vector<char> bytes(size_t(n * k / ti.block * ti.bytes));
-  for (auto& b : bytes) b = char(rng() & 0xff);
-  auto put_half = [&](size_t at, float f) {
-    uint16_t h = f32_to_f16(f);
-    std::memcpy(bytes.data() + at, &h, 2);
-  };
-  for (size_t b = 0; b < bytes.size(); b += size_t(ti.bytes)) {
-    put_half(b, u(rng) * (t == DType::q8_0 ? 0.002f : 0.02f));
-    if (t == DType::q4_1) put_half(b + 2, u(rng) * 0.1f);
-  }
-  return bytes;
-}
-
 using gemm_testing::operand;
+using gemm_testing::random_weight;
 
 struct Case {
   std::string op = "ProjectionGEMM";  // or GEMV
@@ -157,6 +142,8 @@ double check(const Case& c) {
 }
 
 const DType kWeights[] = {DType::q4_0, DType::q4_1, DType::q8_0};
+// The kinds the int8 path reads straight from W's rows (quant_blocks.hpp).
+const DType kRowWeights[] = {DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k};
 
 TEST(GemmInt8, ProjectionMediumEveryShape) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
@@ -175,6 +162,42 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
           }
         }
   std::printf("int8 path, U(-1, 1) x: largest error / tolerance %.3f\n", worst);
+}
+
+TEST(GemmInt8, RowKindsMediumEveryShape) {
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
+  double worst = 0;
+  for (DType t : kRowWeights) {
+    // One block and a few (640: Gemma 3 270M's rows, for the 32-blocks), and a long row.
+    const int64_t block = info(t).block;
+    for (int64_t k : {std::max<int64_t>(64, block), block == 32 ? int64_t(640) : int64_t(768), int64_t(1536)})
+      for (int64_t n : {1, 19, 577})
+        for (bool residual : {false, true}) {
+          Case c;
+          c.w = t, c.k = k, c.n = n, c.residual = residual;
+          for (auto [rows, valid] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {5, 5}, {40, 37}}) {
+            c.rows = rows, c.valid = valid;
+            worst = std::max(worst, check(c));
+          }
+        }
+  }
+  std::printf("int8 path on W's rows, U(-1, 1) x: largest error / tolerance %.3f\n", worst);
+}
+
+TEST(GemmInt8, RowKindsEpiloguesAndGaussianActivations) {
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
+  double worst = 0;
+  for (DType t : kRowWeights) {
+    for (const char* e : {"none", "relu", "silu", "gelu", "gelu_tanh"}) {
+      Case c;
+      c.w = t, c.epilogue = e, c.rows = 2, c.valid = 2, c.n = 33, c.k = 256;
+      check(c);
+    }
+    Case g;
+    g.w = t, g.k = 1536, g.n = 577, g.rows = 2, g.valid = 2, g.gaussian = true;
+    worst = std::max(worst, check(g));
+  }
+  std::printf("int8 path on W's rows, N(0, 1) x: largest error / tolerance %.3f\n", worst);
 }
 
 // The rearranged layout read back as kernels.hpp describes it equals the source weight, for
@@ -249,18 +272,20 @@ TEST(GemmInt8, GaussianActivationsMeetMediumTolerance) {
 TEST(GemmInt8, OtherPrecisionsAndGemvNeverTakeIt) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   const cpu::Features plain = without_vnni();
-  for (DType t : kWeights)
+  std::vector<DType> kinds(std::begin(kWeights), std::end(kWeights));
+  kinds.insert(kinds.end(), std::begin(kRowWeights), std::end(kRowWeights));
+  for (DType t : kinds)
     for (bool residual : {false, true}) {
       std::vector<Case> cases;
       for (Precision p : {Precision::highest, Precision::high}) {
         Case c;
-        c.w = t, c.k = 576, c.n = 577, c.rows = 2, c.valid = 2, c.precision = p,
+        c.w = t, c.k = 768, c.n = 577, c.rows = 2, c.valid = 2, c.precision = p,
         c.residual = residual;
         c.epilogue = "silu";
         cases.push_back(c);
       }
       Case g;
-      g.op = "GEMV", g.w = t, g.k = 576, g.n = 577, g.precision = Precision::medium;
+      g.op = "GEMV", g.w = t, g.k = 768, g.n = 577, g.precision = Precision::medium;
       g.residual = residual;
       cases.push_back(g);
       for (const Case& c : cases) {
@@ -271,7 +296,7 @@ TEST(GemmInt8, OtherPrecisionsAndGemvNeverTakeIt) {
       }
       // And ProjectionGEMM at medium does take it: its result differs from the f32 path's.
       Case m;
-      m.w = t, m.k = 576, m.n = 577, m.rows = 2, m.valid = 2, m.residual = residual;
+      m.w = t, m.k = 768, m.n = 577, m.rows = 2, m.valid = 2, m.residual = residual;
       SCOPED_TRACE(describe(m));
       Outcome a = run(m, cpu::Features::host()), b = run(m, plain);
       EXPECT_NE(0, std::memcmp(a.got1.data(), b.got1.data(), a.got1.size() * 4));

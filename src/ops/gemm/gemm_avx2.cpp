@@ -71,6 +71,43 @@ inline __m256i bytes8_u8(const char* p) {
   return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
 
+// The f32 lanes of the 5-bit and K-quant loops (quant_blocks.hpp): 32 quants as four vectors of 8.
+struct Lanes {
+  using Acc = __m256;
+  static Acc zero() { return _mm256_setzero_ps(); }
+  static float sum(Acc a) { return hsum(a); }
+  static float sum32(const float* x) {
+    return hsum(_mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
+                              _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24))));
+  }
+  // Quants 8c .. 8c + 7 as f32.
+  static __m256 eight(__m256i q, int c) {
+    const __m128i half = c < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c % 2 ? _mm_srli_si128(half, 8) : half));
+  }
+  template <bool Halves>
+  static Acc fma32(__m256i q, const float* x, float s0, float s1, Acc acc) {
+    const __m256 lo = _mm256_fmadd_ps(eight(q, 1), _mm256_loadu_ps(x + 8), _mm256_mul_ps(eight(q, 0), _mm256_loadu_ps(x)));
+    const __m256 hi =
+        _mm256_fmadd_ps(eight(q, 3), _mm256_loadu_ps(x + 24), _mm256_mul_ps(eight(q, 2), _mm256_loadu_ps(x + 16)));
+    if constexpr (!Halves) return _mm256_fmadd_ps(_mm256_add_ps(lo, hi), _mm256_set1_ps(s0), acc);
+    return _mm256_fmadd_ps(hi, _mm256_set1_ps(s1), _mm256_fmadd_ps(lo, _mm256_set1_ps(s0), acc));
+  }
+  template <bool>
+  static void store32(__m256i q, float s0, float s1, float offset, float* out) {
+    const __m256 o = _mm256_set1_ps(offset);
+    for (int c = 0; c < 4; ++c) _mm256_storeu_ps(out + 8 * c, _mm256_fmadd_ps(eight(q, c), _mm256_set1_ps(c < 2 ? s0 : s1), o));
+  }
+};
+
+}  // namespace
+}  // namespace iron::ops::gemm
+
+#include "ops/gemm/quant_blocks.hpp"
+
+namespace iron::ops::gemm {
+namespace {
+
 // ---- GEMV ---------------------------------------------------------------------------------
 
 template <DType T, int R>
@@ -164,6 +201,7 @@ void gemv_rows(const GemvArgs& g, const char* w, float* y) {
 }
 
 void gemv(const GemvArgs& g) {
+  if (quant_gemv<Lanes>(g)) return;
   if (g.dtype == DType::q4_0 || g.dtype == DType::q4_1)
     for (int64_t b = 0; b < g.k / 32; ++b) {
       const float* xb = g.x + b * 32;
@@ -187,6 +225,7 @@ void dequantise_float(const char* w, int64_t k, float* out) {
 }
 
 void dequantise(DType t, const char* w, int64_t k, float* out) {
+  if (quant_dequantise<Lanes>(t, w, k, out)) return;
   switch (t) {
     case DType::bf16:
       return dequantise_float<DType::bf16>(w, k, out);

@@ -72,6 +72,39 @@ constexpr int64_t elem_bytes() {
   return T == DType::f32 ? 4 : 2;
 }
 
+// The f32 lanes of the 5-bit and K-quant loops (quant_blocks.hpp): 32 quants as two vectors of 16.
+struct Lanes {
+  using Acc = __m512;
+  static Acc zero() { return _mm512_setzero_ps(); }
+  static float sum(Acc a) { return _mm512_reduce_add_ps(a); }
+  static float sum32(const float* x) {
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)));
+  }
+  static __m512 low16(__m256i q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))); }
+  static __m512 high16(__m256i q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))); }
+  template <bool Halves>
+  static Acc fma32(__m256i q, const float* x, float s0, float s1, Acc acc) {
+    const __m512 lo = _mm512_mul_ps(low16(q), _mm512_loadu_ps(x));
+    if constexpr (!Halves) return _mm512_fmadd_ps(_mm512_fmadd_ps(high16(q), _mm512_loadu_ps(x + 16), lo), _mm512_set1_ps(s0), acc);
+    acc = _mm512_fmadd_ps(lo, _mm512_set1_ps(s0), acc);
+    return _mm512_fmadd_ps(_mm512_mul_ps(high16(q), _mm512_loadu_ps(x + 16)), _mm512_set1_ps(s1), acc);
+  }
+  template <bool>
+  static void store32(__m256i q, float s0, float s1, float offset, float* out) {
+    const __m512 o = _mm512_set1_ps(offset);
+    _mm512_storeu_ps(out, _mm512_fmadd_ps(low16(q), _mm512_set1_ps(s0), o));
+    _mm512_storeu_ps(out + 16, _mm512_fmadd_ps(high16(q), _mm512_set1_ps(s1), o));
+  }
+};
+
+}  // namespace
+}  // namespace iron::ops::gemm
+
+#include "ops/gemm/quant_blocks.hpp"
+
+namespace iron::ops::gemm {
+namespace {
+
 // ---- GEMV ---------------------------------------------------------------------------------
 
 template <DType T, int R>
@@ -173,6 +206,7 @@ void gemv_rows(const GemvArgs& g, const char* w, float* y) {
 }
 
 void gemv(const GemvArgs& g) {
+  if (quant_gemv<Lanes>(g)) return;
   if (g.dtype == DType::q4_0 || g.dtype == DType::q4_1)
     for (int64_t b = 0; b < g.k / 32; ++b)
       g.xsum[b] = _mm512_reduce_add_ps(
@@ -186,6 +220,7 @@ void gemv(const GemvArgs& g) {
 
 // One row of W as f32.
 void dequantise(DType t, const char* w, int64_t k, float* out) {
+  if (quant_dequantise<Lanes>(t, w, k, out)) return;
   int64_t i = 0;
   switch (t) {
     case DType::bf16:
@@ -548,8 +583,10 @@ void gemm_int8(const GemmInt8Args& g) {
   }
 }
 
-const Isa kIsa{"avx512",   kNR,        &gemv,      &pack,        &tile,
-               &pack_bf16, &rows_bf16, &tile_bf16, &quantise_x8, &gemm_int8};
+void gemm_rows_int8(const GemmRowsInt8Args& g) { quant_gemm_int8(g); }
+
+const Isa kIsa{"avx512",   kNR,        &gemv,        &pack,      &tile,          &pack_bf16,
+               &rows_bf16, &tile_bf16, &quantise_x8, &gemm_int8, &gemm_rows_int8};
 
 }  // namespace
 

@@ -5,7 +5,9 @@
 // the f32 sums, then each output is rounded once to its dtype. At Precision::medium with
 // AVX512_VNNI, a ProjectionGEMM on a q4_0 / q4_1 / q8_0 weight instead quantises x to int8
 // blocks and takes int32 dot products against W rearranged once for them (kernels.hpp), for
-// one row and many alike: as llama.cpp does, and twice the products per instruction of bf16.
+// one row and many alike: as llama.cpp does, and twice the products per instruction of bf16;
+// on a q5_0 / q5_1 / q4_k / q5_k / q6_k weight it does the same straight from W's rows
+// (quant_blocks.hpp).
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"
 
@@ -59,7 +61,8 @@ class FastKernel final : public RowRangeKernel {
         isa_(isa),
         bf16_(bf16),
         w8_(int8 ? packed_int8(b_, c.n, c.k) : nullptr),
-        int8_(w8_ != nullptr),
+        rows_int8_(int8 && isa.gemm_rows_int8 && int8_rows_weight(b_.dtype)),
+        int8_(w8_ != nullptr || rows_int8_),
         rows_of_a_(a, c) {
     if (c_.residual) r_ = a.in.at(2);
     const DTypeInfo& wi = info(b_.dtype);
@@ -102,7 +105,7 @@ class FastKernel final : public RowRangeKernel {
   int64_t multiply_adds() const override { return max_rows_ * c_.k * c_.n; }
 
   int64_t unit(const int64_t* w) const override {
-    if (int8_) return kInt8Rows;
+    if (int8_) return rows_int8_ ? 4 : kInt8Rows;
     return rows_of_a(w) < kPackRows ? 8 : isa_.nr;
   }
 
@@ -133,13 +136,20 @@ class FastKernel final : public RowRangeKernel {
     const char* wbase = b_.address(w);
 
     if (int8_) {
-      // Groups of 16 rows of W (begin is a multiple of 16) against each chunk of x's rows.
-      const int64_t groups = (end - begin + kInt8Rows - 1) / kInt8Rows, width = groups * kInt8Rows;
+      // Groups of 16 rows of W (begin is a multiple of 16), or W's rows as they are, against
+      // each chunk of x's rows.
+      const int64_t groups = (end - begin + kInt8Rows - 1) / kInt8Rows;
+      const int64_t width = rows_int8_ ? end - begin : groups * kInt8Rows;
       for (int64_t m0 = 0; m0 < rows; m0 += chunk_) {
         const int64_t mc = std::min(chunk_, rows - m0);
         if (rows > chunk_) quantise(w, base, m0, mc);
-        isa_.gemm_int8({b_.dtype, reinterpret_cast<const int8_t*>(base + q8_), base + qscale_, base + qsum_, mc, k,
-                        w8_->group(begin / kInt8Rows, k, b_.dtype), groups, ybuf, width});
+        const auto* q = reinterpret_cast<const int8_t*>(base + q8_);
+        if (rows_int8_)
+          isa_.gemm_rows_int8({b_.dtype, q, base + qscale_, base + qsum_, mc, k, wbase + begin * row_bytes_,
+                               row_bytes_, end - begin, ybuf, width});
+        else
+          isa_.gemm_int8({b_.dtype, q, base + qscale_, base + qsum_, mc, k, w8_->group(begin / kInt8Rows, k, b_.dtype),
+                          groups, ybuf, width});
         for (int64_t i = 0; i < mc; ++i) finish_row(w, m0 + i, begin, end, ybuf + i * width);
       }
       return;
@@ -200,7 +210,8 @@ class FastKernel final : public RowRangeKernel {
   MatmulConfig c_;
   const Isa& isa_;
   bool bf16_;
-  std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken
+  std::shared_ptr<const PackedInt8> w8_;  // the int8 path's rearranged W: null where not taken
+  bool rows_int8_;                        // the int8 path reads W's rows as they are
   bool int8_;
   RowsOfA rows_of_a_;
   bool tiles_ = false;  // a call of kPackRows rows or more takes the tile loop

@@ -116,7 +116,7 @@ inline void add_residual(const cpu::Operand& r, const int64_t* w, int64_t at, fl
 struct GemvArgs {
   DType dtype;
   const float* x;     // k values
-  float* xsum;        // k / 32 floats of scratch (q4_0 / q4_1: the sum of each 32 values of x)
+  float* xsum;        // k / 32 floats of scratch (kinds with offsets: the sum of each 32 values of x)
   const char* w;      // the first row
   int64_t row_bytes;  // bytes from one row of W to the next
   int64_t k;
@@ -232,6 +232,22 @@ struct GemmInt8Args {
   int64_t ldy;
 };
 
+/// The same for a q5_0 / q5_1 / q4_k / q5_k / q6_k W read row by row as the file holds it
+/// (quant_blocks.hpp): y[i, j] for `m` rows of quantised x and `rows` rows of W from `w`.
+struct GemmRowsInt8Args {
+  DType dtype;
+  const int8_t* q;     // m rows of k values
+  const float* scale;  // m rows of k / 32
+  const float* xsum;   // m rows of k / 32
+  int64_t m;
+  int64_t k;
+  const char* w;  // the first row
+  int64_t row_bytes;
+  int64_t rows;
+  float* y;  // `rows` columns of each of the m rows
+  int64_t ldy;
+};
+
 struct Isa {
   const char* name;
   int nr;  // columns of a packed tile
@@ -245,11 +261,16 @@ struct Isa {
   // Optional: int8 activations and int32 dot products (Precision::medium, AVX512_VNNI).
   void (*quantise_x8)(const QuantiseX8Args&) = nullptr;
   void (*gemm_int8)(const GemmInt8Args&) = nullptr;
+  void (*gemm_rows_int8)(const GemmRowsInt8Args&) = nullptr;
 };
 
-/// Whether the int8 path takes a weight of this dtype.
+/// Whether the int8 path takes a weight of this dtype rearranged (packed_int8).
 inline bool int8_weight(DType t) {
   return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1;
+}
+/// Whether the int8 path takes a weight of this dtype as the file holds it (gemm_rows_int8).
+inline bool int8_rows_weight(DType t) {
+  return t == DType::q5_0 || t == DType::q5_1 || t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
 }
 
 const Isa& avx512_isa();
@@ -271,7 +292,7 @@ std::shared_ptr<const PackedInt8> packed_int8(const cpu::Operand& w, int64_t n, 
 /// Whether the fast kernels take a weight of this dtype.
 inline bool fast_weight(DType t) {
   return t == DType::f32 || t == DType::bf16 || t == DType::f16 || t == DType::q8_0 ||
-         t == DType::q4_0 || t == DType::q4_1;
+         t == DType::q4_0 || t == DType::q4_1 || int8_rows_weight(t);
 }
 
 /// The instruction set `f` offers for these loops, or none (the portable kernel).
@@ -279,8 +300,9 @@ const Isa* select_isa(const cpu::Features& f);
 
 std::unique_ptr<RowRangeKernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
 /// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16).
-/// `int8`: rows take int8 blocks of x and int32 dot products against W rearranged once
-/// (Precision::medium, AVX512_VNNI, a q4_0 / q4_1 / q8_0 weight, f32 activations).
+/// `int8`: rows take int8 blocks of x and int32 dot products against W rearranged once (a
+/// q4_0 / q4_1 / q8_0 weight) or read row by row (a q5_0 / q5_1 / q4_k / q5_k / q6_k weight)
+/// (Precision::medium, AVX512_VNNI, f32 activations).
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
                                             const Isa& isa, bool bf16, bool int8 = false);
 /// One step over several weights (gemm_parts.cpp), a kernel per weight; `silu_mul`: two weights,

@@ -1,0 +1,274 @@
+// The matmul loops for GGUF's 5-bit and K-quant kinds (q5_0, q5_1, q4_k, q5_k, q6_k), written
+// once and built into each instruction-set file (gemm_avx2.cpp, gemm_avx512.cpp), which first
+// defines `Lanes`, its f32 vector width:
+//   Acc; zero(); sum(Acc); sum32(x): the sum of 32 floats;
+//   fma32<Halves>(q, x, s0, s1, acc): acc + q_i x_i times s0 for i < 16, s1 for i >= 16
+//     (Halves false: s0 == s1), q 32 int8 values, x 32 floats;
+//   store32<Halves>(q, s0, s1, offset, out): out_i = q_i s_(i / 16) + offset.
+// Everything here has internal linkage (an anonymous namespace), so each file's copy is built
+// for that file's instruction set alone.
+//
+// Every kind decodes the same way: a block of 32 or 256 weights is sub-blocks of 32, each 32
+// signed int8 quants q (one 256-bit register, built with AVX2 byte operations) with
+// w_i = scale_(i / 16) q_i + offset (the two scales differ only for q6_k, whose scales cover 16
+// weights). Then
+//   GEMV (f32 sums, Precision::highest): sum_i w_i x_i = scale * sum_i q_i x_i + offset * sum_i x_i,
+//     the quants converted to f32 and multiplied with x in the ISA's lanes, the offset meeting
+//     the sub-block's sum of x;
+//   the tile path's rows: w_i dequantised to f32 (store32), then the ISA's f32 tiles;
+//   int8 (Precision::medium, AVX512_VNNI): x quantised to int8 blocks of 32 (quantise_x8),
+//     vpdpbusd of |x| with q carrying x's sign (so signed q meets signed x), the int32 sums of
+//     each 16 scaled in f32 by scale * x's block scale, the offset meeting x's block sum;
+//     straight from W's rows as the file holds them: nothing rearranged, nothing copied.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "core/k_quants.hpp"
+#include "ops/gemm/kernels.hpp"
+
+namespace iron::ops::gemm {
+namespace {
+
+inline float quant_half(const char* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+/// 16 bytes of nibbles as 32 bytes: the low nibbles, then the high ones.
+inline __m256i quant_nibbles16(const char* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
+}
+
+/// Byte i 0x10 where bit i of `bits` is set, else 0: the fifth bits of a 32-block.
+inline __m256i quant_fifth_bits(uint32_t bits) {
+  // Byte i takes byte i / 8 of `bits`, then keeps bit i % 8 of it.
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(bits)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+/// One sub-block of 32 weights: w_i = scale[i / 16] q_i + offset.
+struct QuantSub {
+  float scale[2];
+  float offset;
+};
+
+// ---- the kinds --------------------------------------------------------------------------
+// Each: kElements and kBytes of a block, kSubs sub-blocks of 32 in it, kOffset (whether any
+// offset is nonzero), kHalves (whether the two scales of a sub-block differ); subs() the block's
+// scales and offsets, quants() sub-block s's 32 quants.
+
+// q5_0 (Minimum false: w = d (q - 16)) and q5_1 (w = d q + m): f16 d, (q5_1) f16 m, 4 bytes of
+// fifth bits (bit i: element i's), 16 bytes of nibbles (byte i: elements i and i + 16).
+template <bool Minimum>
+struct Q5Blocks {
+  static constexpr int64_t kElements = 32, kBytes = Minimum ? 24 : 22, kSubs = 1;
+  static constexpr bool kOffset = Minimum, kHalves = false;
+  static void subs(const char* b, QuantSub* s) {
+    const float d = quant_half(b);
+    s[0] = {{d, d}, Minimum ? quant_half(b + 2) : 0.0f};
+  }
+  static __m256i quants(const char* b, int64_t) {
+    uint32_t fifth;
+    __builtin_memcpy(&fifth, b + kBytes - 20, 4);
+    const __m256i q = _mm256_or_si256(quant_nibbles16(b + kBytes - 16), quant_fifth_bits(fifth));
+    return Minimum ? q : _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+  }
+};
+
+// q4_k and q5_k (Fifth): f16 d, f16 dmin, 12 bytes of 6-bit scales and minimums (k_quants.hpp),
+// (q5_k) 32 bytes of fifth bits (byte l, bit j: element l of sub-block j), 128 bytes of nibbles
+// (sub-blocks 2p and 2p + 1 the low and high nibbles of bytes 32p .. 32p + 31);
+// w = d scale_j q - dmin minimum_j.
+template <bool Fifth>
+struct KBlocks {
+  static constexpr int64_t kElements = 256, kBytes = Fifth ? 176 : 144, kSubs = 8;
+  static constexpr bool kOffset = true, kHalves = false;
+  static void subs(const char* b, QuantSub* s) {
+    const float d = quant_half(b), dmin = quant_half(b + 2);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t scale, minimum;
+      k_scale_min(j, reinterpret_cast<const uint8_t*>(b + 4), &scale, &minimum);
+      s[j] = {{d * float(scale), d * float(scale)}, -(dmin * float(minimum))};
+    }
+  }
+  static __m256i quants(const char* b, int64_t j) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + (Fifth ? 48 : 16) + 32 * (j / 2)));
+    const __m256i q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0f));
+    if constexpr (!Fifth) return q;
+    const __m256i bit = _mm256_set1_epi8(char(1 << j));
+    const __m256i fifth = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(fifth, bit), bit);
+    return _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+  }
+};
+
+// q6_k: 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16 int8 scales (one per 16
+// weights), f16 d; w = d scale (q - 32). Sub-block j = 4h + c (h a half of 128 weights) takes
+// low nibbles (c < 2) or high ones of bytes 64h + 32 (c % 2) .., and bits 2c, 2c + 1 of bytes
+// 128 + 32h ..; its scales are 8h + 2c and 8h + 2c + 1.
+struct Q6KBlocks {
+  static constexpr int64_t kElements = 256, kBytes = 210, kSubs = 8;
+  static constexpr bool kOffset = false, kHalves = true;
+  static void subs(const char* b, QuantSub* s) {
+    const float d = quant_half(b + 208);
+    const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
+    for (int j = 0; j < 8; ++j) {
+      const int first = 8 * (j / 4) + 2 * (j % 4);
+      s[j] = {{d * float(scales[first]), d * float(scales[first + 1])}, 0.0f};
+    }
+  }
+  static __m256i quants(const char* b, int64_t j) {
+    const int64_t h = j / 4, c = j % 4;
+    const __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 * h + 32 * (c % 2)));
+    const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
+    const __m256i mask = _mm256_set1_epi8(0x0f), two = _mm256_set1_epi8(0x03);
+    const __m256i lo = _mm256_and_si256(c < 2 ? low : _mm256_srli_epi16(low, 4), mask);
+    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(high, _mm_cvtsi64_si128(2 * c)), two);
+    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+  }
+};
+
+/// Calls fn(Kind{}) with the kind of `t`; returns false for a kind these loops do not take.
+template <class Fn>
+bool with_quant_kind(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::q5_0:
+      return fn(Q5Blocks<false>{}), true;
+    case DType::q5_1:
+      return fn(Q5Blocks<true>{}), true;
+    case DType::q4_k:
+      return fn(KBlocks<false>{}), true;
+    case DType::q5_k:
+      return fn(KBlocks<true>{}), true;
+    case DType::q6_k:
+      return fn(Q6KBlocks{}), true;
+    default:
+      return false;
+  }
+}
+
+// ---- GEMV (f32 sums) -----------------------------------------------------------------------
+
+// Rows are prefetched this many rows ahead, as the other GEMV loops do.
+constexpr int64_t kQuantAhead = 8;
+
+template <class L, class K, int R>
+void quant_gemv_rows(const GemvArgs& g, const char* w, float* y) {
+  typename L::Acc acc[R];
+  float corr[R];
+  for (int r = 0; r < R; ++r) acc[r] = L::zero(), corr[r] = 0.0f;
+  const int64_t blocks = g.k / K::kElements;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const char* blk[R];
+    QuantSub sub[R][K::kSubs];
+    for (int r = 0; r < R; ++r) {
+      blk[r] = w + r * g.row_bytes + b * K::kBytes;
+      for (int64_t line = 0; line < K::kBytes; line += 64)
+        _mm_prefetch(blk[r] + kQuantAhead * g.row_bytes + line, _MM_HINT_T0);
+      K::subs(blk[r], sub[r]);
+    }
+    for (int64_t s = 0; s < K::kSubs; ++s) {
+      const float* x = g.x + b * K::kElements + 32 * s;
+      for (int r = 0; r < R; ++r) {
+        const QuantSub& q = sub[r][s];
+        acc[r] = L::template fma32<K::kHalves>(K::quants(blk[r], s), x, q.scale[0], q.scale[1], acc[r]);
+        if constexpr (K::kOffset) corr[r] += q.offset * g.xsum[b * K::kSubs + s];
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = L::sum(acc[r]) + corr[r];
+}
+
+/// The GEMV loop for a kind of with_quant_kind's: four rows at a time share each load of x.
+template <class L>
+bool quant_gemv(const GemvArgs& g) {
+  return with_quant_kind(g.dtype, [&](auto kind) {
+    using K = decltype(kind);
+    if constexpr (K::kOffset)
+      for (int64_t b = 0; b < g.k / 32; ++b) g.xsum[b] = L::sum32(g.x + 32 * b);
+    int64_t r = 0;
+    for (; r + 4 <= g.rows; r += 4) quant_gemv_rows<L, K, 4>(g, g.w + r * g.row_bytes, g.y + r);
+    for (; r < g.rows; ++r) quant_gemv_rows<L, K, 1>(g, g.w + r * g.row_bytes, g.y + r);
+  });
+}
+
+/// One row of W (k weights) as f32, for the tile path.
+template <class L>
+bool quant_dequantise(DType t, const char* w, int64_t k, float* out) {
+  return with_quant_kind(t, [&](auto kind) {
+    using K = decltype(kind);
+    for (int64_t b = 0; b < k / K::kElements; ++b, w += K::kBytes) {
+      QuantSub sub[K::kSubs];
+      K::subs(w, sub);
+      for (int64_t s = 0; s < K::kSubs; ++s, out += 32)
+        L::template store32<K::kHalves>(K::quants(w, s), sub[s].scale[0], sub[s].scale[1], sub[s].offset, out);
+    }
+  });
+}
+
+// ---- int8 (Precision::medium, AVX512_VNNI) ----------------------------------------------------
+#ifdef __AVX512VNNI__
+
+inline float quant_hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// One row of W against rows i0 .. i0 + R - 1 of quantised x: y[r * ldy] for each.
+template <class K, int R>
+void quant_int8_row(const GemmRowsInt8Args& g, int64_t i0, const char* wrow, float* y) {
+  const int64_t xblocks = g.k / 32;
+  __m256 acc[R];
+  float corr[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), corr[r] = 0.0f;
+  for (int64_t b = 0; b < g.k / K::kElements; ++b) {
+    const char* blk = wrow + b * K::kBytes;
+    QuantSub sub[K::kSubs];
+    K::subs(blk, sub);
+    for (int64_t s = 0; s < K::kSubs; ++s) {
+      const int64_t xb = b * K::kSubs + s;  // x's block of these 32 weights
+      const __m256i wq = K::quants(blk, s);
+      // Lanes 0-3 of a dot sum weights 0-15, lanes 4-7 weights 16-31: each half its own scale.
+      const __m256 scale = K::kHalves ? _mm256_set_m128(_mm_set1_ps(sub[s].scale[1]), _mm_set1_ps(sub[s].scale[0]))
+                                      : _mm256_set1_ps(sub[s].scale[0]);
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = i0 + r;
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q + row * g.k + 32 * xb));
+        const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(x), _mm256_sign_epi8(wq, x));
+        const __m256 xs = _mm256_set1_ps(g.scale[row * xblocks + xb]);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(scale, xs), acc[r]);
+        if constexpr (K::kOffset) corr[r] += sub[s].offset * g.xsum[row * xblocks + xb];
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r * g.ldy] = quant_hsum(acc[r]) + corr[r];
+}
+
+/// y[i, j] for m rows of x and `rows` rows of W: row by row of W (which stays in L1 while every
+/// row of x meets it), four rows of x at a time.
+bool quant_gemm_int8(const GemmRowsInt8Args& g) {
+  return with_quant_kind(g.dtype, [&](auto kind) {
+    using K = decltype(kind);
+    for (int64_t j = 0; j < g.rows; ++j) {
+      const char* wrow = g.w + j * g.row_bytes;
+      int64_t i = 0;
+      for (; i + 4 <= g.m; i += 4) quant_int8_row<K, 4>(g, i, wrow, g.y + i * g.ldy + j);
+      for (; i < g.m; ++i) quant_int8_row<K, 1>(g, i, wrow, g.y + i * g.ldy + j);
+    }
+  });
+}
+
+#endif  // __AVX512VNNI__
+
+}  // namespace
+}  // namespace iron::ops::gemm
