@@ -147,32 +147,52 @@ void gemv_q8_0(const GemvArgs& g, const char* w, float* y) {
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-// q4_0 (Q1 false: value (q - 8) d) and q4_1 (Q1 true: value q d + m). Per block and row:
-// d * sum(q x) in 16 lanes, and the block's offset (m, or -8 d) times its sum of x in a 4-lane
-// accumulator, from one conversion of the block's f16 header [d, m].
-template <bool Q1, int R>
+// The blocks of 32 with 4- or 5-bit quants: q4_0 / q5_0 (Q1 false: value (q - 8) d or
+// (q - 16) d) and q4_1 / q5_1 (Q1 true: value q d + m); `Fifth`: 4 bytes of fifth bits (bit i:
+// element i's) between the header and the nibbles.
+template <bool Q1, bool Fifth>
+struct Blocks32 {
+  static constexpr int64_t kBytes = (Q1 ? 20 : 18) + (Fifth ? 4 : 0), kQuants = kBytes - 16;
+  static constexpr float kOffset = Fifth ? -16.0f : -8.0f;  // without a minimum
+  // Elements 0-15 and 16-31 as 32-bit quants.
+  static void quants(const char* blk, __m512i* lo, __m512i* hi) {
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQuants)));
+    *lo = _mm512_and_si512(q, _mm512_set1_epi32(0x0f));
+    *hi = _mm512_srli_epi32(q, 4);
+    if constexpr (Fifth) {  // lane i of lo meets bit i, lane i of hi bit 16 + i
+      uint32_t bits;
+      __builtin_memcpy(&bits, blk + kQuants - 4, 4);
+      const __m512i sixteen = _mm512_set1_epi32(16);
+      *lo = _mm512_mask_or_epi32(*lo, __mmask16(bits), *lo, sixteen);
+      *hi = _mm512_mask_or_epi32(*hi, __mmask16(bits >> 16), *hi, sixteen);
+    }
+  }
+};
+
+// Per block and row: d * sum(q x) in 16 lanes, and the block's offset (m, or -8 d / -16 d) times
+// its sum of x in a 4-lane accumulator, from one conversion of the block's f16 header [d, m].
+template <bool Q1, bool Fifth, int R>
 void gemv_q4(const GemvArgs& g, const char* w, float* y) {
-  constexpr int64_t kBytes = Q1 ? 20 : 18, kQuants = Q1 ? 4 : 2;
+  using B = Blocks32<Q1, Fifth>;
   __m512 acc[R];
   __m128 corr[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps(), corr[r] = _mm_setzero_ps();
-  const __m512i low = _mm512_set1_epi32(0x0f);
   const int64_t blocks = g.k / 32;
   for (int64_t b = 0; b < blocks; ++b) {
     const __m512 x0 = _mm512_loadu_ps(g.x + b * 32), x1 = _mm512_loadu_ps(g.x + b * 32 + 16);
-    // Lane 1 (q4_1: m) or lane 0 (q4_0: d, times -8) meets the block's sum of x.
+    // Lane 1 (m) or lane 0 (d, times the offset) meets the block's sum of x.
     const __m128 xs =
-        Q1 ? _mm_setr_ps(0, g.xsum[b], 0, 0) : _mm_setr_ps(-8.0f * g.xsum[b], 0, 0, 0);
+        Q1 ? _mm_setr_ps(0, g.xsum[b], 0, 0) : _mm_setr_ps(B::kOffset * g.xsum[b], 0, 0, 0);
     for (int r = 0; r < R; ++r) {
-      const char* blk = w + r * g.row_bytes + b * kBytes;
+      const char* blk = w + r * g.row_bytes + b * B::kBytes;
       _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
       uint32_t header = 0;
       __builtin_memcpy(&header, blk, Q1 ? 4 : 2);
       const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(header)));
-      const __m512i q =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQuants)));
-      const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, low));
-      const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
+      __m512i qlo, qhi;
+      B::quants(blk, &qlo, &qhi);
+      const __m512 lo = _mm512_cvtepi32_ps(qlo);
+      const __m512 hi = _mm512_cvtepi32_ps(qhi);
       const __m512 t = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
       acc[r] = _mm512_fmadd_ps(t, _mm512_broadcastss_ps(dm), acc[r]);
       corr[r] = _mm_fmadd_ps(dm, xs, corr[r]);
@@ -197,9 +217,13 @@ void gemv_rows(const GemvArgs& g, const char* w, float* y) {
     case DType::q8_0:
       return gemv_q8_0<R>(g, w, y);
     case DType::q4_0:
-      return gemv_q4<false, R>(g, w, y);
+      return gemv_q4<false, false, R>(g, w, y);
     case DType::q4_1:
-      return gemv_q4<true, R>(g, w, y);
+      return gemv_q4<true, false, R>(g, w, y);
+    case DType::q5_0:
+      return gemv_q4<false, true, R>(g, w, y);
+    case DType::q5_1:
+      return gemv_q4<true, true, R>(g, w, y);
     default:
       return;
   }
@@ -207,7 +231,7 @@ void gemv_rows(const GemvArgs& g, const char* w, float* y) {
 
 void gemv(const GemvArgs& g) {
   if (quant_gemv<Lanes>(g)) return;
-  if (g.dtype == DType::q4_0 || g.dtype == DType::q4_1)
+  if (g.dtype == DType::q4_0 || g.dtype == DType::q4_1 || g.dtype == DType::q5_0 || g.dtype == DType::q5_1)
     for (int64_t b = 0; b < g.k / 32; ++b)
       g.xsum[b] = _mm512_reduce_add_ps(
           _mm512_add_ps(_mm512_loadu_ps(g.x + b * 32), _mm512_loadu_ps(g.x + b * 32 + 16)));
@@ -217,6 +241,19 @@ void gemv(const GemvArgs& g) {
 }
 
 // ---- packing ------------------------------------------------------------------------------
+
+template <bool Q1, bool Fifth>
+void dequantise32(const char* w, int64_t k, float* out) {
+  using B = Blocks32<Q1, Fifth>;
+  for (int64_t b = 0; b < k / 32; ++b, w += B::kBytes, out += 32) {
+    const float dd = half(w);
+    const __m512 d = _mm512_set1_ps(dd), m = _mm512_set1_ps(Q1 ? half(w + 2) : B::kOffset * dd);
+    __m512i lo, hi;
+    B::quants(w, &lo, &hi);
+    _mm512_storeu_ps(out, _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, m));
+    _mm512_storeu_ps(out + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, m));
+  }
+}
 
 // One row of W as f32.
 void dequantise(DType t, const char* w, int64_t k, float* out) {
@@ -247,21 +284,13 @@ void dequantise(DType t, const char* w, int64_t k, float* out) {
       }
       return;
     case DType::q4_0:
-    case DType::q4_1: {
-      const bool q1 = t == DType::q4_1;
-      const int64_t bytes = q1 ? 20 : 18;
-      const __m512i low = _mm512_set1_epi32(0x0f);
-      for (int64_t b = 0; b < k / 32; ++b, w += bytes, out += 32) {
-        const float dd = half(w);
-        const __m512 d = _mm512_set1_ps(dd), m = _mm512_set1_ps(q1 ? half(w + 2) : -8.0f * dd);
-        const __m512i q = _mm512_cvtepu8_epi32(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (q1 ? 4 : 2))));
-        _mm512_storeu_ps(out, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(q, low)), d, m));
-        _mm512_storeu_ps(out + 16,
-                         _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)), d, m));
-      }
-      return;
-    }
+      return dequantise32<false, false>(w, k, out);
+    case DType::q4_1:
+      return dequantise32<true, false>(w, k, out);
+    case DType::q5_0:
+      return dequantise32<false, true>(w, k, out);
+    case DType::q5_1:
+      return dequantise32<true, true>(w, k, out);
     default:
       return;
   }

@@ -11,11 +11,13 @@
 // Every kind decodes the same way: a block of 32 or 256 weights is sub-blocks of 32, each 32
 // signed int8 quants q (one 256-bit register, built with AVX2 byte operations) with
 // w_i = scale_(i / 16) q_i + offset (the two scales differ only for q6_k, whose scales cover 16
-// weights). Then
+// weights). Then, for the K-quants (q5_0 and q5_1 take the ISA files' loops of q4_0 and q4_1,
+// which convert a block's bytes to 32-bit lanes once and add the fifth bits there),
 //   GEMV (f32 sums, Precision::highest): sum_i w_i x_i = scale * sum_i q_i x_i + offset * sum_i x_i,
-//     the quants converted to f32 and multiplied with x in the ISA's lanes, the offset meeting
-//     the sub-block's sum of x;
+//     the quants converted to f32 and multiplied with x in the ISA's lanes, the offsets meeting
+//     the sub-blocks' sums of x;
 //   the tile path's rows: w_i dequantised to f32 (store32), then the ISA's f32 tiles;
+// and for all five kinds
 //   int8 (Precision::medium, AVX512_VNNI): x quantised to int8 blocks of 32 (quantise_x8),
 //     vpdpbusd of |x| with q carrying x's sign (so signed q meets signed x), the int32 sums of
 //     each 16 scaled in f32 by scale * x's block scale, the offset meeting x's block sum;
@@ -26,7 +28,6 @@
 
 #include <cstdint>
 
-#include "core/k_quants.hpp"
 #include "ops/gemm/kernels.hpp"
 
 namespace iron::ops::gemm {
@@ -36,6 +37,13 @@ inline float quant_half(const char* p) {
   uint16_t h;
   __builtin_memcpy(&h, p, 2);
   return _cvtsh_ss(h);
+}
+
+inline float quant_hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
 }
 
 /// 16 bytes of nibbles as 32 bytes: the low nibbles, then the high ones.
@@ -54,16 +62,27 @@ inline __m256i quant_fifth_bits(uint32_t bits) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-/// One sub-block of 32 weights: w_i = scale[i / 16] q_i + offset.
-struct QuantSub {
-  float scale[2];
-  float offset;
+/// A block's scales and offsets: weight i of sub-block s is scale[s] q_i + offset[s], or with
+/// kHalves scale[2 s + i / 16] q_i (offsets are set only for kinds with kOffset).
+struct QuantScales {
+  alignas(32) float scale[16];
+  alignas(32) float offset[8];
+  template <class K>
+  float first(int64_t s) const { return scale[K::kHalves ? 2 * s : s]; }
+  template <class K>
+  float second(int64_t s) const { return scale[K::kHalves ? 2 * s + 1 : s]; }
 };
+
+/// 8 bytes as f32 times `by`, into out[0..8).
+inline void quant_bytes_times(uint64_t bytes, float by, float* out) {
+  _mm256_store_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(bytes)))),
+                                     _mm256_set1_ps(by)));
+}
 
 // ---- the kinds --------------------------------------------------------------------------
 // Each: kElements and kBytes of a block, kSubs sub-blocks of 32 in it, kOffset (whether any
-// offset is nonzero), kHalves (whether the two scales of a sub-block differ); subs() the block's
-// scales and offsets, quants() sub-block s's 32 quants.
+// offset is nonzero), kHalves (whether the two scales of a sub-block differ); scales() the
+// block's scales and offsets, quants() sub-block s's 32 quants.
 
 // q5_0 (Minimum false: w = d (q - 16)) and q5_1 (w = d q + m): f16 d, (q5_1) f16 m, 4 bytes of
 // fifth bits (bit i: element i's), 16 bytes of nibbles (byte i: elements i and i + 16).
@@ -71,9 +90,9 @@ template <bool Minimum>
 struct Q5Blocks {
   static constexpr int64_t kElements = 32, kBytes = Minimum ? 24 : 22, kSubs = 1;
   static constexpr bool kOffset = Minimum, kHalves = false;
-  static void subs(const char* b, QuantSub* s) {
-    const float d = quant_half(b);
-    s[0] = {{d, d}, Minimum ? quant_half(b + 2) : 0.0f};
+  static void scales(const char* b, QuantScales& s) {
+    s.scale[0] = quant_half(b);
+    s.offset[0] = Minimum ? quant_half(b + 2) : 0.0f;
   }
   static __m256i quants(const char* b, int64_t) {
     uint32_t fifth;
@@ -83,7 +102,7 @@ struct Q5Blocks {
   }
 };
 
-// q4_k and q5_k (Fifth): f16 d, f16 dmin, 12 bytes of 6-bit scales and minimums (k_quants.hpp),
+// q4_k and q5_k (Fifth): f16 d, f16 dmin, 12 bytes of 6-bit scales and minimums (dtype.cpp),
 // (q5_k) 32 bytes of fifth bits (byte l, bit j: element l of sub-block j), 128 bytes of nibbles
 // (sub-blocks 2p and 2p + 1 the low and high nibbles of bytes 32p .. 32p + 31);
 // w = d scale_j q - dmin minimum_j.
@@ -91,13 +110,16 @@ template <bool Fifth>
 struct KBlocks {
   static constexpr int64_t kElements = 256, kBytes = Fifth ? 176 : 144, kSubs = 8;
   static constexpr bool kOffset = true, kHalves = false;
-  static void subs(const char* b, QuantSub* s) {
-    const float d = quant_half(b), dmin = quant_half(b + 2);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t scale, minimum;
-      k_scale_min(j, reinterpret_cast<const uint8_t*>(b + 4), &scale, &minimum);
-      s[j] = {{d * float(scale), d * float(scale)}, -(dmin * float(minimum))};
-    }
+  static void scales(const char* b, QuantScales& s) {
+    // k_scale_min for all 8 sub-blocks at once, 4 bytes to a word: scales and minimums 0-3 are
+    // the low 6 bits of words 0 and 1; 4-7 a nibble of word 2 under the top 2 bits of 0 and 1.
+    uint32_t w[3];
+    __builtin_memcpy(w, b + 4, 12);
+    const uint32_t six = 0x3f3f3f3f, nibble = 0x0f0f0f0f, top = 0x30303030;
+    const uint64_t scale = (w[0] & six) | uint64_t((w[2] & nibble) | ((w[0] >> 2) & top)) << 32;
+    const uint64_t minimum = (w[1] & six) | uint64_t(((w[2] >> 4) & nibble) | ((w[1] >> 2) & top)) << 32;
+    quant_bytes_times(scale, quant_half(b), s.scale);
+    quant_bytes_times(minimum, -quant_half(b + 2), s.offset);
   }
   static __m256i quants(const char* b, int64_t j) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + (Fifth ? 48 : 16) + 32 * (j / 2)));
@@ -117,13 +139,13 @@ struct KBlocks {
 struct Q6KBlocks {
   static constexpr int64_t kElements = 256, kBytes = 210, kSubs = 8;
   static constexpr bool kOffset = false, kHalves = true;
-  static void subs(const char* b, QuantSub* s) {
-    const float d = quant_half(b + 208);
-    const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
-    for (int j = 0; j < 8; ++j) {
-      const int first = 8 * (j / 4) + 2 * (j % 4);
-      s[j] = {{d * float(scales[first]), d * float(scales[first + 1])}, 0.0f};
-    }
+  static void scales(const char* b, QuantScales& s) {
+    // Scale 2j + h (h the half) is byte 8 (j / 4) + 2 (j % 4) + h = 2j + h: the bytes' order.
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
+    const __m256 d = _mm256_set1_ps(quant_half(b + 208));
+    _mm256_store_ps(s.scale, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), d));
+    _mm256_store_ps(s.scale + 8,
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8))), d));
   }
   static __m256i quants(const char* b, int64_t j) {
     const int64_t h = j / 4, c = j % 4;
@@ -137,13 +159,14 @@ struct Q6KBlocks {
 };
 
 /// Calls fn(Kind{}) with the kind of `t`; returns false for a kind these loops do not take.
+/// `blocks32`: q5_0 and q5_1 too (the int8 loop; the ISA files' own loops take them for f32).
 template <class Fn>
-bool with_quant_kind(DType t, Fn&& fn) {
+bool with_quant_kind(DType t, Fn&& fn, bool blocks32 = false) {
   switch (t) {
     case DType::q5_0:
-      return fn(Q5Blocks<false>{}), true;
+      return blocks32 && (fn(Q5Blocks<false>{}), true);
     case DType::q5_1:
-      return fn(Q5Blocks<true>{}), true;
+      return blocks32 && (fn(Q5Blocks<true>{}), true);
     case DType::q4_k:
       return fn(KBlocks<false>{}), true;
     case DType::q5_k:
@@ -163,31 +186,32 @@ constexpr int64_t kQuantAhead = 8;
 template <class L, class K, int R>
 void quant_gemv_rows(const GemvArgs& g, const char* w, float* y) {
   typename L::Acc acc[R];
-  float corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = L::zero(), corr[r] = 0.0f;
+  __m256 corr[R];
+  for (int r = 0; r < R; ++r) acc[r] = L::zero(), corr[r] = _mm256_setzero_ps();
   const int64_t blocks = g.k / K::kElements;
   for (int64_t b = 0; b < blocks; ++b) {
     const char* blk[R];
-    QuantSub sub[R][K::kSubs];
+    QuantScales sc[R];
     for (int r = 0; r < R; ++r) {
       blk[r] = w + r * g.row_bytes + b * K::kBytes;
       for (int64_t line = 0; line < K::kBytes; line += 64)
         _mm_prefetch(blk[r] + kQuantAhead * g.row_bytes + line, _MM_HINT_T0);
-      K::subs(blk[r], sub[r]);
+      K::scales(blk[r], sc[r]);
+      // The block's 8 offsets times x's sums of its 8 sub-blocks.
+      if constexpr (K::kOffset)
+        corr[r] = _mm256_fmadd_ps(_mm256_load_ps(sc[r].offset), _mm256_loadu_ps(g.xsum + 8 * b), corr[r]);
     }
     for (int64_t s = 0; s < K::kSubs; ++s) {
       const float* x = g.x + b * K::kElements + 32 * s;
-      for (int r = 0; r < R; ++r) {
-        const QuantSub& q = sub[r][s];
-        acc[r] = L::template fma32<K::kHalves>(K::quants(blk[r], s), x, q.scale[0], q.scale[1], acc[r]);
-        if constexpr (K::kOffset) corr[r] += q.offset * g.xsum[b * K::kSubs + s];
-      }
+      for (int r = 0; r < R; ++r)
+        acc[r] = L::template fma32<K::kHalves>(K::quants(blk[r], s), x, sc[r].template first<K>(s),
+                                                sc[r].template second<K>(s), acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = L::sum(acc[r]) + corr[r];
+  for (int r = 0; r < R; ++r) y[r] = L::sum(acc[r]) + quant_hsum(corr[r]);
 }
 
-/// The GEMV loop for a kind of with_quant_kind's: four rows at a time share each load of x.
+/// The GEMV loop for a K-quant: four rows at a time share each load of x.
 template <class L>
 bool quant_gemv(const GemvArgs& g) {
   return with_quant_kind(g.dtype, [&](auto kind) {
@@ -200,29 +224,23 @@ bool quant_gemv(const GemvArgs& g) {
   });
 }
 
-/// One row of W (k weights) as f32, for the tile path.
+/// One row of W (k weights) of a K-quant as f32, for the tile path.
 template <class L>
 bool quant_dequantise(DType t, const char* w, int64_t k, float* out) {
   return with_quant_kind(t, [&](auto kind) {
     using K = decltype(kind);
     for (int64_t b = 0; b < k / K::kElements; ++b, w += K::kBytes) {
-      QuantSub sub[K::kSubs];
-      K::subs(w, sub);
+      QuantScales sc;
+      K::scales(w, sc);
       for (int64_t s = 0; s < K::kSubs; ++s, out += 32)
-        L::template store32<K::kHalves>(K::quants(w, s), sub[s].scale[0], sub[s].scale[1], sub[s].offset, out);
+        L::template store32<K::kHalves>(K::quants(w, s), sc.template first<K>(s), sc.template second<K>(s),
+                                        K::kOffset ? sc.offset[s] : 0.0f, out);
     }
   });
 }
 
 // ---- int8 (Precision::medium, AVX512_VNNI) ----------------------------------------------------
 #ifdef __AVX512VNNI__
-
-inline float quant_hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // One row of W against rows i0 .. i0 + R - 1 of quantised x: y[r * ldy] for each.
 template <class K, int R>
@@ -233,21 +251,21 @@ void quant_int8_row(const GemmRowsInt8Args& g, int64_t i0, const char* wrow, flo
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), corr[r] = 0.0f;
   for (int64_t b = 0; b < g.k / K::kElements; ++b) {
     const char* blk = wrow + b * K::kBytes;
-    QuantSub sub[K::kSubs];
-    K::subs(blk, sub);
+    QuantScales sc;
+    K::scales(blk, sc);
     for (int64_t s = 0; s < K::kSubs; ++s) {
       const int64_t xb = b * K::kSubs + s;  // x's block of these 32 weights
       const __m256i wq = K::quants(blk, s);
       // Lanes 0-3 of a dot sum weights 0-15, lanes 4-7 weights 16-31: each half its own scale.
-      const __m256 scale = K::kHalves ? _mm256_set_m128(_mm_set1_ps(sub[s].scale[1]), _mm_set1_ps(sub[s].scale[0]))
-                                      : _mm256_set1_ps(sub[s].scale[0]);
+      const __m256 scale =
+          _mm256_set_m128(_mm_set1_ps(sc.template second<K>(s)), _mm_set1_ps(sc.template first<K>(s)));
       for (int r = 0; r < R; ++r) {
         const int64_t row = i0 + r;
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q + row * g.k + 32 * xb));
         const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(x), _mm256_sign_epi8(wq, x));
         const __m256 xs = _mm256_set1_ps(g.scale[row * xblocks + xb]);
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(scale, xs), acc[r]);
-        if constexpr (K::kOffset) corr[r] += sub[s].offset * g.xsum[row * xblocks + xb];
+        if constexpr (K::kOffset) corr[r] += sc.offset[s] * g.xsum[row * xblocks + xb];
       }
     }
   }
@@ -265,7 +283,7 @@ bool quant_gemm_int8(const GemmRowsInt8Args& g) {
       for (; i + 4 <= g.m; i += 4) quant_int8_row<K, 4>(g, i, wrow, g.y + i * g.ldy + j);
       for (; i < g.m; ++i) quant_int8_row<K, 1>(g, i, wrow, g.y + i * g.ldy + j);
     }
-  });
+  }, true);
 }
 
 #endif  // __AVX512VNNI__
