@@ -141,9 +141,10 @@ double check(const Case& c) {
   return worst;
 }
 
-const DType kWeights[] = {DType::q4_0, DType::q4_1, DType::q8_0};
-// The kinds the int8 path reads straight from W's rows (quant_blocks.hpp).
-const DType kRowWeights[] = {DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k};
+// The kinds the int8 path rearranges (packed_int8.cpp), and those it reads straight from W's
+// rows (quant_blocks.hpp).
+const DType kWeights[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0};
+const DType kRowWeights[] = {DType::q4_k, DType::q5_k, DType::q6_k};
 
 TEST(GemmInt8, ProjectionMediumEveryShape) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
@@ -168,9 +169,8 @@ TEST(GemmInt8, RowKindsMediumEveryShape) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   double worst = 0;
   for (DType t : kRowWeights) {
-    // One block and a few (640: Gemma 3 270M's rows, for the 32-blocks), and a long row.
-    const int64_t block = info(t).block;
-    for (int64_t k : {std::max<int64_t>(64, block), block == 32 ? int64_t(640) : int64_t(768), int64_t(1536)})
+    // One super-block, a few, and a long row.
+    for (int64_t k : {256, 768, 1536})
       for (int64_t n : {1, 19, 577})
         for (bool residual : {false, true}) {
           Case c;
@@ -228,9 +228,12 @@ TEST(GemmInt8, LayoutReadsBackAsTheSource) {
           v = d * float(int(quants[64 * (c / 4) + 4 * j + c % 4]) - 128);
         } else {
           const uint8_t byte = quants[64 * (c / 8) + 4 * j + c % 4];
-          const int q = c % 8 < 4 ? byte & 0x0f : byte >> 4;
-          v = t == DType::q4_0 ? d * float(q - 8)
-                               : d * float(q) + half(ops::gemm::int8_m_at(t, b) + 2 * j);
+          int q = c % 8 < 4 ? byte & 0x0f : byte >> 4;
+          // The fifth bit: bit 2 (c / 8) + (c % 8 >= 4) of byte 4j + c % 4 of the fifth load.
+          if (ops::gemm::int8_fifth(t)) q |= ((quants[256 + 4 * j + c % 4] >> (2 * (c / 8) + (c % 8) / 4)) & 1) << 4;
+          const int offset = t == DType::q4_0 ? 8 : t == DType::q5_0 ? 16 : 0;
+          v = ops::gemm::int8_minimum(t) ? d * float(q) + half(ops::gemm::int8_m_at(t, b) + 2 * j)
+                                         : d * float(q - offset);
         }
         if (row >= n) {
           ASSERT_EQ(v, 0.0f) << "padding row " << row;

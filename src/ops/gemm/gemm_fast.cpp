@@ -3,10 +3,10 @@
 // straight from memory with f32 sums; more rows dequantise a tile of W rows to f32 once,
 // transposed, and run a register-blocked tile over every row of `a`. Epilogues are applied to
 // the f32 sums, then each output is rounded once to its dtype. At Precision::medium with
-// AVX512_VNNI, a ProjectionGEMM on a q4_0 / q4_1 / q8_0 weight instead quantises x to int8
-// blocks and takes int32 dot products against W rearranged once for them (kernels.hpp), for
-// one row and many alike: as llama.cpp does, and twice the products per instruction of bf16;
-// on a q5_0 / q5_1 / q4_k / q5_k / q6_k weight it does the same straight from W's rows
+// AVX512_VNNI, a ProjectionGEMM on a q4_0 / q4_1 / q5_0 / q5_1 / q8_0 weight instead quantises
+// x to int8 blocks and takes int32 dot products against W rearranged once for them
+// (kernels.hpp), for one row and many alike: as llama.cpp does, and twice the products per
+// instruction of bf16; on a q4_k / q5_k / q6_k weight it does the same straight from W's rows
 // (quant_blocks.hpp).
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"

@@ -189,24 +189,29 @@ struct QuantiseX8Args {
 
 // ---- W rearranged for int8 dot products (Precision::medium, AVX512_VNNI) ----------------------
 //
-// A q4_0 / q4_1 / q8_0 W (N, K) as groups of 16 rows. In a group, each block (32 columns) has
+// A q4_0 / q4_1 / q5_0 / q5_1 / q8_0 W (N, K) as groups of 16 rows. In a group, each block (32 columns) has
 // its quants laid out so that one 64-byte load holds 4 consecutive columns of each of the 16
 // rows in row order: the operand of one vpdpbusd whose 16 int32 lanes are the 16 rows, against
 // 4 values of x broadcast;
 //   q8_0: 8 loads a block; byte 4j + i of load c is row j's quant at column 4c + i, plus 128
 //         (unsigned, as vpdpbusd wants: w = d (u - 128), the -128 meeting x's block sum);
 //   q4_0, q4_1: 4 loads; byte 4j + i of load c holds row j's column 8c + i in its low nibble
-//         and column 8c + 4 + i in its high nibble.
-// Blocks go in pairs: the two blocks' quants, then their 16 scales d each (f16), then (q4_1)
-// their 16 minimums m each, so a pair is a whole number of 64-byte lines and a group is read as
+//         and column 8c + 4 + i in its high nibble;
+//   q5_0, q5_1: q4_0's 4 loads of nibbles, then one of fifth bits: bit 2c + h of its byte
+//         4j + i is the fifth bit of the column that nibble h (0 low, 1 high) of byte 4j + i of
+//         load c holds.
+// Blocks go in pairs: the two blocks' quants, then their 16 scales d each (f16), then (q4_1,
+// q5_1) their 16 minimums m each, so a pair is a whole number of 64-byte lines and a group is read as
 // one unbroken stream (a separate run of scales after the quants made two streams, and a plain
 // read of that layout streamed at 13 GB/s on one core where one stream reaches 33). A group
 // takes as many bytes as its 16 rows did (one block more when K / 32 is odd); rows past N are
 // zero. Made once per weight at lowering (packed_int8.cpp) and shared by every kernel reading it.
 constexpr int64_t kInt8Rows = 16;
-constexpr int64_t int8_quant_bytes(DType t) { return t == DType::q8_0 ? 512 : 256; }
-/// Bytes of a pair of blocks of a group: quants, d and (q4_1) m.
-constexpr int64_t int8_pair_bytes(DType t) { return 2 * int8_quant_bytes(t) + (t == DType::q4_1 ? 128 : 64); }
+constexpr bool int8_fifth(DType t) { return t == DType::q5_0 || t == DType::q5_1; }
+constexpr bool int8_minimum(DType t) { return t == DType::q4_1 || t == DType::q5_1; }
+constexpr int64_t int8_quant_bytes(DType t) { return t == DType::q8_0 ? 512 : int8_fifth(t) ? 320 : 256; }
+/// Bytes of a pair of blocks of a group: quants, d and (q4_1, q5_1) m.
+constexpr int64_t int8_pair_bytes(DType t) { return 2 * int8_quant_bytes(t) + (int8_minimum(t) ? 128 : 64); }
 /// Where block b's quants, its 16 d and its 16 m start in a group.
 constexpr int64_t int8_quants_at(DType t, int64_t b) {
   return b / 2 * int8_pair_bytes(t) + b % 2 * int8_quant_bytes(t);
@@ -232,7 +237,7 @@ struct GemmInt8Args {
   int64_t ldy;
 };
 
-/// The same for a q5_0 / q5_1 / q4_k / q5_k / q6_k W read row by row as the file holds it
+/// The same for a q4_k / q5_k / q6_k W read row by row as the file holds it
 /// (quant_blocks.hpp): y[i, j] for `m` rows of quantised x and `rows` rows of W from `w`.
 struct GemmRowsInt8Args {
   DType dtype;
@@ -266,12 +271,10 @@ struct Isa {
 
 /// Whether the int8 path takes a weight of this dtype rearranged (packed_int8).
 inline bool int8_weight(DType t) {
-  return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1;
+  return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1 || t == DType::q5_0 || t == DType::q5_1;
 }
 /// Whether the int8 path takes a weight of this dtype as the file holds it (gemm_rows_int8).
-inline bool int8_rows_weight(DType t) {
-  return t == DType::q5_0 || t == DType::q5_1 || t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
-}
+inline bool int8_rows_weight(DType t) { return t == DType::q4_k || t == DType::q5_k || t == DType::q6_k; }
 
 const Isa& avx512_isa();
 const Isa& avx2_isa();
@@ -291,8 +294,7 @@ std::shared_ptr<const PackedInt8> packed_int8(const cpu::Operand& w, int64_t n, 
 
 /// Whether the fast kernels take a weight of this dtype.
 inline bool fast_weight(DType t) {
-  return t == DType::f32 || t == DType::bf16 || t == DType::f16 || t == DType::q8_0 ||
-         t == DType::q4_0 || t == DType::q4_1 || int8_rows_weight(t);
+  return t == DType::f32 || t == DType::bf16 || t == DType::f16 || int8_weight(t) || int8_rows_weight(t);
 }
 
 /// The instruction set `f` offers for these loops, or none (the portable kernel).
@@ -301,7 +303,7 @@ const Isa* select_isa(const cpu::Features& f);
 std::unique_ptr<RowRangeKernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
 /// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16).
 /// `int8`: rows take int8 blocks of x and int32 dot products against W rearranged once (a
-/// q4_0 / q4_1 / q8_0 weight) or read row by row (a q5_0 / q5_1 / q4_k / q5_k / q6_k weight)
+/// q4_0 / q4_1 / q5_0 / q5_1 / q8_0 weight) or read row by row (a q4_k / q5_k / q6_k weight)
 /// (Precision::medium, AVX512_VNNI, f32 activations).
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
                                             const Isa& isa, bool bf16, bool int8 = false);

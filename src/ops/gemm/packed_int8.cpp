@@ -14,18 +14,17 @@ namespace iron::ops::gemm {
 
 namespace {
 
-// Bytes of one block of one row as the file stores it: d (f16), q4_1's m (f16), the quants.
-constexpr int64_t source_block_bytes(DType t) {
-  return t == DType::q8_0 ? 34 : t == DType::q4_1 ? 20 : 18;
-}
+// Bytes of one block of one row as the file stores it: d (f16), q4_1's and q5_1's m (f16),
+// q5_0's and q5_1's fifth bits (4 bytes), the quants.
+int64_t source_block_bytes(DType t) { return info(t).bytes; }
 
 // One block of one row (`src`, as the file stores it) into its place in a group: row j of the
 // quants at `quants`, its d (and m) into the group's scale arrays.
 template <DType T>
 void pack_row_block(const uint8_t* src, int64_t j, uint8_t* quants, uint8_t* d, uint8_t* m) {
   std::memcpy(d + 2 * j, src, 2);
-  if constexpr (T == DType::q4_1) std::memcpy(m + 2 * j, src + 2, 2);
-  const uint8_t* qs = src + (T == DType::q4_1 ? 4 : 2);
+  if constexpr (int8_minimum(T)) std::memcpy(m + 2 * j, src + 2, 2);
+  const uint8_t* qs = src + source_block_bytes(T) - (T == DType::q8_0 ? 32 : 16);
   if constexpr (T == DType::q8_0) {
     // Column 4c + i to byte 4j + i of load c, shifted to unsigned.
     for (int c = 0; c < 8; ++c)
@@ -38,6 +37,15 @@ void pack_row_block(const uint8_t* src, int64_t j, uint8_t* quants, uint8_t* d, 
     for (int c = 0; c < 4; ++c)
       for (int i = 0; i < 4; ++i)
         quants[64 * c + 4 * j + i] = uint8_t(col[8 * c + i] | col[8 * c + 4 + i] << 4);
+    if constexpr (int8_fifth(T)) {
+      // Their fifth bits to bits 2c and 2c + 1 of byte 4j + i of the fifth load.
+      uint32_t bits;
+      std::memcpy(&bits, qs - 4, 4);
+      for (int c = 0; c < 4; ++c)
+        for (int i = 0; i < 4; ++i)
+          quants[256 + 4 * j + i] |= uint8_t(((bits >> (8 * c + i)) & 1) << (2 * c) |
+                                             ((bits >> (8 * c + 4 + i)) & 1) << (2 * c + 1));
+    }
   }
 }
 
@@ -68,6 +76,10 @@ void pack_int8(DType t, const char* w, int64_t row_bytes, int64_t n, int64_t k, 
       return pack_all<DType::q4_0>(w, row_bytes, n, k, out);
     case DType::q4_1:
       return pack_all<DType::q4_1>(w, row_bytes, n, k, out);
+    case DType::q5_0:
+      return pack_all<DType::q5_0>(w, row_bytes, n, k, out);
+    case DType::q5_1:
+      return pack_all<DType::q5_1>(w, row_bytes, n, k, out);
     default:
       value_error(std::string("pack_int8: no int8 layout for ") + std::string(name(t)));
   }

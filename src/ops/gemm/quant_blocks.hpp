@@ -1,23 +1,22 @@
-// The matmul loops for GGUF's 5-bit and K-quant kinds (q5_0, q5_1, q4_k, q5_k, q6_k), written
-// once and built into each instruction-set file (gemm_avx2.cpp, gemm_avx512.cpp), which first
-// defines `Lanes`, its f32 vector width:
+// The matmul loops for GGUF's K-quant kinds (q4_k, q5_k, q6_k), written once and built into
+// each instruction-set file (gemm_avx2.cpp, gemm_avx512.cpp), which first defines `Lanes`, its
+// f32 vector width:
 //   Acc; zero(); sum(Acc); sum32(x): the sum of 32 floats;
 //   fma32<Halves>(q, x, s0, s1, acc): acc + q_i x_i times s0 for i < 16, s1 for i >= 16
 //     (Halves false: s0 == s1), q 32 int8 values, x 32 floats;
 //   store32<Halves>(q, s0, s1, offset, out): out_i = q_i s_(i / 16) + offset.
 // Everything here has internal linkage (an anonymous namespace), so each file's copy is built
-// for that file's instruction set alone.
+// for that file's instruction set alone. (q5_0 and q5_1, blocks of 32, take the ISA files' loops
+// of q4_0 and q4_1, which add the fifth bits to their lanes, and their int8 layout.)
 //
-// Every kind decodes the same way: a block of 32 or 256 weights is sub-blocks of 32, each 32
+// Every kind decodes the same way: a super-block of 256 weights is 8 sub-blocks of 32, each 32
 // signed int8 quants q (one 256-bit register, built with AVX2 byte operations) with
 // w_i = scale_(i / 16) q_i + offset (the two scales differ only for q6_k, whose scales cover 16
-// weights). Then, for the K-quants (q5_0 and q5_1 take the ISA files' loops of q4_0 and q4_1,
-// which convert a block's bytes to 32-bit lanes once and add the fifth bits there),
+// weights). Then
 //   GEMV (f32 sums, Precision::highest): sum_i w_i x_i = scale * sum_i q_i x_i + offset * sum_i x_i,
 //     the quants converted to f32 and multiplied with x in the ISA's lanes, the offsets meeting
 //     the sub-blocks' sums of x;
 //   the tile path's rows: w_i dequantised to f32 (store32), then the ISA's f32 tiles;
-// and for all five kinds
 //   int8 (Precision::medium, AVX512_VNNI): x quantised to int8 blocks of 32 (quantise_x8),
 //     vpdpbusd of |x| with q carrying x's sign (so signed q meets signed x), the int32 sums of
 //     each 16 scaled in f32 by scale * x's block scale, the offset meeting x's block sum;
@@ -46,22 +45,6 @@ inline float quant_hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-/// 16 bytes of nibbles as 32 bytes: the low nibbles, then the high ones.
-inline __m256i quant_nibbles16(const char* p) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
-}
-
-/// Byte i 0x10 where bit i of `bits` is set, else 0: the fifth bits of a 32-block.
-inline __m256i quant_fifth_bits(uint32_t bits) {
-  // Byte i takes byte i / 8 of `bits`, then keeps bit i % 8 of it.
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(int(bits)),
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
-}
-
 /// A block's scales and offsets: weight i of sub-block s is scale[s] q_i + offset[s], or with
 /// kHalves scale[2 s + i / 16] q_i (offsets are set only for kinds with kOffset).
 struct QuantScales {
@@ -83,24 +66,6 @@ inline void quant_bytes_times(uint64_t bytes, float by, float* out) {
 // Each: kElements and kBytes of a block, kSubs sub-blocks of 32 in it, kOffset (whether any
 // offset is nonzero), kHalves (whether the two scales of a sub-block differ); scales() the
 // block's scales and offsets, quants() sub-block s's 32 quants.
-
-// q5_0 (Minimum false: w = d (q - 16)) and q5_1 (w = d q + m): f16 d, (q5_1) f16 m, 4 bytes of
-// fifth bits (bit i: element i's), 16 bytes of nibbles (byte i: elements i and i + 16).
-template <bool Minimum>
-struct Q5Blocks {
-  static constexpr int64_t kElements = 32, kBytes = Minimum ? 24 : 22, kSubs = 1;
-  static constexpr bool kOffset = Minimum, kHalves = false;
-  static void scales(const char* b, QuantScales& s) {
-    s.scale[0] = quant_half(b);
-    s.offset[0] = Minimum ? quant_half(b + 2) : 0.0f;
-  }
-  static __m256i quants(const char* b, int64_t) {
-    uint32_t fifth;
-    __builtin_memcpy(&fifth, b + kBytes - 20, 4);
-    const __m256i q = _mm256_or_si256(quant_nibbles16(b + kBytes - 16), quant_fifth_bits(fifth));
-    return Minimum ? q : _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-  }
-};
 
 // q4_k and q5_k (Fifth): f16 d, f16 dmin, 12 bytes of 6-bit scales and minimums (dtype.cpp),
 // (q5_k) 32 bytes of fifth bits (byte l, bit j: element l of sub-block j), 128 bytes of nibbles
@@ -159,14 +124,9 @@ struct Q6KBlocks {
 };
 
 /// Calls fn(Kind{}) with the kind of `t`; returns false for a kind these loops do not take.
-/// `blocks32`: q5_0 and q5_1 too (the int8 loop; the ISA files' own loops take them for f32).
 template <class Fn>
-bool with_quant_kind(DType t, Fn&& fn, bool blocks32 = false) {
+bool with_quant_kind(DType t, Fn&& fn) {
   switch (t) {
-    case DType::q5_0:
-      return blocks32 && (fn(Q5Blocks<false>{}), true);
-    case DType::q5_1:
-      return blocks32 && (fn(Q5Blocks<true>{}), true);
     case DType::q4_k:
       return fn(KBlocks<false>{}), true;
     case DType::q5_k:
@@ -283,7 +243,7 @@ bool quant_gemm_int8(const GemmRowsInt8Args& g) {
       for (; i + 4 <= g.m; i += 4) quant_int8_row<K, 4>(g, i, wrow, g.y + i * g.ldy + j);
       for (; i < g.m; ++i) quant_int8_row<K, 1>(g, i, wrow, g.y + i * g.ldy + j);
     }
-  }, true);
+  });
 }
 
 #endif  // __AVX512VNNI__
