@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/k_quants.hpp"
 #include "iron/error.hpp"
 
 namespace iron {
@@ -126,18 +127,6 @@ void dequantise_32(const uint8_t* src, float* dst, int64_t blocks) {
 // Q4_K and Q5_K: f16 d, f16 dmin, 12 bytes of packed 6-bit scales and minimums for 8 sub-blocks
 // of 32, (Q5_K) 32 bytes of fifth bits, then 128 bytes of nibbles; each 64 elements share 32
 // bytes (low nibbles, then high). Element l of sub-block j takes bit j of fifth-bit byte l.
-// Sub-block j's 6-bit scale and minimum from the 12 packed bytes (j < 4: the low 6 bits of bytes
-// j and j + 4; else a nibble of byte j + 4 under the top 2 bits of bytes j - 4 and j).
-void k_scale_min(int j, const uint8_t* packed, uint8_t* scale, uint8_t* minimum) {
-  if (j < 4) {
-    *scale = packed[j] & 63;
-    *minimum = packed[j + 4] & 63;
-  } else {
-    *scale = uint8_t((packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4));
-    *minimum = uint8_t((packed[j + 4] >> 4) | ((packed[j] >> 6) << 4));
-  }
-}
-
 template <bool Fifth>
 void dequantise_k(const uint8_t* src, float* dst, int64_t blocks) {
   constexpr int kBytes = Fifth ? 176 : 144;

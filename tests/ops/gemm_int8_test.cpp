@@ -1,6 +1,6 @@
-// The int8-activation path of ProjectionGEMM at Precision::medium (AVX512_VNNI, q4_0 / q4_1 /
-// q8_0 weights rearranged 16 rows to a load; q5_0 / q5_1 / q4_k / q5_k / q6_k read as they are) against the op's reference within
-// tolerance(medium), for one row and many; the layout itself against the source blocks; and
+// The int8-activation path of ProjectionGEMM at Precision::medium (AVX512_VNNI; q4_0 / q4_1 /
+// q5_0 / q5_1 / q4_k / q5_k / q8_0 weights rearranged 16 rows to a load, q6_k read as it is)
+// against the op's reference within tolerance(medium), for one row and many; the layout itself against the source blocks; and
 // the ops and precisions that must never take it (their results equal the f32 path's).
 #include <gtest/gtest.h>
 
@@ -141,10 +141,10 @@ double check(const Case& c) {
   return worst;
 }
 
-// The kinds the int8 path rearranges (packed_int8.cpp), and those it reads straight from W's
-// rows (quant_blocks.hpp).
+// The kinds of blocks of 32, which the int8 path rearranges (packed_int8.cpp); the K-quants, of
+// which it rearranges q4_k and q5_k and reads q6_k straight from W's rows (quant_blocks.hpp).
 const DType kWeights[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0};
-const DType kRowWeights[] = {DType::q4_k, DType::q5_k, DType::q6_k};
+const DType kSuperWeights[] = {DType::q4_k, DType::q5_k, DType::q6_k};
 
 TEST(GemmInt8, ProjectionMediumEveryShape) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
@@ -165,10 +165,10 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
   std::printf("int8 path, U(-1, 1) x: largest error / tolerance %.3f\n", worst);
 }
 
-TEST(GemmInt8, RowKindsMediumEveryShape) {
+TEST(GemmInt8, KQuantsMediumEveryShape) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   double worst = 0;
-  for (DType t : kRowWeights) {
+  for (DType t : kSuperWeights) {
     // One super-block, a few, and a long row.
     for (int64_t k : {256, 768, 1536})
       for (int64_t n : {1, 19, 577})
@@ -181,13 +181,13 @@ TEST(GemmInt8, RowKindsMediumEveryShape) {
           }
         }
   }
-  std::printf("int8 path on W's rows, U(-1, 1) x: largest error / tolerance %.3f\n", worst);
+  std::printf("int8 path, K-quants, U(-1, 1) x: largest error / tolerance %.3f\n", worst);
 }
 
-TEST(GemmInt8, RowKindsEpiloguesAndGaussianActivations) {
+TEST(GemmInt8, KQuantsEpiloguesAndGaussianActivations) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   double worst = 0;
-  for (DType t : kRowWeights) {
+  for (DType t : kSuperWeights) {
     for (const char* e : {"none", "relu", "silu", "gelu", "gelu_tanh"}) {
       Case c;
       c.w = t, c.epilogue = e, c.rows = 2, c.valid = 2, c.n = 33, c.k = 256;
@@ -197,44 +197,55 @@ TEST(GemmInt8, RowKindsEpiloguesAndGaussianActivations) {
     g.w = t, g.k = 1536, g.n = 577, g.rows = 2, g.valid = 2, g.gaussian = true;
     worst = std::max(worst, check(g));
   }
-  std::printf("int8 path on W's rows, N(0, 1) x: largest error / tolerance %.3f\n", worst);
+  std::printf("int8 path, K-quants, N(0, 1) x: largest error / tolerance %.3f\n", worst);
 }
 
-// The rearranged layout read back as kernels.hpp describes it equals the source weight, for
-// every row (a ragged last group included) and column; padding rows are zero.
+// Row j of a group's weight at column col, read from the rearranged layout as kernels.hpp
+// describes it.
+float packed_value(DType t, const uint8_t* group, int64_t j, int64_t col) {
+  namespace g = ops::gemm;
+  const int64_t b = col / 32, c = col % 32;
+  const uint8_t* quants = group + g::int8_quants_at(t, b);
+  auto half = [&](int64_t at) {
+    uint16_t h;
+    std::memcpy(&h, group + at, 2);
+    return f16_to_f32(h);
+  };
+  if (t == DType::q8_0) return half(g::int8_d_at(t, b) + 2 * j) * float(int(quants[64 * (c / 4) + 4 * j + c % 4]) - 128);
+  const uint8_t byte = quants[64 * (c / 8) + 4 * j + c % 4];
+  int q = c % 8 < 4 ? byte & 0x0f : byte >> 4;
+  // The fifth bit: bit 2 (c / 8) + (c % 8 >= 4) of byte 4j + c % 4 of the fifth load.
+  if (g::int8_fifth(t)) q |= ((quants[256 + 4 * j + c % 4] >> (2 * (c / 8) + (c % 8) / 4)) & 1) << 4;
+  if (g::int8_k(t)) {
+    const int64_t header = g::int8_k_header_at(t, col / 256), s = b % 8;
+    const uint8_t packed = group[header + 64 + 16 * s + j];
+    const int minimum = packed >> 6 | ((group[header + 192 + 16 * (s / 2) + j] >> (4 * (s % 2))) & 15) << 2;
+    return half(header + 2 * j) * float(packed & 63) * float(q) - half(header + 32 + 2 * j) * float(minimum);
+  }
+  const float d = half(g::int8_d_at(t, b) + 2 * j);
+  if (g::int8_minimum(t)) return d * float(q) + half(g::int8_m_at(t, b) + 2 * j);
+  return d * float(q - (t == DType::q4_0 ? 8 : 16));
+}
+
+// The rearranged layout read back equals the source weight, for every row (a ragged last group
+// included) and column; padding rows are zero.
 TEST(GemmInt8, LayoutReadsBackAsTheSource) {
-  for (DType t : kWeights) {
+  std::vector<DType> kinds(std::begin(kWeights), std::end(kWeights));
+  kinds.insert(kinds.end(), {DType::q4_k, DType::q5_k});
+  for (DType t : kinds) {
     SCOPED_TRACE(name(t));
-    const int64_t n = 37, k = 96, groups = 3;  // three blocks: a pair and an odd one
+    // Three blocks (a pair and an odd one), or two super-blocks.
+    const int64_t n = 37, k = info(t).block == 256 ? 512 : 96, groups = 3;
     std::vector<char> w = random_weight(t, n, k, 7);
     std::vector<float> want(size_t(n * k));
     to_f32(t, w.data(), want.data(), n * k);
     const int64_t group_bytes = ops::gemm::PackedInt8::group_bytes(k, t);
     std::vector<char> packed(size_t(groups * group_bytes), char(0x55));
-    ops::gemm::pack_int8(t, w.data(), k / 32 * info(t).bytes, n, k, packed.data());
+    ops::gemm::pack_int8(t, w.data(), k / info(t).block * info(t).bytes, n, k, packed.data());
     for (int64_t row = 0; row < groups * 16; ++row)
       for (int64_t col = 0; col < k; ++col) {
-        const int64_t g = row / 16, j = row % 16, b = col / 32, c = col % 32;
-        const auto* group = reinterpret_cast<const uint8_t*>(packed.data() + g * group_bytes);
-        const uint8_t* quants = group + ops::gemm::int8_quants_at(t, b);
-        auto half = [&](int64_t at) {
-          uint16_t h;
-          std::memcpy(&h, group + at, 2);
-          return f16_to_f32(h);
-        };
-        const float d = half(ops::gemm::int8_d_at(t, b) + 2 * j);
-        float v;
-        if (t == DType::q8_0) {
-          v = d * float(int(quants[64 * (c / 4) + 4 * j + c % 4]) - 128);
-        } else {
-          const uint8_t byte = quants[64 * (c / 8) + 4 * j + c % 4];
-          int q = c % 8 < 4 ? byte & 0x0f : byte >> 4;
-          // The fifth bit: bit 2 (c / 8) + (c % 8 >= 4) of byte 4j + c % 4 of the fifth load.
-          if (ops::gemm::int8_fifth(t)) q |= ((quants[256 + 4 * j + c % 4] >> (2 * (c / 8) + (c % 8) / 4)) & 1) << 4;
-          const int offset = t == DType::q4_0 ? 8 : t == DType::q5_0 ? 16 : 0;
-          v = ops::gemm::int8_minimum(t) ? d * float(q) + half(ops::gemm::int8_m_at(t, b) + 2 * j)
-                                         : d * float(q - offset);
-        }
+        const auto* group = reinterpret_cast<const uint8_t*>(packed.data() + row / 16 * group_bytes);
+        const float v = packed_value(t, group, row % 16, col);
         if (row >= n) {
           ASSERT_EQ(v, 0.0f) << "padding row " << row;
         } else {
@@ -276,7 +287,7 @@ TEST(GemmInt8, OtherPrecisionsAndGemvNeverTakeIt) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   const cpu::Features plain = without_vnni();
   std::vector<DType> kinds(std::begin(kWeights), std::end(kWeights));
-  kinds.insert(kinds.end(), std::begin(kRowWeights), std::end(kRowWeights));
+  kinds.insert(kinds.end(), std::begin(kSuperWeights), std::end(kSuperWeights));
   for (DType t : kinds)
     for (bool residual : {false, true}) {
       std::vector<Case> cases;

@@ -542,13 +542,31 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
   auto halves = [](const char* at) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
   };
+  __m512 super_d, super_dmin;  // K-quants: the 16 rows' d and dmin of the current super-block
   for (int64_t b = 0; b < blocks; ++b) {
     const char* quants = group + int8_quants_at(T, b);
     // Five lines ahead a block (q4_0 / q4_1's 288 to 320 bytes; as measured for q8_0 too), six
     // with fifth bits (352 to 384 bytes).
     if constexpr (Prefetch)
       for (int c = 0; c < (int8_fifth(T) ? 6 : 5); ++c) _mm_prefetch(quants + kPrefetchAhead + 64 * c, _MM_HINT_T0);
-    const __m512 d = halves(group + int8_d_at(T, b));
+    // The 16 rows' scale d and offset m of this block (m: q4_1 / q5_1 and the K-quants).
+    __m512 d, m = _mm512_setzero_ps();
+    if constexpr (int8_k(T)) {
+      // Sub-block s's 6-bit scale and minimum (kernels.hpp) times the super-block's d and dmin.
+      const char* header = group + int8_k_header_at(T, b / 8);
+      const int64_t s = b % 8;
+      if (s == 0) super_d = halves(header), super_dmin = halves(header + 32);
+      const __m512i sm = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 64 + 16 * s)));
+      const __m512i top = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 192 + 16 * (s / 2))));
+      const __m512i six = _mm512_and_si512(sm, _mm512_set1_epi32(63));
+      const __m512i minimum = _mm512_or_si512(
+          _mm512_srli_epi32(sm, 6), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(top, 4 * (s % 2)), _mm512_set1_epi32(15)), 2));
+      d = _mm512_mul_ps(super_d, _mm512_cvtepi32_ps(six));
+      m = _mm512_mul_ps(super_dmin, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_setzero_si512(), minimum)));
+    } else {
+      d = halves(group + int8_d_at(T, b));
+      if constexpr (int8_minimum(T)) m = halves(group + int8_m_at(T, b));
+    }
     __m512i dot[R];
     for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
     if constexpr (T == DType::q8_0) {
@@ -573,8 +591,7 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
         }
       }
     }
-    if constexpr (int8_minimum(T)) {
-      const __m512 m = halves(group + int8_m_at(T, b));
+    if constexpr (int8_minimum(T) || int8_k(T)) {
       for (int r = 0; r < R; ++r) {
         const __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_set1_ps(scale[r][b]));
         acc[r] = _mm512_fmadd_ps(d, sum, _mm512_fmadd_ps(m, _mm512_set1_ps(xsum[r][b]), acc[r]));
@@ -623,6 +640,10 @@ void gemm_int8(const GemmInt8Args& g) {
       return gemm_int8_all<DType::q5_0>(g);
     case DType::q5_1:
       return gemm_int8_all<DType::q5_1>(g);
+    case DType::q4_k:
+      return gemm_int8_all<DType::q4_k>(g);
+    case DType::q5_k:
+      return gemm_int8_all<DType::q5_k>(g);
     default:
       return;
   }

@@ -189,7 +189,7 @@ struct QuantiseX8Args {
 
 // ---- W rearranged for int8 dot products (Precision::medium, AVX512_VNNI) ----------------------
 //
-// A q4_0 / q4_1 / q5_0 / q5_1 / q8_0 W (N, K) as groups of 16 rows. In a group, each block (32 columns) has
+// A q4_0 / q4_1 / q5_0 / q5_1 / q4_k / q5_k / q8_0 W (N, K) as groups of 16 rows. In a group, each block (32 columns) has
 // its quants laid out so that one 64-byte load holds 4 consecutive columns of each of the 16
 // rows in row order: the operand of one vpdpbusd whose 16 int32 lanes are the 16 rows, against
 // 4 values of x broadcast;
@@ -200,22 +200,37 @@ struct QuantiseX8Args {
 //   q5_0, q5_1: q4_0's 4 loads of nibbles, then one of fifth bits: bit 2c + h of its byte
 //         4j + i is the fifth bit of the column that nibble h (0 low, 1 high) of byte 4j + i of
 //         load c holds.
+//   q4_k, q5_k: each sub-block of 32 as q4_0's (q5_0's) loads.
 // Blocks go in pairs: the two blocks' quants, then their 16 scales d each (f16), then (q4_1,
 // q5_1) their 16 minimums m each, so a pair is a whole number of 64-byte lines and a group is read as
 // one unbroken stream (a separate run of scales after the quants made two streams, and a plain
 // read of that layout streamed at 13 GB/s on one core where one stream reaches 33). A group
 // takes as many bytes as its 16 rows did (one block more when K / 32 is odd); rows past N are
-// zero. Made once per weight at lowering (packed_int8.cpp) and shared by every kernel reading it.
+// zero. A K-quant group is super-blocks (36 or 44 lines, so no pairs): the 8 sub-blocks' quants,
+// the 16 rows' d then dmin (f16), then their 6-bit scales and minimums in 192 bytes: byte 16s + j
+// holds row j's scale of sub-block s under the low 2 bits of its minimum, and the nibble
+// (s % 2) of byte 128 + 16 (s / 2) + j the minimum's top 4 bits. Made once per weight at
+// lowering (packed_int8.cpp) and shared by every kernel reading it.
 constexpr int64_t kInt8Rows = 16;
-constexpr bool int8_fifth(DType t) { return t == DType::q5_0 || t == DType::q5_1; }
+constexpr bool int8_fifth(DType t) { return t == DType::q5_0 || t == DType::q5_1 || t == DType::q5_k; }
+constexpr bool int8_k(DType t) { return t == DType::q4_k || t == DType::q5_k; }
 constexpr bool int8_minimum(DType t) { return t == DType::q4_1 || t == DType::q5_1; }
 constexpr int64_t int8_quant_bytes(DType t) { return t == DType::q8_0 ? 512 : int8_fifth(t) ? 320 : 256; }
 /// Bytes of a pair of blocks of a group: quants, d and (q4_1, q5_1) m.
 constexpr int64_t int8_pair_bytes(DType t) { return 2 * int8_quant_bytes(t) + (int8_minimum(t) ? 128 : 64); }
-/// Where block b's quants, its 16 d and its 16 m start in a group.
+/// Bytes of a K-quant super-block of a group: 8 sub-blocks' quants, d, dmin, scales and minimums.
+constexpr int64_t int8_super_bytes(DType t) { return 8 * int8_quant_bytes(t) + 64 + 192; }
+/// Bytes of a group of 16 rows of k columns.
+constexpr int64_t int8_group_bytes(int64_t k, DType t) {
+  return int8_k(t) ? k / 256 * int8_super_bytes(t) : (k / 32 + 1) / 2 * int8_pair_bytes(t);
+}
+/// Where block b's quants, its 16 d and its 16 m start in a group; where super-block s's d,
+/// dmin, scales and minimums do (K-quants).
 constexpr int64_t int8_quants_at(DType t, int64_t b) {
+  if (int8_k(t)) return b / 8 * int8_super_bytes(t) + b % 8 * int8_quant_bytes(t);
   return b / 2 * int8_pair_bytes(t) + b % 2 * int8_quant_bytes(t);
 }
+constexpr int64_t int8_k_header_at(DType t, int64_t s) { return s * int8_super_bytes(t) + 8 * int8_quant_bytes(t); }
 constexpr int64_t int8_d_at(DType t, int64_t b) {
   return b / 2 * int8_pair_bytes(t) + 2 * int8_quant_bytes(t) + 32 * (b % 2);
 }
@@ -237,7 +252,7 @@ struct GemmInt8Args {
   int64_t ldy;
 };
 
-/// The same for a q4_k / q5_k / q6_k W read row by row as the file holds it
+/// The same for a q6_k W read row by row as the file holds it
 /// (quant_blocks.hpp): y[i, j] for `m` rows of quantised x and `rows` rows of W from `w`.
 struct GemmRowsInt8Args {
   DType dtype;
@@ -271,10 +286,11 @@ struct Isa {
 
 /// Whether the int8 path takes a weight of this dtype rearranged (packed_int8).
 inline bool int8_weight(DType t) {
-  return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1 || t == DType::q5_0 || t == DType::q5_1;
+  return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1 || t == DType::q5_0 || t == DType::q5_1 ||
+         int8_k(t);
 }
 /// Whether the int8 path takes a weight of this dtype as the file holds it (gemm_rows_int8).
-inline bool int8_rows_weight(DType t) { return t == DType::q4_k || t == DType::q5_k || t == DType::q6_k; }
+inline bool int8_rows_weight(DType t) { return t == DType::q6_k; }
 
 const Isa& avx512_isa();
 const Isa& avx2_isa();
@@ -288,7 +304,7 @@ struct PackedInt8 {
   std::shared_ptr<char> bytes;  // 64-byte aligned
   int64_t groups = 0;
   const char* group(int64_t g, int64_t k, DType t) const { return bytes.get() + g * group_bytes(k, t); }
-  static int64_t group_bytes(int64_t k, DType t) { return (k / 32 + 1) / 2 * int8_pair_bytes(t); }
+  static int64_t group_bytes(int64_t k, DType t) { return int8_group_bytes(k, t); }
 };
 std::shared_ptr<const PackedInt8> packed_int8(const cpu::Operand& w, int64_t n, int64_t k);
 
@@ -303,7 +319,7 @@ const Isa* select_isa(const cpu::Features& f);
 std::unique_ptr<RowRangeKernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
 /// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16).
 /// `int8`: rows take int8 blocks of x and int32 dot products against W rearranged once (a
-/// q4_0 / q4_1 / q5_0 / q5_1 / q8_0 weight) or read row by row (a q4_k / q5_k / q6_k weight)
+/// q4_0 / q4_1 / q5_0 / q5_1 / q4_k / q5_k / q8_0 weight) or read row by row (a q6_k weight)
 /// (Precision::medium, AVX512_VNNI, f32 activations).
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
                                             const Isa& isa, bool bf16, bool int8 = false);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/k_quants.hpp"
 #include "devices/cpu/weight_memory.hpp"
 #include "iron/error.hpp"
 #include "iron/io/mapped_file.hpp"
@@ -14,9 +15,21 @@ namespace iron::ops::gemm {
 
 namespace {
 
-// Bytes of one block of one row as the file stores it: d (f16), q4_1's and q5_1's m (f16),
-// q5_0's and q5_1's fifth bits (4 bytes), the quants.
+// Bytes of one block (K-quants: super-block) of one row as the file stores it.
 int64_t source_block_bytes(DType t) { return info(t).bytes; }
+
+// Row j's 32 quants of one block (below 16, or 32 with fifth bits) into their group's loads at
+// `quants`: columns 8c + i and 8c + 4 + i to the low and high nibbles of byte 4j + i of load c,
+// (Fifth) their fifth bits to bits 2c and 2c + 1 of byte 4j + i of the fifth load.
+template <bool Fifth>
+void place_quants(const uint8_t* col, int64_t j, uint8_t* quants) {
+  for (int c = 0; c < 4; ++c)
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t low = col[8 * c + i], high = col[8 * c + 4 + i];
+      quants[64 * c + 4 * j + i] = uint8_t((low & 15) | (high & 15) << 4);
+      if (Fifth) quants[256 + 4 * j + i] |= uint8_t((low >> 4) << (2 * c) | (high >> 4) << (2 * c + 1));
+    }
+}
 
 // One block of one row (`src`, as the file stores it) into its place in a group: row j of the
 // quants at `quants`, its d (and m) into the group's scale arrays.
@@ -30,28 +43,42 @@ void pack_row_block(const uint8_t* src, int64_t j, uint8_t* quants, uint8_t* d, 
     for (int c = 0; c < 8; ++c)
       for (int i = 0; i < 4; ++i) quants[64 * c + 4 * j + i] = uint8_t(qs[4 * c + i] ^ 0x80);
   } else {
-    // GGUF's 4-bit blocks: byte i holds column i (low nibble) and column i + 16 (high nibble).
+    // GGUF's 4- and 5-bit blocks: byte i holds column i (low nibble) and column i + 16 (high
+    // nibble); bit i of the 4 bytes before them column i's fifth bit.
+    uint32_t bits = 0;
+    if (int8_fifth(T)) std::memcpy(&bits, qs - 4, 4);
     uint8_t col[32];
-    for (int i = 0; i < 16; ++i) col[i] = qs[i] & 0x0f, col[i + 16] = qs[i] >> 4;
-    // Columns 8c + i and 8c + 4 + i to the low and high nibbles of byte 4j + i of load c.
-    for (int c = 0; c < 4; ++c)
-      for (int i = 0; i < 4; ++i)
-        quants[64 * c + 4 * j + i] = uint8_t(col[8 * c + i] | col[8 * c + 4 + i] << 4);
-    if constexpr (int8_fifth(T)) {
-      // Their fifth bits to bits 2c and 2c + 1 of byte 4j + i of the fifth load.
-      uint32_t bits;
-      std::memcpy(&bits, qs - 4, 4);
-      for (int c = 0; c < 4; ++c)
-        for (int i = 0; i < 4; ++i)
-          quants[256 + 4 * j + i] |= uint8_t(((bits >> (8 * c + i)) & 1) << (2 * c) |
-                                             ((bits >> (8 * c + 4 + i)) & 1) << (2 * c + 1));
-    }
+    for (int i = 0; i < 32; ++i)
+      col[i] = uint8_t((i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4) | ((bits >> i) & 1) << 4);
+    place_quants<int8_fifth(T)>(col, j, quants);
+  }
+}
+
+// One super-block of one row of q4_k / q5_k into its place in a group (kernels.hpp): the 8
+// sub-blocks' quants, then row j's d, dmin, scales and minimums in the super-block's header.
+template <DType T>
+void pack_row_super(const uint8_t* src, int64_t j, uint8_t* super) {
+  const uint8_t* packed = src + 4;
+  const uint8_t* fifth = src + 16;
+  const uint8_t* qs = src + (int8_fifth(T) ? 48 : 16);
+  uint8_t* header = super + 8 * int8_quant_bytes(T);
+  std::memcpy(header + 2 * j, src, 2);
+  std::memcpy(header + 32 + 2 * j, src + 2, 2);
+  for (int s = 0; s < 8; ++s) {
+    // Sub-block s: the low (s even) or high nibbles of 32 bytes, and bit s of each fifth-bit byte.
+    uint8_t col[32];
+    for (int l = 0; l < 32; ++l)
+      col[l] = uint8_t(((qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0f) | (int8_fifth(T) ? ((fifth[l] >> s) & 1) << 4 : 0));
+    place_quants<int8_fifth(T)>(col, j, super + s * int8_quant_bytes(T));
+    uint8_t scale, minimum;
+    k_scale_min(s, packed, &scale, &minimum);
+    header[64 + 16 * s + j] = uint8_t(scale | (minimum & 3) << 6);
+    header[192 + 16 * (s / 2) + j] |= uint8_t((minimum >> 2) << (4 * (s % 2)));
   }
 }
 
 template <DType T>
 void pack_all(const char* w, int64_t row_bytes, int64_t n, int64_t k, char* out) {
-  const int64_t blocks = k / 32;
   const int64_t groups = (n + kInt8Rows - 1) / kInt8Rows, group_bytes = PackedInt8::group_bytes(k, T);
   // Rows past n (the last group's padding) and an odd last block's partner stay zero.
   std::memset(out, 0, size_t(groups * group_bytes));
@@ -59,9 +86,14 @@ void pack_all(const char* w, int64_t row_bytes, int64_t n, int64_t k, char* out)
     auto* group = reinterpret_cast<uint8_t*>(out + g * group_bytes);
     for (int64_t j = 0; j < kInt8Rows && g * kInt8Rows + j < n; ++j) {
       const auto* row = reinterpret_cast<const uint8_t*>(w + (g * kInt8Rows + j) * row_bytes);
-      for (int64_t b = 0; b < blocks; ++b)
-        pack_row_block<T>(row + b * source_block_bytes(T), j, group + int8_quants_at(T, b),
-                          group + int8_d_at(T, b), group + int8_m_at(T, b));
+      if constexpr (int8_k(T)) {
+        for (int64_t s = 0; s < k / 256; ++s)
+          pack_row_super<T>(row + s * source_block_bytes(T), j, group + s * int8_super_bytes(T));
+      } else {
+        for (int64_t b = 0; b < k / 32; ++b)
+          pack_row_block<T>(row + b * source_block_bytes(T), j, group + int8_quants_at(T, b),
+                            group + int8_d_at(T, b), group + int8_m_at(T, b));
+      }
     }
   }
 }
@@ -80,15 +112,19 @@ void pack_int8(DType t, const char* w, int64_t row_bytes, int64_t n, int64_t k, 
       return pack_all<DType::q5_0>(w, row_bytes, n, k, out);
     case DType::q5_1:
       return pack_all<DType::q5_1>(w, row_bytes, n, k, out);
+    case DType::q4_k:
+      return pack_all<DType::q4_k>(w, row_bytes, n, k, out);
+    case DType::q5_k:
+      return pack_all<DType::q5_k>(w, row_bytes, n, k, out);
     default:
       value_error(std::string("pack_int8: no int8 layout for ") + std::string(name(t)));
   }
 }
 
 std::shared_ptr<const PackedInt8> packed_int8(const cpu::Operand& w, int64_t n, int64_t k) {
-  if (!w.prepared || w.offset.per_call() || !int8_weight(w.dtype) || k % 32 != 0) return nullptr;
+  if (!w.prepared || w.offset.per_call() || !int8_weight(w.dtype) || k % info(w.dtype).block != 0) return nullptr;
   const char* source = w.address(nullptr);
-  const int64_t row_bytes = k / 32 * source_block_bytes(w.dtype);
+  const int64_t row_bytes = k / info(w.dtype).block * source_block_bytes(w.dtype);
   // One form per place in the weight (a view may start past its first row) and shape.
   const std::string key = "int8x16 " + std::to_string(source - w.base) + " " +
                           std::to_string(n) + "x" + std::to_string(k);

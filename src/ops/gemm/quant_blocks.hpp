@@ -17,10 +17,11 @@
 //     the quants converted to f32 and multiplied with x in the ISA's lanes, the offsets meeting
 //     the sub-blocks' sums of x;
 //   the tile path's rows: w_i dequantised to f32 (store32), then the ISA's f32 tiles;
-//   int8 (Precision::medium, AVX512_VNNI): x quantised to int8 blocks of 32 (quantise_x8),
-//     vpdpbusd of |x| with q carrying x's sign (so signed q meets signed x), the int32 sums of
-//     each 16 scaled in f32 by scale * x's block scale, the offset meeting x's block sum;
-//     straight from W's rows as the file holds them: nothing rearranged, nothing copied.
+//   int8 (Precision::medium, AVX512_VNNI; q6_k, the others take the rearranged layout of
+//     kernels.hpp): x quantised to int8 blocks of 32 (quantise_x8), vpdpbusd of |x| with q
+//     carrying x's sign (so signed q meets signed x), the int32 sums of each 16 scaled in f32 by
+//     scale * x's block scale, the offset meeting x's block sum; straight from W's rows as the
+//     file holds them: nothing rearranged, nothing copied.
 #pragma once
 
 #include <immintrin.h>
