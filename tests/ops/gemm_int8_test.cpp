@@ -1,7 +1,8 @@
 // The int8-activation path of ProjectionGEMM at Precision::medium (AVX512_VNNI; q4_0 / q4_1 /
-// q5_0 / q5_1 / q4_k / q5_k / q8_0 weights rearranged 16 rows to a load, q6_k read as it is)
-// against the op's reference within tolerance(medium), for one row and many; the layout itself against the source blocks; and
-// the ops and precisions that must never take it (their results equal the f32 path's).
+// q5_0 / q5_1 / q8_0 / q4_k / q5_k / q6_k weights rearranged 16 rows to a load) against the
+// op's reference within tolerance(medium), for one row and many; the layout itself against the
+// source blocks; and the ops and precisions that must never take it (their results equal the
+// f32 path's).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -141,8 +142,8 @@ double check(const Case& c) {
   return worst;
 }
 
-// The kinds of blocks of 32, which the int8 path rearranges (packed_int8.cpp); the K-quants, of
-// which it rearranges q4_k and q5_k and reads q6_k straight from W's rows (quant_blocks.hpp).
+// The kinds of blocks of 32, and the K-quants (super-blocks of 256), which the int8 path
+// rearranges (packed_int8.cpp).
 const DType kWeights[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0};
 const DType kSuperWeights[] = {DType::q4_k, DType::q5_k, DType::q6_k};
 
@@ -216,6 +217,13 @@ float packed_value(DType t, const uint8_t* group, int64_t j, int64_t col) {
   int q = c % 8 < 4 ? byte & 0x0f : byte >> 4;
   // The fifth bit: bit 2 (c / 8) + (c % 8 >= 4) of byte 4j + c % 4 of the fifth load.
   if (g::int8_fifth(t)) q |= ((quants[256 + 4 * j + c % 4] >> (2 * (c / 8) + (c % 8) / 4)) & 1) << 4;
+  if (t == DType::q6_k) {
+    // The top 2 bits: bits 4 (c / 8 % 2) + 2 (c % 8 >= 4) of byte 4j + c % 4 of load 4 + c / 16.
+    q |= ((quants[256 + 64 * (c / 16) + 4 * j + c % 4] >> (4 * (c / 8 % 2) + 2 * ((c % 8) / 4))) & 3) << 4;
+    const int64_t header = g::int8_k_header_at(t, col / 256);
+    const auto scale = int8_t(group[header + 32 + 16 * (col % 256 / 16) + j]);
+    return half(header + 2 * j) * float(scale) * float(q - 32);
+  }
   if (g::int8_k(t)) {
     const int64_t header = g::int8_k_header_at(t, col / 256), s = b % 8;
     const uint8_t packed = group[header + 64 + 16 * s + j];
@@ -231,7 +239,7 @@ float packed_value(DType t, const uint8_t* group, int64_t j, int64_t col) {
 // included) and column; padding rows are zero.
 TEST(GemmInt8, LayoutReadsBackAsTheSource) {
   std::vector<DType> kinds(std::begin(kWeights), std::end(kWeights));
-  kinds.insert(kinds.end(), {DType::q4_k, DType::q5_k});
+  kinds.insert(kinds.end(), std::begin(kSuperWeights), std::end(kSuperWeights));
   for (DType t : kinds) {
     SCOPED_TRACE(name(t));
     // Three blocks (a pair and an odd one), or two super-blocks.

@@ -499,6 +499,8 @@ void quantise_x8(const QuantiseX8Args& a) {
     // -8 d) then meets the same x as the quants do, so the error stays sum(w e), as llama.cpp's
     // q8_1 has it; the exact sum would add m * sum(e), doubling the error.
     a.xsum[b] = a.scale[b] * float(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+    a.xsum16[2 * b] = a.scale[b] * float(_mm512_reduce_add_epi32(q0));
+    a.xsum16[2 * b + 1] = a.scale[b] * float(_mm512_reduce_add_epi32(q1));
   }
 }
 
@@ -524,12 +526,13 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
                                                : 0.0f;
   const int64_t blocks = g.k / 32;
   const int8_t* q[R];
-  const float *scale[R], *xsum[R];
+  const float *scale[R], *xsum[R], *xsum16[R];
   __m512 acc[R];
   for (int r = 0; r < R; ++r) {
     q[r] = g.q + (i0 + r) * g.k;
     scale[r] = g.scale + (i0 + r) * blocks;
     xsum[r] = g.xsum + (i0 + r) * blocks;
+    xsum16[r] = g.xsum16 + (i0 + r) * 2 * blocks;
     acc[r] = _mm512_setzero_ps();
   }
   // Four values of row r of x from column `at`, in every int32 lane.
@@ -546,12 +549,20 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
   for (int64_t b = 0; b < blocks; ++b) {
     const char* quants = group + int8_quants_at(T, b);
     // Five lines ahead a block (q4_0 / q4_1's 288 to 320 bytes; as measured for q8_0 too), six
-    // with fifth bits (352 to 384 bytes).
+    // with fifth bits (352 to 384 bytes), seven for q6_k (420).
     if constexpr (Prefetch)
-      for (int c = 0; c < (int8_fifth(T) ? 6 : 5); ++c) _mm_prefetch(quants + kPrefetchAhead + 64 * c, _MM_HINT_T0);
-    // The 16 rows' scale d and offset m of this block (m: q4_1 / q5_1 and the K-quants).
-    __m512 d, m = _mm512_setzero_ps();
-    if constexpr (int8_k(T)) {
+      for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c)
+        _mm_prefetch(quants + kPrefetchAhead + 64 * c, _MM_HINT_T0);
+    // The 16 rows' scale d and offset m of this block (m: q4_1 / q5_1, q4_k / q5_k); q6_k's
+    // scales of its two halves.
+    __m512 d, m = _mm512_setzero_ps(), d16[2];
+    if constexpr (T == DType::q6_k) {
+      const char* header = group + int8_k_header_at(T, b / 8);
+      if (b % 8 == 0) super_d = halves(header);
+      for (int h = 0; h < 2; ++h)
+        d16[h] = _mm512_mul_ps(super_d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                            reinterpret_cast<const __m128i*>(header + 32 + 16 * (2 * (b % 8) + h))))));
+    } else if constexpr (int8_k(T)) {
       // Sub-block s's 6-bit scale and minimum (kernels.hpp) times the super-block's d and dmin.
       const char* header = group + int8_k_header_at(T, b / 8);
       const int64_t s = b % 8;
@@ -567,12 +578,13 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
       d = halves(group + int8_d_at(T, b));
       if constexpr (int8_minimum(T)) m = halves(group + int8_m_at(T, b));
     }
-    __m512i dot[R];
-    for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
+    // q6_k sums columns 0-15 and 16-31 apart (each 16 has its own scale); the rest in dot[0].
+    __m512i dot[2][R];
+    for (int r = 0; r < R; ++r) dot[0][r] = dot[1][r] = _mm512_setzero_si512();
     if constexpr (T == DType::q8_0) {
       for (int c = 0; c < 8; ++c) {
         const __m512i w = _mm512_loadu_si512(quants + 64 * c);
-        for (int r = 0; r < R; ++r) dot[r] = _mm512_dpbusd_epi32(dot[r], w, x4(r, b * 32 + 4 * c));
+        for (int r = 0; r < R; ++r) dot[0][r] = _mm512_dpbusd_epi32(dot[0][r], w, x4(r, b * 32 + 4 * c));
       }
     } else {
       const __m512i fifth = int8_fifth(T) ? _mm512_loadu_si512(quants + 256) : _mm512_setzero_si512();
@@ -585,20 +597,34 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
           lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(fifth, _mm512_set1_epi8(char(1 << (2 * c)))), lo, sixteen);
           hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(fifth, _mm512_set1_epi8(char(2 << (2 * c)))), hi, sixteen);
         }
+        if constexpr (T == DType::q6_k) {  // the top 2 bits: bits 4 (c % 2) (low) and 4 (c % 2) + 2 (high)
+          const __m512i top = _mm512_loadu_si512(quants + 256 + 64 * (c / 2)), bits = _mm512_set1_epi8(0x30);
+          lo = _mm512_or_si512(lo, _mm512_and_si512(c % 2 ? top : _mm512_slli_epi16(top, 4), bits));
+          hi = _mm512_or_si512(hi, _mm512_and_si512(c % 2 ? _mm512_srli_epi16(top, 2) : _mm512_slli_epi16(top, 2), bits));
+        }
+        const int half = T == DType::q6_k ? c / 2 : 0;
         for (int r = 0; r < R; ++r) {
-          dot[r] = _mm512_dpbusd_epi32(dot[r], lo, x4(r, b * 32 + 8 * c));
-          dot[r] = _mm512_dpbusd_epi32(dot[r], hi, x4(r, b * 32 + 8 * c + 4));
+          dot[half][r] = _mm512_dpbusd_epi32(dot[half][r], lo, x4(r, b * 32 + 8 * c));
+          dot[half][r] = _mm512_dpbusd_epi32(dot[half][r], hi, x4(r, b * 32 + 8 * c + 4));
         }
       }
     }
-    if constexpr (int8_minimum(T) || int8_k(T)) {
+    if constexpr (T == DType::q6_k) {
+      // w = d s (q - 32): each half's sum less 32 times x's sum of those 16 columns.
+      for (int r = 0; r < R; ++r)
+        for (int h = 0; h < 2; ++h) {
+          const __m512 sum = _mm512_fmsub_ps(_mm512_cvtepi32_ps(dot[h][r]), _mm512_set1_ps(scale[r][b]),
+                                             _mm512_set1_ps(32.0f * xsum16[r][2 * b + h]));
+          acc[r] = _mm512_fmadd_ps(d16[h], sum, acc[r]);
+        }
+    } else if constexpr (int8_minimum(T) || int8_k(T)) {
       for (int r = 0; r < R; ++r) {
-        const __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_set1_ps(scale[r][b]));
+        const __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[0][r]), _mm512_set1_ps(scale[r][b]));
         acc[r] = _mm512_fmadd_ps(d, sum, _mm512_fmadd_ps(m, _mm512_set1_ps(xsum[r][b]), acc[r]));
       }
     } else {
       for (int r = 0; r < R; ++r) {
-        const __m512 sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_set1_ps(scale[r][b]),
+        const __m512 sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[0][r]), _mm512_set1_ps(scale[r][b]),
                                            _mm512_set1_ps(kOffset * xsum[r][b]));
         acc[r] = _mm512_fmadd_ps(d, sum, acc[r]);
       }
@@ -644,15 +670,15 @@ void gemm_int8(const GemmInt8Args& g) {
       return gemm_int8_all<DType::q4_k>(g);
     case DType::q5_k:
       return gemm_int8_all<DType::q5_k>(g);
+    case DType::q6_k:
+      return gemm_int8_all<DType::q6_k>(g);
     default:
       return;
   }
 }
 
-void gemm_rows_int8(const GemmRowsInt8Args& g) { quant_gemm_int8(g); }
-
-const Isa kIsa{"avx512",   kNR,        &gemv,        &pack,      &tile,          &pack_bf16,
-               &rows_bf16, &tile_bf16, &quantise_x8, &gemm_int8, &gemm_rows_int8};
+const Isa kIsa{"avx512",   kNR,        &gemv,      &pack,        &tile,
+               &pack_bf16, &rows_bf16, &tile_bf16, &quantise_x8, &gemm_int8};
 
 }  // namespace
 

@@ -18,16 +18,20 @@ namespace {
 // Bytes of one block (K-quants: super-block) of one row as the file stores it.
 int64_t source_block_bytes(DType t) { return info(t).bytes; }
 
-// Row j's 32 quants of one block (below 16, or 32 with fifth bits) into their group's loads at
-// `quants`: columns 8c + i and 8c + 4 + i to the low and high nibbles of byte 4j + i of load c,
-// (Fifth) their fifth bits to bits 2c and 2c + 1 of byte 4j + i of the fifth load.
-template <bool Fifth>
+// Row j's 32 quants of one block (below 16, 32 or 64: `High` bits above the nibble) into their
+// group's loads at `quants`: columns 8c + i and 8c + 4 + i to the low and high nibbles of byte
+// 4j + i of load c, then their bits above: one (a fifth bit) to bits 2c and 2c + 1 of byte
+// 4j + i of load 4, two (q6_k) to bits 4 (c % 2) and 4 (c % 2) + 2 of byte 4j + i of load
+// 4 + c / 2.
+template <int High>
 void place_quants(const uint8_t* col, int64_t j, uint8_t* quants) {
   for (int c = 0; c < 4; ++c)
     for (int i = 0; i < 4; ++i) {
       const uint8_t low = col[8 * c + i], high = col[8 * c + 4 + i];
       quants[64 * c + 4 * j + i] = uint8_t((low & 15) | (high & 15) << 4);
-      if (Fifth) quants[256 + 4 * j + i] |= uint8_t((low >> 4) << (2 * c) | (high >> 4) << (2 * c + 1));
+      if (High == 1) quants[256 + 4 * j + i] |= uint8_t((low >> 4) << (2 * c) | (high >> 4) << (2 * c + 1));
+      if (High == 2)
+        quants[256 + 64 * (c / 2) + 4 * j + i] |= uint8_t((low >> 4) << (4 * (c % 2)) | (high >> 4) << (4 * (c % 2) + 2));
     }
 }
 
@@ -50,26 +54,41 @@ void pack_row_block(const uint8_t* src, int64_t j, uint8_t* quants, uint8_t* d, 
     uint8_t col[32];
     for (int i = 0; i < 32; ++i)
       col[i] = uint8_t((i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4) | ((bits >> i) & 1) << 4);
-    place_quants<int8_fifth(T)>(col, j, quants);
+    place_quants<int8_fifth(T) ? 1 : 0>(col, j, quants);
   }
 }
 
-// One super-block of one row of q4_k / q5_k into its place in a group (kernels.hpp): the 8
-// sub-blocks' quants, then row j's d, dmin, scales and minimums in the super-block's header.
+// One super-block of one row of a K-quant into its place in a group (kernels.hpp): the 8
+// sub-blocks' quants, then row j's d, and dmin, scales and minimums (q6_k: scales) in the
+// super-block's header.
 template <DType T>
 void pack_row_super(const uint8_t* src, int64_t j, uint8_t* super) {
+  uint8_t* header = super + 8 * int8_quant_bytes(T);
+  uint8_t col[32];
+  if constexpr (T == DType::q6_k) {
+    // Sub-block s = 4h + c: low (c < 2) or high nibbles of 32 bytes at 64h + 32 (c % 2), with
+    // bits 2c, 2c + 1 of the 32 bytes at 128 + 32h above them.
+    std::memcpy(header + 2 * j, src + 208, 2);
+    for (int t = 0; t < 16; ++t) header[32 + 16 * t + j] = src[192 + t];
+    for (int s = 0; s < 8; ++s) {
+      const int h = s / 4, c = s % 4;
+      for (int l = 0; l < 32; ++l)
+        col[l] = uint8_t(((src[64 * h + 32 * (c % 2) + l] >> (4 * (c / 2))) & 0x0f) |
+                         ((src[128 + 32 * h + l] >> (2 * c)) & 3) << 4);
+      place_quants<2>(col, j, super + s * int8_quant_bytes(T));
+    }
+    return;
+  }
   const uint8_t* packed = src + 4;
   const uint8_t* fifth = src + 16;
   const uint8_t* qs = src + (int8_fifth(T) ? 48 : 16);
-  uint8_t* header = super + 8 * int8_quant_bytes(T);
   std::memcpy(header + 2 * j, src, 2);
   std::memcpy(header + 32 + 2 * j, src + 2, 2);
   for (int s = 0; s < 8; ++s) {
     // Sub-block s: the low (s even) or high nibbles of 32 bytes, and bit s of each fifth-bit byte.
-    uint8_t col[32];
     for (int l = 0; l < 32; ++l)
       col[l] = uint8_t(((qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0f) | (int8_fifth(T) ? ((fifth[l] >> s) & 1) << 4 : 0));
-    place_quants<int8_fifth(T)>(col, j, super + s * int8_quant_bytes(T));
+    place_quants<int8_fifth(T) ? 1 : 0>(col, j, super + s * int8_quant_bytes(T));
     uint8_t scale, minimum;
     k_scale_min(s, packed, &scale, &minimum);
     header[64 + 16 * s + j] = uint8_t(scale | (minimum & 3) << 6);
@@ -116,6 +135,8 @@ void pack_int8(DType t, const char* w, int64_t row_bytes, int64_t n, int64_t k, 
       return pack_all<DType::q4_k>(w, row_bytes, n, k, out);
     case DType::q5_k:
       return pack_all<DType::q5_k>(w, row_bytes, n, k, out);
+    case DType::q6_k:
+      return pack_all<DType::q6_k>(w, row_bytes, n, k, out);
     default:
       value_error(std::string("pack_int8: no int8 layout for ") + std::string(name(t)));
   }

@@ -1,4 +1,4 @@
-// The matmul loops for GGUF's K-quant kinds (q4_k, q5_k, q6_k), written once and built into
+// The f32 matmul loops for GGUF's K-quant kinds (q4_k, q5_k, q6_k), written once and built into
 // each instruction-set file (gemm_avx2.cpp, gemm_avx512.cpp), which first defines `Lanes`, its
 // f32 vector width:
 //   Acc; zero(); sum(Acc); sum32(x): the sum of 32 floats;
@@ -16,12 +16,8 @@
 //   GEMV (f32 sums, Precision::highest): sum_i w_i x_i = scale * sum_i q_i x_i + offset * sum_i x_i,
 //     the quants converted to f32 and multiplied with x in the ISA's lanes, the offsets meeting
 //     the sub-blocks' sums of x;
-//   the tile path's rows: w_i dequantised to f32 (store32), then the ISA's f32 tiles;
-//   int8 (Precision::medium, AVX512_VNNI; q6_k, the others take the rearranged layout of
-//     kernels.hpp): x quantised to int8 blocks of 32 (quantise_x8), vpdpbusd of |x| with q
-//     carrying x's sign (so signed q meets signed x), the int32 sums of each 16 scaled in f32 by
-//     scale * x's block scale, the offset meeting x's block sum; straight from W's rows as the
-//     file holds them: nothing rearranged, nothing copied.
+//   the tile path's rows: w_i dequantised to f32 (store32), then the ISA's f32 tiles.
+// (The int8 path, Precision::medium, reads them rearranged: kernels.hpp, gemm_avx512.cpp.)
 #pragma once
 
 #include <immintrin.h>
@@ -199,55 +195,6 @@ bool quant_dequantise(DType t, const char* w, int64_t k, float* out) {
     }
   });
 }
-
-// ---- int8 (Precision::medium, AVX512_VNNI) ----------------------------------------------------
-#ifdef __AVX512VNNI__
-
-// One row of W against rows i0 .. i0 + R - 1 of quantised x: y[r * ldy] for each.
-template <class K, int R>
-void quant_int8_row(const GemmRowsInt8Args& g, int64_t i0, const char* wrow, float* y) {
-  const int64_t xblocks = g.k / 32;
-  __m256 acc[R];
-  float corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), corr[r] = 0.0f;
-  for (int64_t b = 0; b < g.k / K::kElements; ++b) {
-    const char* blk = wrow + b * K::kBytes;
-    QuantScales sc;
-    K::scales(blk, sc);
-    for (int64_t s = 0; s < K::kSubs; ++s) {
-      const int64_t xb = b * K::kSubs + s;  // x's block of these 32 weights
-      const __m256i wq = K::quants(blk, s);
-      // Lanes 0-3 of a dot sum weights 0-15, lanes 4-7 weights 16-31: each half its own scale.
-      const __m256 scale =
-          _mm256_set_m128(_mm_set1_ps(sc.template second<K>(s)), _mm_set1_ps(sc.template first<K>(s)));
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = i0 + r;
-        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q + row * g.k + 32 * xb));
-        const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(x), _mm256_sign_epi8(wq, x));
-        const __m256 xs = _mm256_set1_ps(g.scale[row * xblocks + xb]);
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(scale, xs), acc[r]);
-        if constexpr (K::kOffset) corr[r] += sc.offset[s] * g.xsum[row * xblocks + xb];
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r * g.ldy] = quant_hsum(acc[r]) + corr[r];
-}
-
-/// y[i, j] for m rows of x and `rows` rows of W: row by row of W (which stays in L1 while every
-/// row of x meets it), four rows of x at a time.
-bool quant_gemm_int8(const GemmRowsInt8Args& g) {
-  return with_quant_kind(g.dtype, [&](auto kind) {
-    using K = decltype(kind);
-    for (int64_t j = 0; j < g.rows; ++j) {
-      const char* wrow = g.w + j * g.row_bytes;
-      int64_t i = 0;
-      for (; i + 4 <= g.m; i += 4) quant_int8_row<K, 4>(g, i, wrow, g.y + i * g.ldy + j);
-      for (; i < g.m; ++i) quant_int8_row<K, 1>(g, i, wrow, g.y + i * g.ldy + j);
-    }
-  });
-}
-
-#endif  // __AVX512VNNI__
 
 }  // namespace
 }  // namespace iron::ops::gemm
