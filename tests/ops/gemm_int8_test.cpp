@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -147,11 +146,23 @@ double check(const Case& c) {
 const DType kWeights[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0};
 const DType kSuperWeights[] = {DType::q4_k, DType::q5_k, DType::q6_k};
 
+// Every kind the int8 path takes.
+std::vector<DType> every_kind() {
+  std::vector<DType> kinds;
+  for (DType t : kWeights) kinds.push_back(t);
+  for (DType t : kSuperWeights) kinds.push_back(t);
+  return kinds;
+}
+// A short row (two blocks of 32, or one of 256), a long one, and one in between.
+std::vector<int64_t> row_lengths(DType t) {
+  return info(t).block == 256 ? std::vector<int64_t>{256, 768, 1536} : std::vector<int64_t>{64, 576, 1536};
+}
+
 TEST(GemmInt8, ProjectionMediumEveryShape) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   double worst = 0;
-  for (DType t : kWeights)
-    for (int64_t k : {64, 576, 1536})
+  for (DType t : every_kind())
+    for (int64_t k : row_lengths(t))
       for (int64_t n : {1, 19, 577})
         for (bool residual : {false, true}) {
           Case c;
@@ -164,41 +175,6 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
           }
         }
   std::printf("int8 path, U(-1, 1) x: largest error / tolerance %.3f\n", worst);
-}
-
-TEST(GemmInt8, KQuantsMediumEveryShape) {
-  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
-  double worst = 0;
-  for (DType t : kSuperWeights) {
-    // One super-block, a few, and a long row.
-    for (int64_t k : {256, 768, 1536})
-      for (int64_t n : {1, 19, 577})
-        for (bool residual : {false, true}) {
-          Case c;
-          c.w = t, c.k = k, c.n = n, c.residual = residual;
-          for (auto [rows, valid] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {5, 5}, {40, 37}}) {
-            c.rows = rows, c.valid = valid;
-            worst = std::max(worst, check(c));
-          }
-        }
-  }
-  std::printf("int8 path, K-quants, U(-1, 1) x: largest error / tolerance %.3f\n", worst);
-}
-
-TEST(GemmInt8, KQuantsEpiloguesAndGaussianActivations) {
-  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
-  double worst = 0;
-  for (DType t : kSuperWeights) {
-    for (const char* e : {"none", "relu", "silu", "gelu", "gelu_tanh"}) {
-      Case c;
-      c.w = t, c.epilogue = e, c.rows = 2, c.valid = 2, c.n = 33, c.k = 256;
-      check(c);
-    }
-    Case g;
-    g.w = t, g.k = 1536, g.n = 577, g.rows = 2, g.valid = 2, g.gaussian = true;
-    worst = std::max(worst, check(g));
-  }
-  std::printf("int8 path, K-quants, N(0, 1) x: largest error / tolerance %.3f\n", worst);
 }
 
 // Row j of a group's weight at column col, read from the rearranged layout as kernels.hpp
@@ -238,9 +214,7 @@ float packed_value(DType t, const uint8_t* group, int64_t j, int64_t col) {
 // The rearranged layout read back equals the source weight, for every row (a ragged last group
 // included) and column; padding rows are zero.
 TEST(GemmInt8, LayoutReadsBackAsTheSource) {
-  std::vector<DType> kinds(std::begin(kWeights), std::end(kWeights));
-  kinds.insert(kinds.end(), std::begin(kSuperWeights), std::end(kSuperWeights));
-  for (DType t : kinds) {
+  for (DType t : every_kind()) {
     SCOPED_TRACE(name(t));
     // Three blocks (a pair and an odd one), or two super-blocks.
     const int64_t n = 37, k = info(t).block == 256 ? 512 : 96, groups = 3;
@@ -263,6 +237,17 @@ TEST(GemmInt8, LayoutReadsBackAsTheSource) {
   }
 }
 
+TEST(GemmInt8, SuperBlocksAndEpilogues) {
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
+  for (DType t : kSuperWeights)
+    for (const char* e : {"none", "relu", "silu", "gelu", "gelu_tanh"})
+      for (bool residual : {false, true}) {
+        Case c;
+        c.w = t, c.epilogue = e, c.residual = residual, c.rows = 2, c.valid = 2, c.n = 33, c.k = 256;
+        check(c);
+      }
+}
+
 TEST(GemmInt8, OddBlocksAndEpilogues) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   for (DType t : kWeights)
@@ -282,8 +267,8 @@ TEST(GemmInt8, GaussianActivationsMeetMediumTolerance) {
   // x ~ N(0, 1): a block's largest |x| (its scale) is larger than for U(-1, 1).
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   double worst = 0;
-  for (DType t : kWeights)
-    for (int64_t k : {576, 1536}) {
+  for (DType t : every_kind())
+    for (int64_t k : {row_lengths(t)[1], row_lengths(t)[2]}) {
       Case c;
       c.w = t, c.k = k, c.n = 577, c.rows = 2, c.valid = 2, c.gaussian = true;
       worst = std::max(worst, check(c));
@@ -294,9 +279,7 @@ TEST(GemmInt8, GaussianActivationsMeetMediumTolerance) {
 TEST(GemmInt8, OtherPrecisionsAndGemvNeverTakeIt) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   const cpu::Features plain = without_vnni();
-  std::vector<DType> kinds(std::begin(kWeights), std::end(kWeights));
-  kinds.insert(kinds.end(), std::begin(kSuperWeights), std::end(kSuperWeights));
-  for (DType t : kinds)
+  for (DType t : every_kind())
     for (bool residual : {false, true}) {
       std::vector<Case> cases;
       for (Precision p : {Precision::highest, Precision::high}) {

@@ -216,22 +216,15 @@ void gemv_rows(const GemvArgs& g, const char* w, float* y) {
       return gemv_float<DType::f16, R>(g, w, y);
     case DType::q8_0:
       return gemv_q8_0<R>(g, w, y);
-    case DType::q4_0:
-      return gemv_q4<false, false, R>(g, w, y);
-    case DType::q4_1:
-      return gemv_q4<true, false, R>(g, w, y);
-    case DType::q5_0:
-      return gemv_q4<false, true, R>(g, w, y);
-    case DType::q5_1:
-      return gemv_q4<true, true, R>(g, w, y);
     default:
+      with_blocks32(g.dtype, [&](auto q1, auto fifth) { gemv_q4<q1, fifth, R>(g, w, y); });
       return;
   }
 }
 
 void gemv(const GemvArgs& g) {
   if (quant_gemv<Lanes>(g)) return;
-  if (g.dtype == DType::q4_0 || g.dtype == DType::q4_1 || g.dtype == DType::q5_0 || g.dtype == DType::q5_1)
+  if (with_blocks32(g.dtype, [](auto, auto) {}))  // blocks of 4 or 5 bits meet x's block sums
     for (int64_t b = 0; b < g.k / 32; ++b)
       g.xsum[b] = _mm512_reduce_add_ps(
           _mm512_add_ps(_mm512_loadu_ps(g.x + b * 32), _mm512_loadu_ps(g.x + b * 32 + 16)));
@@ -283,15 +276,8 @@ void dequantise(DType t, const char* w, int64_t k, float* out) {
         _mm512_storeu_ps(out + 16, _mm512_mul_ps(hi, d));
       }
       return;
-    case DType::q4_0:
-      return dequantise32<false, false>(w, k, out);
-    case DType::q4_1:
-      return dequantise32<true, false>(w, k, out);
-    case DType::q5_0:
-      return dequantise32<false, true>(w, k, out);
-    case DType::q5_1:
-      return dequantise32<true, true>(w, k, out);
     default:
+      with_blocks32(t, [&](auto q1, auto fifth) { dequantise32<q1, fifth>(w, k, out); });
       return;
   }
 }

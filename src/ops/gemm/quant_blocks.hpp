@@ -23,6 +23,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/gemm/kernels.hpp"
 
@@ -119,6 +120,27 @@ struct Q6KBlocks {
     return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
   }
 };
+
+/// The ISA files' own loops for the blocks of 32 with 4 or 5 bits: calls fn(q1, fifth) with
+/// std::bool_constant's for q4_0 (false, false), q4_1 (true, false), q5_0 (false, true) and
+/// q5_1 (true, true); returns false for any other kind.
+template <class Fn>
+bool with_blocks32(DType t, Fn&& fn) {
+  using F = std::false_type;
+  using T = std::true_type;
+  switch (t) {
+    case DType::q4_0:
+      return fn(F{}, F{}), true;
+    case DType::q4_1:
+      return fn(T{}, F{}), true;
+    case DType::q5_0:
+      return fn(F{}, T{}), true;
+    case DType::q5_1:
+      return fn(T{}, T{}), true;
+    default:
+      return false;
+  }
+}
 
 /// Calls fn(Kind{}) with the kind of `t`; returns false for a kind these loops do not take.
 template <class Fn>
