@@ -1,5 +1,5 @@
-// Matmul kernels on SmolLM2-135M's shapes: GEMV (one row, decode) and GEMM (64 and 512 rows,
-// prefill), the portable loops beside the kernel the host dispatches to, 1 and 2 threads.
+// Matmul kernels on SmolLM2-135M's and Gemma 3 270M's shapes: GEMV (one row, decode) and GEMM
+// (64 and 512 rows, prefill), the portable loops beside the kernel the host dispatches to, 1 and 2 threads.
 // GEMV also runs as one row of a ProjectionGEMM at medium (the int8 path with AVX512_VNNI).
 // GEMV reads its weight cold (rotating over copies larger than the last-level cache, as a decode
 // step does) and hot (one copy, cache-resident); GB/s counts weight bytes read. A streaming read
@@ -30,11 +30,29 @@ struct Shape2 {
   DType w;
 };
 // SmolLM2-135M: attention q/o, k/v, MLP gate/up, MLP down (Q4_1), the tied classifier (Q8_0).
+// Then Gemma 3 270M's MLP shapes in the kinds of GGUF's Q4_K_M / Q5_K_M / Q6_K files, each
+// beside q4_1 on the same shape: gate/up (640 wide rows, so 32-blocks: q5_0, q5_1) and down
+// (2048 wide, a multiple of 256: q4_k, q5_k, q6_k).
 const Shape2 kShapes[] = {{"576->576 q4_1", 576, 576, DType::q4_1},
                           {"576->192 q4_1", 576, 192, DType::q4_1},
                           {"576->1536 q4_1", 576, 1536, DType::q4_1},
                           {"1536->576 q4_1", 1536, 576, DType::q4_1},
-                          {"576->49152 q8_0", 576, 49152, DType::q8_0}};
+                          {"576->49152 q8_0", 576, 49152, DType::q8_0},
+                          {"640->2048 q4_1", 640, 2048, DType::q4_1},
+                          {"640->2048 q5_0", 640, 2048, DType::q5_0},
+                          {"640->2048 q5_1", 640, 2048, DType::q5_1},
+                          {"2048->640 q4_1", 2048, 640, DType::q4_1},
+                          {"2048->640 q4_k", 2048, 640, DType::q4_k},
+                          {"2048->640 q5_k", 2048, 640, DType::q5_k},
+                          {"2048->640 q6_k", 2048, 640, DType::q6_k}};
+constexpr int64_t kSmolShapes = 5, kAllShapes = int64_t(sizeof(kShapes) / sizeof(kShapes[0]));
+
+// Indices [from, to) of kShapes, for ArgsProduct.
+std::vector<int64_t> shapes(int64_t from, int64_t to) {
+  std::vector<int64_t> v;
+  for (int64_t i = from; i < to; ++i) v.push_back(i);
+  return v;
+}
 
 int64_t weight_bytes(const Shape2& s) { return s.n * s.k / info(s.w).block * info(s.w).bytes; }
 
@@ -42,11 +60,14 @@ std::vector<char> random_weight(const Shape2& s, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<char> bytes(size_t(weight_bytes(s)));
   for (auto& b : bytes) b = char(rng() & 0xff);
+  // Each block's f16 fields finite: the scale (q6_k's at its end) and the minimum.
   const int block = info(s.w).bytes;
+  const bool minimum = s.w == DType::q4_1 || s.w == DType::q5_1 || s.w == DType::q4_k || s.w == DType::q5_k;
+  const size_t scale_at = s.w == DType::q6_k ? 208 : 0;
   for (size_t b = 0; b < bytes.size(); b += size_t(block)) {
     uint16_t h = f32_to_f16(0.01f);
-    std::memcpy(bytes.data() + b, &h, 2);
-    if (s.w == DType::q4_1) std::memcpy(bytes.data() + b + 2, &h, 2);
+    std::memcpy(bytes.data() + b + scale_at, &h, 2);
+    if (minimum) std::memcpy(bytes.data() + b + 2, &h, 2);
   }
   return bytes;
 }
@@ -125,7 +146,7 @@ void BM_GEMV(benchmark::State& state) {
   state.SetLabel(s.name);
 }
 BENCHMARK(BM_GEMV)
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}, {1, 0}})
+    ->ArgsProduct({shapes(0, kAllShapes), {1, 2}, {0, 1}, {1, 0}})
     ->ArgNames({"shape", "threads", "fast", "cold"})
     ->UseRealTime()
     ->MinTime(0.3);
@@ -151,12 +172,12 @@ void BM_GEMVInt8(benchmark::State& state) {
   state.SetLabel(s.name);
 }
 BENCHMARK(BM_GEMVInt8)
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 0}, {1, 2}})
+    ->ArgsProduct({shapes(0, kAllShapes), {1, 0}, {1, 2}})
     ->ArgNames({"shape", "cold", "threads"})
     ->UseRealTime()
     ->MinTime(0.3);
 
-// Args: shape (the four Q4_1 ones), rows, threads, fast (0 portable, 1 dispatched at highest,
+// Args: shape (the four SmolLM2 Q4_1 ones, or Gemma's), rows, threads, fast (0 portable, 1 dispatched at highest,
 // 2 a ProjectionGEMM at medium: int8 blocks of x where the host has AVX512_VNNI, else bf16
 // inputs where it has AVX512_BF16).
 void BM_GEMM(benchmark::State& state) {
@@ -177,6 +198,12 @@ void BM_GEMM(benchmark::State& state) {
 }
 BENCHMARK(BM_GEMM)
     ->ArgsProduct({{0, 1, 2, 3}, {64, 512}, {1, 2}, {0, 1, 2}})
+    ->ArgNames({"shape", "rows", "threads", "fast"})
+    ->UseRealTime()
+    ->MinTime(0.3);
+// Gemma's shapes: 64 rows, the dispatched kernels only.
+BENCHMARK(BM_GEMM)
+    ->ArgsProduct({shapes(kSmolShapes, kAllShapes), {64}, {1, 2}, {1, 2}})
     ->ArgNames({"shape", "rows", "threads", "fast"})
     ->UseRealTime()
     ->MinTime(0.3);

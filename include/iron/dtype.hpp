@@ -18,6 +18,9 @@ enum class DType : uint8_t {
   q4_1,  // blocks of 32: f16 scale, f16 minimum, 16 bytes of nibbles
   q4_k,  // super-blocks of 256 with 6-bit sub-block scales and minimums
   q6_k,  // super-blocks of 256 with 8-bit sub-block scales
+  q5_0,  // blocks of 32: f16 scale, 4 bytes of fifth bits, 16 bytes of nibbles (value - 16)
+  q5_1,  // blocks of 32: f16 scale, f16 minimum, 4 bytes of fifth bits, 16 bytes of nibbles
+  q5_k,  // super-blocks of 256: q4_k's scales and minimums, 32 bytes of fifth bits, nibbles
 };
 
 inline constexpr DType f32 = DType::f32;

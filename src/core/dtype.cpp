@@ -5,12 +5,13 @@
 #include <cmath>
 #include <string>
 
+#include "core/k_quants.hpp"
 #include "iron/error.hpp"
 
 namespace iron {
 
 namespace {
-constexpr std::array<DTypeInfo, 10> kInfo = {{
+constexpr std::array<DTypeInfo, 13> kInfo = {{
     {"f32", 1, 4, true, false},
     {"f16", 1, 2, true, false},
     {"bf16", 1, 2, true, false},
@@ -21,6 +22,9 @@ constexpr std::array<DTypeInfo, 10> kInfo = {{
     {"q4_1", 32, 20, true, true},
     {"q4_k", 256, 144, true, true},
     {"q6_k", 256, 210, true, true},
+    {"q5_0", 32, 22, true, true},
+    {"q5_1", 32, 24, true, true},
+    {"q5_k", 256, 176, true, true},
 }};
 }  // namespace
 
@@ -30,7 +34,7 @@ DType dtype_from_name(std::string_view name) {
   for (size_t i = 0; i < kInfo.size(); ++i)
     if (kInfo[i].name == name) return static_cast<DType>(i);
   value_error("unknown dtype '" + std::string(name) +
-              "' (known: f32 f16 bf16 i8 i32 q8_0 q4_0 q4_1 q4_k q6_k)");
+              "' (known: f32 f16 bf16 i8 i32 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k)");
 }
 
 int64_t storage_bytes(DType t, int64_t elements) {
@@ -95,60 +99,54 @@ void dequantise_q8_0(const uint8_t* src, float* dst, int64_t blocks) {
   }
 }
 
-void dequantise_q4_0(const uint8_t* src, float* dst, int64_t blocks) {
-  for (int64_t b = 0; b < blocks; ++b, src += 18, dst += 32) {
-    uint16_t d16;
+// The blocks of 32 with 4- or 5-bit quants (ggml's q4_0, q4_1, q5_0, q5_1): an f16 scale d, with
+// `Minimum` an f16 minimum m, with `Fifth` 4 bytes whose bit i is element i's fifth bit, then 16
+// bytes of nibbles: byte i holds element i (low nibble) and element i + 16 (high nibble). Element
+// q is d q + m with a minimum, else d (q - 8) (4 bits) or d (q - 16) (5 bits).
+template <bool Minimum, bool Fifth>
+void dequantise_32(const uint8_t* src, float* dst, int64_t blocks) {
+  constexpr int kBytes = 2 + (Minimum ? 2 : 0) + (Fifth ? 4 : 0) + 16;
+  for (int64_t b = 0; b < blocks; ++b, src += kBytes, dst += 32) {
+    uint16_t d16, m16 = 0;
     std::memcpy(&d16, src, 2);
-    float d = f16_to_f32(d16);
-    const uint8_t* q = src + 2;
-    // Low nibbles are elements 0..15, high nibbles 16..31 (ggml's order).
-    for (int i = 0; i < 16; ++i) {
-      dst[i] = d * float(int(q[i] & 0x0f) - 8);
-      dst[i + 16] = d * float(int(q[i] >> 4) - 8);
+    if (Minimum) std::memcpy(&m16, src + 2, 2);
+    uint32_t fifth = 0;
+    if (Fifth) std::memcpy(&fifth, src + (Minimum ? 4 : 2), 4);
+    const float d = f16_to_f32(d16);
+    const float m = Minimum ? f16_to_f32(m16) : 0.0f;
+    const int offset = Minimum ? 0 : Fifth ? 16 : 8;
+    const uint8_t* q = src + kBytes - 16;
+    for (int i = 0; i < 32; ++i) {
+      const int nibble = i < 16 ? q[i] & 0x0f : q[i - 16] >> 4;
+      const int value = nibble | (Fifth ? int((fifth >> i) & 1u) << 4 : 0);
+      dst[i] = Minimum ? d * float(value) + m : d * float(value - offset);
     }
   }
 }
 
-void dequantise_q4_1(const uint8_t* src, float* dst, int64_t blocks) {
-  for (int64_t b = 0; b < blocks; ++b, src += 20, dst += 32) {
-    uint16_t d16, m16;
-    std::memcpy(&d16, src, 2);
-    std::memcpy(&m16, src + 2, 2);
-    float d = f16_to_f32(d16), m = f16_to_f32(m16);
-    const uint8_t* q = src + 4;
-    for (int i = 0; i < 16; ++i) {
-      dst[i] = d * float(q[i] & 0x0f) + m;
-      dst[i + 16] = d * float(q[i] >> 4) + m;
-    }
-  }
-}
-
-// Q4_K: f16 d, f16 dmin, 12 bytes of packed 6-bit scales and minimums for 8 sub-blocks of 32,
-// then 128 bytes of nibbles; each 64 elements share 32 bytes (low nibbles, then high).
-void q4_k_scale_min(int j, const uint8_t* packed, uint8_t* scale, uint8_t* minimum) {
-  if (j < 4) {
-    *scale = packed[j] & 63;
-    *minimum = packed[j + 4] & 63;
-  } else {
-    *scale = uint8_t((packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4));
-    *minimum = uint8_t((packed[j + 4] >> 4) | ((packed[j] >> 6) << 4));
-  }
-}
-
-void dequantise_q4_k(const uint8_t* src, float* dst, int64_t blocks) {
-  for (int64_t b = 0; b < blocks; ++b, src += 144) {
+// Q4_K and Q5_K: f16 d, f16 dmin, 12 bytes of packed 6-bit scales and minimums for 8 sub-blocks
+// of 32, (Q5_K) 32 bytes of fifth bits, then 128 bytes of nibbles; each 64 elements share 32
+// bytes (low nibbles, then high). Element l of sub-block j takes bit j of fifth-bit byte l.
+template <bool Fifth>
+void dequantise_k(const uint8_t* src, float* dst, int64_t blocks) {
+  constexpr int kBytes = Fifth ? 176 : 144;
+  for (int64_t b = 0; b < blocks; ++b, src += kBytes) {
     uint16_t d16, m16;
     std::memcpy(&d16, src, 2);
     std::memcpy(&m16, src + 2, 2);
     float d = f16_to_f32(d16), dmin = f16_to_f32(m16);
     const uint8_t* packed = src + 4;
-    const uint8_t* q = src + 16;
-    for (int pair = 0; pair < 4; ++pair, q += 32) {
-      uint8_t s0, m0, s1, m1;
-      q4_k_scale_min(2 * pair, packed, &s0, &m0);
-      q4_k_scale_min(2 * pair + 1, packed, &s1, &m1);
-      for (int i = 0; i < 32; ++i) *dst++ = d * float(s0) * float(q[i] & 0x0f) - dmin * float(m0);
-      for (int i = 0; i < 32; ++i) *dst++ = d * float(s1) * float(q[i] >> 4) - dmin * float(m1);
+    const uint8_t* fifth = src + 16;
+    const uint8_t* q = src + (Fifth ? 48 : 16);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t scale, minimum;
+      k_scale_min(j, packed, &scale, &minimum);
+      const uint8_t* nibbles = q + 32 * (j / 2);
+      for (int l = 0; l < 32; ++l) {
+        int value = j % 2 ? nibbles[l] >> 4 : nibbles[l] & 0x0f;
+        if (Fifth) value |= ((fifth[l] >> j) & 1) << 4;
+        *dst++ = d * float(scale) * float(value) - dmin * float(minimum);
+      }
     }
   }
 }
@@ -209,11 +207,17 @@ void to_f32(DType from, const void* src, float* dst, int64_t n) {
     case DType::q8_0:
       return dequantise_q8_0(static_cast<const uint8_t*>(src), dst, blocks);
     case DType::q4_0:
-      return dequantise_q4_0(static_cast<const uint8_t*>(src), dst, blocks);
+      return dequantise_32<false, false>(static_cast<const uint8_t*>(src), dst, blocks);
     case DType::q4_1:
-      return dequantise_q4_1(static_cast<const uint8_t*>(src), dst, blocks);
+      return dequantise_32<true, false>(static_cast<const uint8_t*>(src), dst, blocks);
+    case DType::q5_0:
+      return dequantise_32<false, true>(static_cast<const uint8_t*>(src), dst, blocks);
+    case DType::q5_1:
+      return dequantise_32<true, true>(static_cast<const uint8_t*>(src), dst, blocks);
     case DType::q4_k:
-      return dequantise_q4_k(static_cast<const uint8_t*>(src), dst, blocks);
+      return dequantise_k<false>(static_cast<const uint8_t*>(src), dst, blocks);
+    case DType::q5_k:
+      return dequantise_k<true>(static_cast<const uint8_t*>(src), dst, blocks);
     case DType::q6_k:
       return dequantise_q6_k(static_cast<const uint8_t*>(src), dst, blocks);
   }

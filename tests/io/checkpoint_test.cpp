@@ -50,9 +50,9 @@ TEST(Checkpoint, RecognisesFormatsByContentNotExtension) {
 
 TEST(Checkpoint, RefusesTensorTypesItCannotHold) {
   std::string path = io::testing::write_temp_file(
-      "q5k.gguf",
-      io::testing::GgufWriter().tensor("w", {256}, 13, std::vector<uint8_t>(176)).build());
-  expect_error([&] { open_checkpoint(path); }, "ggml type Q5_K");
+      "q3k.gguf",
+      io::testing::GgufWriter().tensor("w", {256}, 11, std::vector<uint8_t>(110)).build());
+  expect_error([&] { open_checkpoint(path); }, "ggml type Q3_K");
 }
 
 TEST(StateDict, InsertRefusesDuplicates) {

@@ -153,14 +153,14 @@ TEST_P(GgufEveryType, ReadsTensorsAtTheFileAlignment) {
 INSTANTIATE_TEST_SUITE_P(Versions, GgufEveryType, ::testing::Values(2u, 3u));
 
 TEST(GgufFormat, ListsTypesIronCannotLoadButRefusesThem) {
-  std::vector<uint8_t> q5k(176, 0), odd(8, 0);
+  std::vector<uint8_t> q3k(110, 0), odd(8, 0);
   GgufFile gguf =
-      parse_bytes(GgufWriter().tensor("q5k", {256}, 13, q5k).tensor("new", {8}, 99, odd).build());
+      parse_bytes(GgufWriter().tensor("q3k", {256}, 11, q3k).tensor("new", {8}, 99, odd).build());
   ASSERT_EQ(gguf.tensors().size(), 2u);
   EXPECT_FALSE(gguf.tensors()[0].dtype.has_value());
-  EXPECT_EQ(gguf.tensors()[0].nbytes, 176);
+  EXPECT_EQ(gguf.tensors()[0].nbytes, 110);
   EXPECT_EQ(gguf.tensors()[1].nbytes, -1);  // unknown layout
-  expect_error([&] { gguf.tensor("q5k"); }, "ggml type Q5_K (id 13)");
+  expect_error([&] { gguf.tensor("q3k"); }, "ggml type Q3_K (id 11)");
   expect_error([&] { gguf.tensor("new"); }, "ggml type type 99");
 }
 
@@ -264,6 +264,10 @@ TEST(GgufMalformed, TensorProblems) {
   expect_error([&] { one({1ull << 32, 1ull << 32}, 0); }, "element count overflow");
   expect_error([&] { one({16}, 8); }, "ne0 = 16, not a multiple of the Q8_0 block size 32");
   expect_error([&] { one({1ull << 59}, 8); }, "runs past the end of the file");
+  // The 5-bit kinds: a partial block or a block past the 32 bytes held is refused by name.
+  expect_error([&] { one({16}, 6); }, "ne0 = 16, not a multiple of the Q5_0 block size 32");
+  expect_error([&] { one({128}, 13); }, "ne0 = 128, not a multiple of the Q5_K block size 256");
+  expect_error([&] { one({32, 2}, 7); }, "runs past the end of the file");
   expect_error([&] { one({8}, 0, (1ull << 63) + 32); }, "runs past the end of the file");
   expect_error([&] { one({8}, 0, ~0ull - 31); }, "runs past the end of the file");  // wraps
   expect_error(

@@ -1,7 +1,9 @@
 // The matmul kernels (portable, AVX2, AVX-512 as the host offers) against the op's reference:
-// every weight dtype, ragged N and rows, bounded rows, epilogues, 1 and 2 threads.
+// every weight dtype (the 5-bit and K-quant kinds included), ragged N and rows, bounded rows,
+// epilogues, 1 and 2 threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -16,32 +18,8 @@
 namespace iron {
 namespace {
 
-// Random bytes of a weight (N, K) of `t`: block scales are small f16 values, the rest random;
-// magnitudes like a trained Linear's (|w| < 0.3) so that medium's bf16 inputs meet its tolerance.
-std::vector<char> random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const DTypeInfo& ti = info(t);
-  std::vector<char> bytes(size_t(n * k / ti.block * ti.bytes));
-  if (!ti.quantised) {
-    std::vector<float> v(size_t(n * k));
-    for (auto& x : v) x = u(rng) * 0.25f;
-    from_f32(t, v.data(), bytes.data(), n * k);
-    return bytes;
-  }
-  for (auto& b : bytes) b = char(rng() & 0xff);
-  auto put_half = [&](size_t at, float f) {
-    uint16_t h = f32_to_f16(f);
-    std::memcpy(bytes.data() + at, &h, 2);
-  };
-  for (size_t b = 0; b < bytes.size(); b += size_t(ti.bytes)) {
-    put_half(b, u(rng) * (t == DType::q8_0 ? 0.002f : 0.02f));  // weights up to about 0.3
-    if (t == DType::q4_1) put_half(b + 2, u(rng) * 0.1f);
-  }
-  return bytes;
-}
-
 using gemm_testing::operand;
+using gemm_testing::random_weight;
 
 struct Case {
   std::string op;  // GEMV, GEMM or ProjectionGEMM
@@ -137,13 +115,19 @@ std::vector<cpu::Features> feature_sets() {
   return sets;
 }
 
-const DType kWeights[] = {f32, bf16, f16, DType::q8_0, DType::q4_0, DType::q4_1};
+const DType kWeights[] = {f32,         bf16,        f16,         DType::q8_0, DType::q4_0, DType::q4_1,
+                          DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k};
+
+// A short row of `t`: 37 (ragged) for a float kind, else two blocks of 32 or one of 256.
+int64_t short_k(DType t) { return info(t).quantised ? std::max(64, info(t).block) : 37; }
+// A long row: `k`, or the next multiple of the block.
+int64_t long_k(DType t, int64_t k) { return (k + info(t).block - 1) / info(t).block * info(t).block; }
 
 TEST(GemmFast, GemvEveryWeightDtype) {
   for (const cpu::Features& f : feature_sets())
     for (DType t : kWeights)
       for (int64_t n : {19, 1, 577})
-        for (int64_t k : {int64_t(info(t).quantised ? 64 : 37), int64_t(96)})
+        for (int64_t k : {short_k(t), long_k(t, 96)})
           check({"GEMV", t, 1, 1, k, n}, f);
 }
 
@@ -151,7 +135,7 @@ TEST(GemmFast, GemmEveryWeightDtypeRaggedRows) {
   for (const cpu::Features& f : feature_sets())
     for (DType t : kWeights)
       for (int64_t n : {19, 1, 577}) {
-        const int64_t k = info(t).quantised ? 64 : 37;
+        const int64_t k = short_k(t);
         check({"GEMM", t, 1, 1, k, n}, f);
         check({"GEMM", t, 3, 2, k, n}, f);
         check({"GEMM", t, 3, 3, k, n}, f);
@@ -163,7 +147,7 @@ TEST(GemmFast, GemmEveryWeightDtypeRaggedRows) {
 TEST(GemmFast, GemmLongK) {
   for (const cpu::Features& f : feature_sets())
     for (DType t : kWeights) {
-      check({"GEMM", t, 20, 20, 576, 70}, f);
+      check({"GEMM", t, 20, 20, long_k(t, 576), 70}, f);
       check({"GEMV", t, 1, 1, 1536, 40}, f);
     }
 }
@@ -173,6 +157,7 @@ TEST(GemmFast, ProjectionEpilogues) {
     for (const char* e : {"none", "relu", "silu", "gelu", "gelu_tanh"})
       for (Precision p : {Precision::high, Precision::medium}) {
         check({"ProjectionGEMM", DType::q4_1, 9, 9, 96, 33, e, p}, f);
+        check({"ProjectionGEMM", DType::q5_k, 9, 9, 256, 33, e, p}, f);
         check({"ProjectionGEMM", f32, 9, 7, 37, 33, e, p}, f);
       }
 }
@@ -182,10 +167,10 @@ TEST(GemmFast, MediumPrecisionEveryWeightDtype) {
   for (const cpu::Features& f : feature_sets())
     for (DType t : kWeights)
       for (int64_t n : {19, 577}) {
-        const int64_t k = info(t).quantised ? 64 : 37;
+        const int64_t k = short_k(t);
         check({"ProjectionGEMM", t, 65, 65, k, n, "none", Precision::medium}, f);
         check({"ProjectionGEMM", t, 65, 17, k, n, "silu", Precision::medium}, f);
-        check({"ProjectionGEMM", t, 3, 3, 576, n, "none", Precision::medium}, f);
+        check({"ProjectionGEMM", t, 3, 3, long_k(t, 576), n, "none", Precision::medium}, f);
         check({"GEMM", t, 1, 1, k, n, "none", Precision::medium}, f);
       }
 }

@@ -1,9 +1,11 @@
-// The int8-activation path of ProjectionGEMM at Precision::medium (AVX512_VNNI, q4_0 / q4_1 /
-// q8_0 weights rearranged 16 rows to a load) against the op's reference within
-// tolerance(medium), for one row and many; the layout itself against the source blocks; and
-// the ops and precisions that must never take it (their results equal the f32 path's).
+// The int8-activation path of ProjectionGEMM at Precision::medium (AVX512_VNNI; q4_0 / q4_1 /
+// q5_0 / q5_1 / q8_0 / q4_k / q5_k / q6_k weights rearranged 16 rows to a load) against the
+// op's reference within tolerance(medium), for one row and many; the layout itself against the
+// source blocks; and the ops and precisions that must never take it (their results equal the
+// f32 path's).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -20,25 +22,8 @@
 namespace iron {
 namespace {
 
-// A weight (N, K) of `t` with |w| < 0.3 about, as a trained Linear's (and gemm_fast_test's).
-std::vector<char> random_weight(DType t, int64_t n, int64_t k, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  const DTypeInfo& ti = info(t);
-  std::vector<char> bytes(size_t(n * k / ti.block * ti.bytes));
-  for (auto& b : bytes) b = char(rng() & 0xff);
-  auto put_half = [&](size_t at, float f) {
-    uint16_t h = f32_to_f16(f);
-    std::memcpy(bytes.data() + at, &h, 2);
-  };
-  for (size_t b = 0; b < bytes.size(); b += size_t(ti.bytes)) {
-    put_half(b, u(rng) * (t == DType::q8_0 ? 0.002f : 0.02f));
-    if (t == DType::q4_1) put_half(b + 2, u(rng) * 0.1f);
-  }
-  return bytes;
-}
-
 using gemm_testing::operand;
+using gemm_testing::random_weight;
 
 struct Case {
   std::string op = "ProjectionGEMM";  // or GEMV
@@ -156,13 +141,28 @@ double check(const Case& c) {
   return worst;
 }
 
-const DType kWeights[] = {DType::q4_0, DType::q4_1, DType::q8_0};
+// The kinds of blocks of 32, and the K-quants (super-blocks of 256), which the int8 path
+// rearranges (packed_int8.cpp).
+const DType kWeights[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0};
+const DType kSuperWeights[] = {DType::q4_k, DType::q5_k, DType::q6_k};
+
+// Every kind the int8 path takes.
+std::vector<DType> every_kind() {
+  std::vector<DType> kinds;
+  for (DType t : kWeights) kinds.push_back(t);
+  for (DType t : kSuperWeights) kinds.push_back(t);
+  return kinds;
+}
+// A short row (two blocks of 32, or one of 256), a long one, and one in between.
+std::vector<int64_t> row_lengths(DType t) {
+  return info(t).block == 256 ? std::vector<int64_t>{256, 768, 1536} : std::vector<int64_t>{64, 576, 1536};
+}
 
 TEST(GemmInt8, ProjectionMediumEveryShape) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   double worst = 0;
-  for (DType t : kWeights)
-    for (int64_t k : {64, 576, 1536})
+  for (DType t : every_kind())
+    for (int64_t k : row_lengths(t))
       for (int64_t n : {1, 19, 577})
         for (bool residual : {false, true}) {
           Case c;
@@ -177,38 +177,57 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
   std::printf("int8 path, U(-1, 1) x: largest error / tolerance %.3f\n", worst);
 }
 
-// The rearranged layout read back as kernels.hpp describes it equals the source weight, for
-// every row (a ragged last group included) and column; padding rows are zero.
+// Row j of a group's weight at column col, read from the rearranged layout as kernels.hpp
+// describes it.
+float packed_value(DType t, const uint8_t* group, int64_t j, int64_t col) {
+  namespace g = ops::gemm;
+  const int64_t b = col / 32, c = col % 32;
+  const uint8_t* quants = group + g::int8_quants_at(t, b);
+  auto half = [&](int64_t at) {
+    uint16_t h;
+    std::memcpy(&h, group + at, 2);
+    return f16_to_f32(h);
+  };
+  if (t == DType::q8_0) return half(g::int8_d_at(t, b) + 2 * j) * float(int(quants[64 * (c / 4) + 4 * j + c % 4]) - 128);
+  const uint8_t byte = quants[64 * (c / 8) + 4 * j + c % 4];
+  int q = c % 8 < 4 ? byte & 0x0f : byte >> 4;
+  // The fifth bit: bit 2 (c / 8) + (c % 8 >= 4) of byte 4j + c % 4 of the fifth load.
+  if (g::int8_fifth(t)) q |= ((quants[256 + 4 * j + c % 4] >> (2 * (c / 8) + (c % 8) / 4)) & 1) << 4;
+  if (t == DType::q6_k) {
+    // The top 2 bits: bits 4 (c / 8 % 2) + 2 (c % 8 >= 4) of byte 4j + c % 4 of load 4 + c / 16.
+    q |= ((quants[256 + 64 * (c / 16) + 4 * j + c % 4] >> (4 * (c / 8 % 2) + 2 * ((c % 8) / 4))) & 3) << 4;
+    const int64_t header = g::int8_k_header_at(t, col / 256);
+    const auto scale = int8_t(group[header + 32 + 16 * (col % 256 / 16) + j]);
+    return half(header + 2 * j) * float(scale) * float(q - 32);
+  }
+  if (g::int8_k(t)) {
+    const int64_t header = g::int8_k_header_at(t, col / 256), s = b % 8;
+    const uint8_t packed = group[header + 64 + 16 * s + j];
+    const int minimum = packed >> 6 | ((group[header + 192 + 16 * (s / 2) + j] >> (4 * (s % 2))) & 15) << 2;
+    return half(header + 2 * j) * float(packed & 63) * float(q) - half(header + 32 + 2 * j) * float(minimum);
+  }
+  const float d = half(g::int8_d_at(t, b) + 2 * j);
+  if (g::int8_minimum(t)) return d * float(q) + half(g::int8_m_at(t, b) + 2 * j);
+  return d * float(q - (t == DType::q4_0 ? 8 : 16));
+}
+
+// The rearranged layout read back equals the source weight, for every row (a ragged last group
+// included) and column; padding rows are zero.
 TEST(GemmInt8, LayoutReadsBackAsTheSource) {
-  for (DType t : kWeights) {
+  for (DType t : every_kind()) {
     SCOPED_TRACE(name(t));
-    const int64_t n = 37, k = 96, groups = 3;  // three blocks: a pair and an odd one
+    // Three blocks (a pair and an odd one), or two super-blocks.
+    const int64_t n = 37, k = info(t).block == 256 ? 512 : 96, groups = 3;
     std::vector<char> w = random_weight(t, n, k, 7);
     std::vector<float> want(size_t(n * k));
     to_f32(t, w.data(), want.data(), n * k);
     const int64_t group_bytes = ops::gemm::PackedInt8::group_bytes(k, t);
     std::vector<char> packed(size_t(groups * group_bytes), char(0x55));
-    ops::gemm::pack_int8(t, w.data(), k / 32 * info(t).bytes, n, k, packed.data());
+    ops::gemm::pack_int8(t, w.data(), k / info(t).block * info(t).bytes, n, k, packed.data());
     for (int64_t row = 0; row < groups * 16; ++row)
       for (int64_t col = 0; col < k; ++col) {
-        const int64_t g = row / 16, j = row % 16, b = col / 32, c = col % 32;
-        const auto* group = reinterpret_cast<const uint8_t*>(packed.data() + g * group_bytes);
-        const uint8_t* quants = group + ops::gemm::int8_quants_at(t, b);
-        auto half = [&](int64_t at) {
-          uint16_t h;
-          std::memcpy(&h, group + at, 2);
-          return f16_to_f32(h);
-        };
-        const float d = half(ops::gemm::int8_d_at(t, b) + 2 * j);
-        float v;
-        if (t == DType::q8_0) {
-          v = d * float(int(quants[64 * (c / 4) + 4 * j + c % 4]) - 128);
-        } else {
-          const uint8_t byte = quants[64 * (c / 8) + 4 * j + c % 4];
-          const int q = c % 8 < 4 ? byte & 0x0f : byte >> 4;
-          v = t == DType::q4_0 ? d * float(q - 8)
-                               : d * float(q) + half(ops::gemm::int8_m_at(t, b) + 2 * j);
-        }
+        const auto* group = reinterpret_cast<const uint8_t*>(packed.data() + row / 16 * group_bytes);
+        const float v = packed_value(t, group, row % 16, col);
         if (row >= n) {
           ASSERT_EQ(v, 0.0f) << "padding row " << row;
         } else {
@@ -216,6 +235,17 @@ TEST(GemmInt8, LayoutReadsBackAsTheSource) {
         }
       }
   }
+}
+
+TEST(GemmInt8, SuperBlocksAndEpilogues) {
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
+  for (DType t : kSuperWeights)
+    for (const char* e : {"none", "relu", "silu", "gelu", "gelu_tanh"})
+      for (bool residual : {false, true}) {
+        Case c;
+        c.w = t, c.epilogue = e, c.residual = residual, c.rows = 2, c.valid = 2, c.n = 33, c.k = 256;
+        check(c);
+      }
 }
 
 TEST(GemmInt8, OddBlocksAndEpilogues) {
@@ -237,8 +267,8 @@ TEST(GemmInt8, GaussianActivationsMeetMediumTolerance) {
   // x ~ N(0, 1): a block's largest |x| (its scale) is larger than for U(-1, 1).
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   double worst = 0;
-  for (DType t : kWeights)
-    for (int64_t k : {576, 1536}) {
+  for (DType t : every_kind())
+    for (int64_t k : {row_lengths(t)[1], row_lengths(t)[2]}) {
       Case c;
       c.w = t, c.k = k, c.n = 577, c.rows = 2, c.valid = 2, c.gaussian = true;
       worst = std::max(worst, check(c));
@@ -249,18 +279,18 @@ TEST(GemmInt8, GaussianActivationsMeetMediumTolerance) {
 TEST(GemmInt8, OtherPrecisionsAndGemvNeverTakeIt) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   const cpu::Features plain = without_vnni();
-  for (DType t : kWeights)
+  for (DType t : every_kind())
     for (bool residual : {false, true}) {
       std::vector<Case> cases;
       for (Precision p : {Precision::highest, Precision::high}) {
         Case c;
-        c.w = t, c.k = 576, c.n = 577, c.rows = 2, c.valid = 2, c.precision = p,
+        c.w = t, c.k = 768, c.n = 577, c.rows = 2, c.valid = 2, c.precision = p,
         c.residual = residual;
         c.epilogue = "silu";
         cases.push_back(c);
       }
       Case g;
-      g.op = "GEMV", g.w = t, g.k = 576, g.n = 577, g.precision = Precision::medium;
+      g.op = "GEMV", g.w = t, g.k = 768, g.n = 577, g.precision = Precision::medium;
       g.residual = residual;
       cases.push_back(g);
       for (const Case& c : cases) {
@@ -271,7 +301,7 @@ TEST(GemmInt8, OtherPrecisionsAndGemvNeverTakeIt) {
       }
       // And ProjectionGEMM at medium does take it: its result differs from the f32 path's.
       Case m;
-      m.w = t, m.k = 576, m.n = 577, m.rows = 2, m.valid = 2, m.residual = residual;
+      m.w = t, m.k = 768, m.n = 577, m.rows = 2, m.valid = 2, m.residual = residual;
       SCOPED_TRACE(describe(m));
       Outcome a = run(m, cpu::Features::host()), b = run(m, plain);
       EXPECT_NE(0, std::memcmp(a.got1.data(), b.got1.data(), a.got1.size() * 4));

@@ -57,6 +57,25 @@ TEST(OpKernels, GemmQuantisedWeights) {
     }
 }
 
+// The 5-bit and K-quant kinds (GGUF's Q4_K_M, Q5_K_M, Q6_K files): GEMM and GEMV, rows of one
+// block of 256 (K-quants) or two blocks of 32.
+TEST(OpKernels, MatmulFiveBitAndKQuantWeights) {
+  uint32_t seed = 60;
+  for (DType w : {DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k}) {
+    const int64_t M = 5, K = info(w).block == 256 ? 256 : 64, N = 19;
+    for (bool gemv : {false, true}) {
+      Case c;
+      c.op = gemv ? "GEMV" : "GEMM";
+      c.params = {{"K", K}, {"N", N}};
+      if (!gemv) c.params.set("M", M), c.params.set("b_col_maj", true);
+      c.in = {gemv ? dense({1, K}) : dense({M, K}, f32, {3, K}), dense({N, K}, w)};
+      c.out = {gemv ? dense({1, N}) : dense({M, N}, f32, {3, N})};
+      c.seed = seed++;
+      run_case(c);
+    }
+  }
+}
+
 TEST(OpKernels, ProjectionGemmEveryEpilogue) {
   const int64_t M = 5, K = 37, N = 19;
   uint32_t seed = 30;

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cstdio>
@@ -105,8 +106,61 @@ inline void store_f16(uint8_t* p, float x) {
   std::memcpy(p, &h, 2);
 }
 
+// 32 quants of 4 or 5 bits in ggml's layout: nibbles (byte i: quants i and i + 16) and, with
+// `fifth`, 4 bytes whose bit i is quant i's fifth bit.
+inline void put_quants32(const int* q, uint8_t* nibbles, uint8_t* fifth) {
+  for (int i = 0; i < 16; ++i) nibbles[i] = uint8_t((q[i] & 15) | ((q[i + 16] & 15) << 4));
+  if (!fifth) return;
+  uint32_t bits = 0;
+  for (int i = 0; i < 32; ++i) bits |= uint32_t((q[i] >> 4) & 1) << i;
+  std::memcpy(fifth, &bits, 4);
+}
+
+// One super-block of 256 as q4_k / q5_k (every sub-block scale and minimum 63, so d and dmin
+// carry the range) or q6_k (every scale 127).
+inline void quantise_k(DType t, const float* x, uint8_t* out) {
+  float lo = x[0], hi = x[0], amax = 0;
+  for (int i = 0; i < 256; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]), amax = std::max(amax, std::abs(x[i]));
+  auto half_of = [](float v) { return f16_to_f32(f32_to_f16(v)); };
+  if (t == DType::q6_k) {
+    const float d = half_of(amax / (31 * 127)), step = d * 127, id = step > 0 ? 1 / step : 0;
+    std::memset(out, 0, 210);
+    for (int i = 0; i < 256; ++i) {
+      const int q = std::clamp(int(std::lround(x[i] * id)) + 32, 0, 63);
+      const int h = i / 128, c = (i % 128) / 32, l = i % 32;
+      out[64 * h + 32 * (c % 2) + l] |= uint8_t((q & 15) << (4 * (c / 2)));
+      out[128 + 32 * h + l] |= uint8_t((q >> 4) << (2 * c));
+    }
+    std::memset(out + 192, 127, 16);
+    store_f16(out + 208, d);
+    return;
+  }
+  const bool fifth = t == DType::q5_k;
+  const int levels = fifth ? 32 : 16;
+  const float d = half_of((hi - lo) / float((levels - 1) * 63)), dmin = half_of(-lo / 63);
+  const float step = d * 63, id = step > 0 ? 1 / step : 0;
+  store_f16(out, d);
+  store_f16(out + 2, dmin);
+  std::memset(out + 4, 0xff, 12);  // every 6-bit scale and minimum 63
+  uint8_t* bits = out + 16;
+  uint8_t* nibbles = out + (fifth ? 48 : 16);
+  if (fifth) std::memset(bits, 0, 32);
+  std::memset(nibbles, 0, 128);
+  for (int i = 0; i < 256; ++i) {
+    const int q = std::clamp(int(std::lround((x[i] + dmin * 63) * id)), 0, levels - 1);
+    const int j = i / 32, l = i % 32;
+    nibbles[32 * (j / 2) + l] |= uint8_t((q & 15) << (4 * (j % 2)));
+    if (fifth) bits[l] |= uint8_t((q >> 4) << j);
+  }
+}
+
 inline void quantise(DType t, const float* x, uint8_t* out, int64_t n) {
+  if (info(t).block == 256) {
+    for (int64_t b = 0; b < n / 256; ++b) quantise_k(t, x + 256 * b, out + info(t).bytes * b);
+    return;
+  }
   for (int64_t b = 0; b < n / 32; ++b, x += 32) {
+    int q[32];
     if (t == DType::q8_0) {
       float amax = 0;
       for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[i]));
@@ -114,26 +168,28 @@ inline void quantise(DType t, const float* x, uint8_t* out, int64_t n) {
       store_f16(out, d);
       for (int i = 0; i < 32; ++i) out[2 + i] = uint8_t(int8_t(std::lround(x[i] * id)));
       out += 34;
-    } else if (t == DType::q4_0) {
+    } else if (t == DType::q4_0 || t == DType::q5_0) {
+      const bool five = t == DType::q5_0;
+      const int offset = five ? 16 : 8;
       float amax = 0, top = 0;
       for (int i = 0; i < 32; ++i)
         if (std::abs(x[i]) > amax) amax = std::abs(x[i]), top = x[i];
-      float d = top / -8, id = d != 0 ? 1 / d : 0;
+      float d = top / float(-offset), id = d != 0 ? 1 / d : 0;
       store_f16(out, d);
-      auto nibble = [&](float v) { return uint8_t(std::clamp<int>(int(v * id + 8.5f), 0, 15)); };
-      for (int i = 0; i < 16; ++i) out[2 + i] = uint8_t(nibble(x[i]) | (nibble(x[i + 16]) << 4));
-      out += 18;
-    } else if (t == DType::q4_1) {
+      for (int i = 0; i < 32; ++i) q[i] = std::clamp<int>(int(x[i] * id + float(offset) + 0.5f), 0, 2 * offset - 1);
+      put_quants32(q, out + (five ? 6 : 2), five ? out + 2 : nullptr);
+      out += five ? 22 : 18;
+    } else if (t == DType::q4_1 || t == DType::q5_1) {
+      const bool five = t == DType::q5_1;
+      const int top = five ? 31 : 15;
       float lo = x[0], hi = x[0];
       for (int i = 0; i < 32; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
-      float d = (hi - lo) / 15, id = d > 0 ? 1 / d : 0;
+      float d = (hi - lo) / float(top), id = d > 0 ? 1 / d : 0;
       store_f16(out, d);
       store_f16(out + 2, lo);
-      auto nibble = [&](float v) {
-        return uint8_t(std::clamp<int>(int(std::lround((v - lo) * id)), 0, 15));
-      };
-      for (int i = 0; i < 16; ++i) out[4 + i] = uint8_t(nibble(x[i]) | (nibble(x[i + 16]) << 4));
-      out += 20;
+      for (int i = 0; i < 32; ++i) q[i] = std::clamp<int>(int(std::lround((x[i] - lo) * id)), 0, top);
+      put_quants32(q, out + (five ? 8 : 4), five ? out + 4 : nullptr);
+      out += five ? 24 : 20;
     } else {
       ADD_FAILURE() << "the harness cannot quantise to " << name(t);
       return;

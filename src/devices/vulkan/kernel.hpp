@@ -68,7 +68,8 @@ void require_f32(const Operator& op, const KernelArgs& a);
 /// Whether environment variable `name` is set to 0 (a test's way to take the path of a device
 /// without an optional feature).
 bool disabled_by_environment(const char* name);
-/// The kind load.glsl reads `t` as (0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_1, 6 i32), or -1.
+/// The kind load.glsl reads `t` as (0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_1, 6 i32, 7 q5_0,
+/// 8 q5_1, 9 q4_k, 10 q5_k, 11 q6_k), or -1.
 int32_t load_kind(DType t);
 /// An operand's first element as two push-constant ints: its base, and its offset word.
 struct Start {

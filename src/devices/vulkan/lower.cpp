@@ -55,6 +55,11 @@ int32_t load_kind(DType t) {
     case DType::q4_0: return 4;
     case DType::q4_1: return 5;
     case i32: return 6;
+    case DType::q5_0: return 7;
+    case DType::q5_1: return 8;
+    case DType::q4_k: return 9;
+    case DType::q5_k: return 10;
+    case DType::q6_k: return 11;
     default: return -1;
   }
 }

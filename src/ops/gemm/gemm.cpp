@@ -174,13 +174,13 @@ class Matmul : public Operator {
   std::unique_ptr<gemm::RowRangeKernel> part_kernel(const cpu::KernelArgs& a, int64_t n) const {
     gemm::MatmulConfig c{k_,    n,     col_maj_, epilogue_, tunables_.integer("tile_n"),
                          gemv_, residual_, norm_, norm_weighted_, norm_epsilon_};
-    // The fast kernels take a weight (N, K) of a float or 32-block kind and float activations;
+    // The fast kernels take a weight (N, K) of a float or block kind and float activations;
     // everything else, and a processor without AVX2/FMA/F16C, takes the portable loops.
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
     const gemm::Isa* isa = gemm::select_isa(f);
     auto plain_float = [](DType t) { return t == f32 || t == bf16 || t == f16; };
     if (isa && col_maj_ && gemm::fast_weight(a.in.at(1).dtype) && plain_float(a.in.at(0).dtype) &&
-        plain_float(a.out.at(0).dtype) && (!info(a.in.at(1).dtype).quantised || k_ % 32 == 0)) {
+        plain_float(a.out.at(0).dtype) && k_ % info(a.in.at(1).dtype).block == 0) {
       const bool medium = a.precision == Precision::medium && !gemv_;
       // ProjectionGEMM at medium may round x to int8 blocks (AVX512_VNNI), where its weight has
       // an int8 layout (packed_int8 decides).

@@ -71,6 +71,43 @@ inline __m256i bytes8_u8(const char* p) {
   return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
 
+// The f32 lanes of the 5-bit and K-quant loops (quant_blocks.hpp): 32 quants as four vectors of 8.
+struct Lanes {
+  using Acc = __m256;
+  static Acc zero() { return _mm256_setzero_ps(); }
+  static float sum(Acc a) { return hsum(a); }
+  static float sum32(const float* x) {
+    return hsum(_mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
+                              _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24))));
+  }
+  // Quants 8c .. 8c + 7 as f32.
+  static __m256 eight(__m256i q, int c) {
+    const __m128i half = c < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c % 2 ? _mm_srli_si128(half, 8) : half));
+  }
+  template <bool Halves>
+  static Acc fma32(__m256i q, const float* x, float s0, float s1, Acc acc) {
+    const __m256 lo = _mm256_fmadd_ps(eight(q, 1), _mm256_loadu_ps(x + 8), _mm256_mul_ps(eight(q, 0), _mm256_loadu_ps(x)));
+    const __m256 hi =
+        _mm256_fmadd_ps(eight(q, 3), _mm256_loadu_ps(x + 24), _mm256_mul_ps(eight(q, 2), _mm256_loadu_ps(x + 16)));
+    if constexpr (!Halves) return _mm256_fmadd_ps(_mm256_add_ps(lo, hi), _mm256_set1_ps(s0), acc);
+    return _mm256_fmadd_ps(hi, _mm256_set1_ps(s1), _mm256_fmadd_ps(lo, _mm256_set1_ps(s0), acc));
+  }
+  template <bool>
+  static void store32(__m256i q, float s0, float s1, float offset, float* out) {
+    const __m256 o = _mm256_set1_ps(offset);
+    for (int c = 0; c < 4; ++c) _mm256_storeu_ps(out + 8 * c, _mm256_fmadd_ps(eight(q, c), _mm256_set1_ps(c < 2 ? s0 : s1), o));
+  }
+};
+
+}  // namespace
+}  // namespace iron::ops::gemm
+
+#include "ops/gemm/quant_blocks.hpp"
+
+namespace iron::ops::gemm {
+namespace {
+
 // ---- GEMV ---------------------------------------------------------------------------------
 
 template <DType T, int R>
@@ -113,13 +150,37 @@ void gemv_q8_0(const GemvArgs& g, const char* w, float* y) {
   for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]);
 }
 
-template <bool Q1, int R>
+// The blocks of 32 with 4- or 5-bit quants: q4_0 / q5_0 (Q1 false: value (q - 8) d or
+// (q - 16) d) and q4_1 / q5_1 (Q1 true: value q d + m); `Fifth`: 4 bytes of fifth bits (bit i:
+// element i's) between the header and the nibbles.
+template <bool Q1, bool Fifth>
+struct Blocks32 {
+  static constexpr int64_t kBytes = (Q1 ? 20 : 18) + (Fifth ? 4 : 0), kQuants = kBytes - 16;
+  static constexpr float kOffset = Fifth ? -16.0f : -8.0f;  // without a minimum
+  // Elements 8c .. 8c + 7 (c < 4) as 32-bit quants.
+  static void quants(const char* blk, __m256i* q) {
+    const __m256i low = _mm256_set1_epi32(0x0f);
+    const __m256i q0 = bytes8_u8(blk + kQuants), q1 = bytes8_u8(blk + kQuants + 8);
+    q[0] = _mm256_and_si256(q0, low), q[1] = _mm256_and_si256(q1, low);
+    q[2] = _mm256_srli_epi32(q0, 4), q[3] = _mm256_srli_epi32(q1, 4);
+    if constexpr (Fifth) {  // lane i of q[c] meets bit 8c + i, moved to bit 4
+      uint32_t bits;
+      __builtin_memcpy(&bits, blk + kQuants - 4, 4);
+      const __m256i shifts = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), one = _mm256_set1_epi32(1);
+      for (int c = 0; c < 4; ++c) {
+        const __m256i bit = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(bits >> (8 * c))), shifts), one);
+        q[c] = _mm256_or_si256(q[c], _mm256_slli_epi32(bit, 4));
+      }
+    }
+  }
+};
+
+template <bool Q1, bool Fifth, int R>
 void gemv_q4(const GemvArgs& g, const char* w, float* y) {
-  constexpr int64_t kBytes = Q1 ? 20 : 18, kQuants = Q1 ? 4 : 2;
+  using B = Blocks32<Q1, Fifth>;
   __m256 acc[R];
   float corr[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), corr[r] = 0;
-  const __m256i low = _mm256_set1_epi32(0x0f);
   const int64_t blocks = g.k / 32;
   for (int64_t b = 0; b < blocks; ++b) {
     const float* xb = g.x + b * 32;
@@ -127,15 +188,16 @@ void gemv_q4(const GemvArgs& g, const char* w, float* y) {
     const __m256 x2 = _mm256_loadu_ps(xb + 16), x3 = _mm256_loadu_ps(xb + 24);
     const float xs = g.xsum[b];
     for (int r = 0; r < R; ++r) {
-      const char* blk = w + r * g.row_bytes + b * kBytes;
+      const char* blk = w + r * g.row_bytes + b * B::kBytes;
       _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
       const float d = half(blk);
-      const float m = Q1 ? half(blk + 2) : -8.0f * d;
-      const __m256i q0 = bytes8_u8(blk + kQuants), q1 = bytes8_u8(blk + kQuants + 8);
-      __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q0, low)), x0);
-      t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q1, low)), x1, t);
-      t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q0, 4)), x2, t);
-      t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q1, 4)), x3, t);
+      const float m = Q1 ? half(blk + 2) : B::kOffset * d;
+      __m256i q[4];
+      B::quants(blk, q);
+      __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(q[0]), x0);
+      t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q[1]), x1, t);
+      t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q[2]), x2, t);
+      t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q[3]), x3, t);
       acc[r] = _mm256_fmadd_ps(t, _mm256_set1_ps(d), acc[r]);
       corr[r] += m * xs;
     }
@@ -154,17 +216,15 @@ void gemv_rows(const GemvArgs& g, const char* w, float* y) {
       return gemv_float<DType::f16, R>(g, w, y);
     case DType::q8_0:
       return gemv_q8_0<R>(g, w, y);
-    case DType::q4_0:
-      return gemv_q4<false, R>(g, w, y);
-    case DType::q4_1:
-      return gemv_q4<true, R>(g, w, y);
     default:
+      with_blocks32(g.dtype, [&](auto q1, auto fifth) { gemv_q4<q1, fifth, R>(g, w, y); });
       return;
   }
 }
 
 void gemv(const GemvArgs& g) {
-  if (g.dtype == DType::q4_0 || g.dtype == DType::q4_1)
+  if (quant_gemv<Lanes>(g)) return;
+  if (with_blocks32(g.dtype, [](auto, auto) {}))  // blocks of 4 or 5 bits meet x's block sums
     for (int64_t b = 0; b < g.k / 32; ++b) {
       const float* xb = g.x + b * 32;
       const __m256 s =
@@ -186,7 +246,20 @@ void dequantise_float(const char* w, int64_t k, float* out) {
   for (; i < k; ++i) out[i] = load1<T>(w + i * elem_bytes<T>());
 }
 
+template <bool Q1, bool Fifth>
+void dequantise32(const char* w, int64_t k, float* out) {
+  using B = Blocks32<Q1, Fifth>;
+  for (int64_t b = 0; b < k / 32; ++b, w += B::kBytes, out += 32) {
+    const float dd = half(w);
+    const __m256 d = _mm256_set1_ps(dd), m = _mm256_set1_ps(Q1 ? half(w + 2) : B::kOffset * dd);
+    __m256i q[4];
+    B::quants(w, q);
+    for (int c = 0; c < 4; ++c) _mm256_storeu_ps(out + 8 * c, _mm256_fmadd_ps(_mm256_cvtepi32_ps(q[c]), d, m));
+  }
+}
+
 void dequantise(DType t, const char* w, int64_t k, float* out) {
+  if (quant_dequantise<Lanes>(t, w, k, out)) return;
   switch (t) {
     case DType::bf16:
       return dequantise_float<DType::bf16>(w, k, out);
@@ -199,26 +272,8 @@ void dequantise(DType t, const char* w, int64_t k, float* out) {
           _mm256_storeu_ps(out + 8 * j, _mm256_mul_ps(bytes8_i8(w + 2 + 8 * j), d));
       }
       return;
-    case DType::q4_0:
-    case DType::q4_1: {
-      const bool q1 = t == DType::q4_1;
-      const int64_t bytes = q1 ? 20 : 18;
-      const __m256i low = _mm256_set1_epi32(0x0f);
-      for (int64_t b = 0; b < k / 32; ++b, w += bytes, out += 32) {
-        const float dd = half(w);
-        const __m256 d = _mm256_set1_ps(dd), m = _mm256_set1_ps(q1 ? half(w + 2) : -8.0f * dd);
-        const __m256i q0 = bytes8_u8(w + (q1 ? 4 : 2)), q1v = bytes8_u8(w + (q1 ? 12 : 10));
-        _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q0, low)), d, m));
-        _mm256_storeu_ps(out + 8,
-                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q1v, low)), d, m));
-        _mm256_storeu_ps(out + 16,
-                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q0, 4)), d, m));
-        _mm256_storeu_ps(out + 24,
-                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q1v, 4)), d, m));
-      }
-      return;
-    }
     default:
+      with_blocks32(t, [&](auto q1, auto fifth) { dequantise32<q1, fifth>(w, k, out); });
       return;
   }
 }

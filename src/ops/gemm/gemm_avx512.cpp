@@ -72,6 +72,39 @@ constexpr int64_t elem_bytes() {
   return T == DType::f32 ? 4 : 2;
 }
 
+// The f32 lanes of the 5-bit and K-quant loops (quant_blocks.hpp): 32 quants as two vectors of 16.
+struct Lanes {
+  using Acc = __m512;
+  static Acc zero() { return _mm512_setzero_ps(); }
+  static float sum(Acc a) { return _mm512_reduce_add_ps(a); }
+  static float sum32(const float* x) {
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)));
+  }
+  static __m512 low16(__m256i q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))); }
+  static __m512 high16(__m256i q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))); }
+  template <bool Halves>
+  static Acc fma32(__m256i q, const float* x, float s0, float s1, Acc acc) {
+    const __m512 lo = _mm512_mul_ps(low16(q), _mm512_loadu_ps(x));
+    if constexpr (!Halves) return _mm512_fmadd_ps(_mm512_fmadd_ps(high16(q), _mm512_loadu_ps(x + 16), lo), _mm512_set1_ps(s0), acc);
+    acc = _mm512_fmadd_ps(lo, _mm512_set1_ps(s0), acc);
+    return _mm512_fmadd_ps(_mm512_mul_ps(high16(q), _mm512_loadu_ps(x + 16)), _mm512_set1_ps(s1), acc);
+  }
+  template <bool>
+  static void store32(__m256i q, float s0, float s1, float offset, float* out) {
+    const __m512 o = _mm512_set1_ps(offset);
+    _mm512_storeu_ps(out, _mm512_fmadd_ps(low16(q), _mm512_set1_ps(s0), o));
+    _mm512_storeu_ps(out + 16, _mm512_fmadd_ps(high16(q), _mm512_set1_ps(s1), o));
+  }
+};
+
+}  // namespace
+}  // namespace iron::ops::gemm
+
+#include "ops/gemm/quant_blocks.hpp"
+
+namespace iron::ops::gemm {
+namespace {
+
 // ---- GEMV ---------------------------------------------------------------------------------
 
 template <DType T, int R>
@@ -114,32 +147,52 @@ void gemv_q8_0(const GemvArgs& g, const char* w, float* y) {
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-// q4_0 (Q1 false: value (q - 8) d) and q4_1 (Q1 true: value q d + m). Per block and row:
-// d * sum(q x) in 16 lanes, and the block's offset (m, or -8 d) times its sum of x in a 4-lane
-// accumulator, from one conversion of the block's f16 header [d, m].
-template <bool Q1, int R>
+// The blocks of 32 with 4- or 5-bit quants: q4_0 / q5_0 (Q1 false: value (q - 8) d or
+// (q - 16) d) and q4_1 / q5_1 (Q1 true: value q d + m); `Fifth`: 4 bytes of fifth bits (bit i:
+// element i's) between the header and the nibbles.
+template <bool Q1, bool Fifth>
+struct Blocks32 {
+  static constexpr int64_t kBytes = (Q1 ? 20 : 18) + (Fifth ? 4 : 0), kQuants = kBytes - 16;
+  static constexpr float kOffset = Fifth ? -16.0f : -8.0f;  // without a minimum
+  // Elements 0-15 and 16-31 as 32-bit quants.
+  static void quants(const char* blk, __m512i* lo, __m512i* hi) {
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQuants)));
+    *lo = _mm512_and_si512(q, _mm512_set1_epi32(0x0f));
+    *hi = _mm512_srli_epi32(q, 4);
+    if constexpr (Fifth) {  // lane i of lo meets bit i, lane i of hi bit 16 + i
+      uint32_t bits;
+      __builtin_memcpy(&bits, blk + kQuants - 4, 4);
+      const __m512i sixteen = _mm512_set1_epi32(16);
+      *lo = _mm512_mask_or_epi32(*lo, __mmask16(bits), *lo, sixteen);
+      *hi = _mm512_mask_or_epi32(*hi, __mmask16(bits >> 16), *hi, sixteen);
+    }
+  }
+};
+
+// Per block and row: d * sum(q x) in 16 lanes, and the block's offset (m, or -8 d / -16 d) times
+// its sum of x in a 4-lane accumulator, from one conversion of the block's f16 header [d, m].
+template <bool Q1, bool Fifth, int R>
 void gemv_q4(const GemvArgs& g, const char* w, float* y) {
-  constexpr int64_t kBytes = Q1 ? 20 : 18, kQuants = Q1 ? 4 : 2;
+  using B = Blocks32<Q1, Fifth>;
   __m512 acc[R];
   __m128 corr[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps(), corr[r] = _mm_setzero_ps();
-  const __m512i low = _mm512_set1_epi32(0x0f);
   const int64_t blocks = g.k / 32;
   for (int64_t b = 0; b < blocks; ++b) {
     const __m512 x0 = _mm512_loadu_ps(g.x + b * 32), x1 = _mm512_loadu_ps(g.x + b * 32 + 16);
-    // Lane 1 (q4_1: m) or lane 0 (q4_0: d, times -8) meets the block's sum of x.
+    // Lane 1 (m) or lane 0 (d, times the offset) meets the block's sum of x.
     const __m128 xs =
-        Q1 ? _mm_setr_ps(0, g.xsum[b], 0, 0) : _mm_setr_ps(-8.0f * g.xsum[b], 0, 0, 0);
+        Q1 ? _mm_setr_ps(0, g.xsum[b], 0, 0) : _mm_setr_ps(B::kOffset * g.xsum[b], 0, 0, 0);
     for (int r = 0; r < R; ++r) {
-      const char* blk = w + r * g.row_bytes + b * kBytes;
+      const char* blk = w + r * g.row_bytes + b * B::kBytes;
       _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
       uint32_t header = 0;
       __builtin_memcpy(&header, blk, Q1 ? 4 : 2);
       const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(header)));
-      const __m512i q =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kQuants)));
-      const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(q, low));
-      const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4));
+      __m512i qlo, qhi;
+      B::quants(blk, &qlo, &qhi);
+      const __m512 lo = _mm512_cvtepi32_ps(qlo);
+      const __m512 hi = _mm512_cvtepi32_ps(qhi);
       const __m512 t = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
       acc[r] = _mm512_fmadd_ps(t, _mm512_broadcastss_ps(dm), acc[r]);
       corr[r] = _mm_fmadd_ps(dm, xs, corr[r]);
@@ -163,17 +216,15 @@ void gemv_rows(const GemvArgs& g, const char* w, float* y) {
       return gemv_float<DType::f16, R>(g, w, y);
     case DType::q8_0:
       return gemv_q8_0<R>(g, w, y);
-    case DType::q4_0:
-      return gemv_q4<false, R>(g, w, y);
-    case DType::q4_1:
-      return gemv_q4<true, R>(g, w, y);
     default:
+      with_blocks32(g.dtype, [&](auto q1, auto fifth) { gemv_q4<q1, fifth, R>(g, w, y); });
       return;
   }
 }
 
 void gemv(const GemvArgs& g) {
-  if (g.dtype == DType::q4_0 || g.dtype == DType::q4_1)
+  if (quant_gemv<Lanes>(g)) return;
+  if (with_blocks32(g.dtype, [](auto, auto) {}))  // blocks of 4 or 5 bits meet x's block sums
     for (int64_t b = 0; b < g.k / 32; ++b)
       g.xsum[b] = _mm512_reduce_add_ps(
           _mm512_add_ps(_mm512_loadu_ps(g.x + b * 32), _mm512_loadu_ps(g.x + b * 32 + 16)));
@@ -184,8 +235,22 @@ void gemv(const GemvArgs& g) {
 
 // ---- packing ------------------------------------------------------------------------------
 
+template <bool Q1, bool Fifth>
+void dequantise32(const char* w, int64_t k, float* out) {
+  using B = Blocks32<Q1, Fifth>;
+  for (int64_t b = 0; b < k / 32; ++b, w += B::kBytes, out += 32) {
+    const float dd = half(w);
+    const __m512 d = _mm512_set1_ps(dd), m = _mm512_set1_ps(Q1 ? half(w + 2) : B::kOffset * dd);
+    __m512i lo, hi;
+    B::quants(w, &lo, &hi);
+    _mm512_storeu_ps(out, _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, m));
+    _mm512_storeu_ps(out + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, m));
+  }
+}
+
 // One row of W as f32.
 void dequantise(DType t, const char* w, int64_t k, float* out) {
+  if (quant_dequantise<Lanes>(t, w, k, out)) return;
   int64_t i = 0;
   switch (t) {
     case DType::bf16:
@@ -211,23 +276,8 @@ void dequantise(DType t, const char* w, int64_t k, float* out) {
         _mm512_storeu_ps(out + 16, _mm512_mul_ps(hi, d));
       }
       return;
-    case DType::q4_0:
-    case DType::q4_1: {
-      const bool q1 = t == DType::q4_1;
-      const int64_t bytes = q1 ? 20 : 18;
-      const __m512i low = _mm512_set1_epi32(0x0f);
-      for (int64_t b = 0; b < k / 32; ++b, w += bytes, out += 32) {
-        const float dd = half(w);
-        const __m512 d = _mm512_set1_ps(dd), m = _mm512_set1_ps(q1 ? half(w + 2) : -8.0f * dd);
-        const __m512i q = _mm512_cvtepu8_epi32(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (q1 ? 4 : 2))));
-        _mm512_storeu_ps(out, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(q, low)), d, m));
-        _mm512_storeu_ps(out + 16,
-                         _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)), d, m));
-      }
-      return;
-    }
     default:
+      with_blocks32(t, [&](auto q1, auto fifth) { dequantise32<q1, fifth>(w, k, out); });
       return;
   }
 }
@@ -435,6 +485,8 @@ void quantise_x8(const QuantiseX8Args& a) {
     // -8 d) then meets the same x as the quants do, so the error stays sum(w e), as llama.cpp's
     // q8_1 has it; the exact sum would add m * sum(e), doubling the error.
     a.xsum[b] = a.scale[b] * float(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+    a.xsum16[2 * b] = a.scale[b] * float(_mm512_reduce_add_epi32(q0));
+    a.xsum16[2 * b + 1] = a.scale[b] * float(_mm512_reduce_add_epi32(q1));
   }
 }
 
@@ -452,16 +504,21 @@ constexpr int64_t kPrefetchBelow = int64_t(4) << 20;
 // of x broadcast), then the block's int32 sums meet d_w * scale (and the offset term) in f32.
 template <DType T, int R, bool Prefetch>
 inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, float* y) {
-  // The offset each quant carries, met by x's block sum: q4_0 w = d (q - 8), q8_0 w = d (u - 128).
-  constexpr float kOffset = T == DType::q8_0 ? -128.0f : T == DType::q4_0 ? -8.0f : 0.0f;
+  // The offset each quant carries, met by x's block sum: q4_0 w = d (q - 8), q5_0 w = d (q - 16),
+  // q8_0 w = d (u - 128).
+  constexpr float kOffset = T == DType::q8_0   ? -128.0f
+                            : T == DType::q4_0 ? -8.0f
+                            : T == DType::q5_0 ? -16.0f
+                                               : 0.0f;
   const int64_t blocks = g.k / 32;
   const int8_t* q[R];
-  const float *scale[R], *xsum[R];
+  const float *scale[R], *xsum[R], *xsum16[R];
   __m512 acc[R];
   for (int r = 0; r < R; ++r) {
     q[r] = g.q + (i0 + r) * g.k;
     scale[r] = g.scale + (i0 + r) * blocks;
     xsum[r] = g.xsum + (i0 + r) * blocks;
+    xsum16[r] = g.xsum16 + (i0 + r) * 2 * blocks;
     acc[r] = _mm512_setzero_ps();
   }
   // Four values of row r of x from column `at`, in every int32 lane.
@@ -474,38 +531,86 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
   auto halves = [](const char* at) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
   };
+  __m512 super_d, super_dmin;  // K-quants: the 16 rows' d and dmin of the current super-block
   for (int64_t b = 0; b < blocks; ++b) {
     const char* quants = group + int8_quants_at(T, b);
-    if constexpr (Prefetch)  // a block's quants and scales: about 320 bytes, five lines
-      for (int c = 0; c < 5; ++c) _mm_prefetch(quants + kPrefetchAhead + 64 * c, _MM_HINT_T0);
-    const __m512 d = halves(group + int8_d_at(T, b));
-    __m512i dot[R];
-    for (int r = 0; r < R; ++r) dot[r] = _mm512_setzero_si512();
+    // Five lines ahead a block (q4_0 / q4_1's 288 to 320 bytes; as measured for q8_0 too), six
+    // with fifth bits (352 to 384 bytes), seven for q6_k (420).
+    if constexpr (Prefetch)
+      for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c)
+        _mm_prefetch(quants + kPrefetchAhead + 64 * c, _MM_HINT_T0);
+    // The 16 rows' scale d and offset m of this block (m: q4_1 / q5_1, q4_k / q5_k); q6_k's
+    // scales of its two halves.
+    __m512 d, m = _mm512_setzero_ps(), d16[2];
+    if constexpr (T == DType::q6_k) {
+      const char* header = group + int8_k_header_at(T, b / 8);
+      if (b % 8 == 0) super_d = halves(header);
+      for (int h = 0; h < 2; ++h)
+        d16[h] = _mm512_mul_ps(super_d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                            reinterpret_cast<const __m128i*>(header + 32 + 16 * (2 * (b % 8) + h))))));
+    } else if constexpr (int8_k(T)) {
+      // Sub-block s's 6-bit scale and minimum (kernels.hpp) times the super-block's d and dmin.
+      const char* header = group + int8_k_header_at(T, b / 8);
+      const int64_t s = b % 8;
+      if (s == 0) super_d = halves(header), super_dmin = halves(header + 32);
+      const __m512i sm = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 64 + 16 * s)));
+      const __m512i top = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 192 + 16 * (s / 2))));
+      const __m512i six = _mm512_and_si512(sm, _mm512_set1_epi32(63));
+      const __m512i minimum = _mm512_or_si512(
+          _mm512_srli_epi32(sm, 6), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(top, 4 * (s % 2)), _mm512_set1_epi32(15)), 2));
+      d = _mm512_mul_ps(super_d, _mm512_cvtepi32_ps(six));
+      m = _mm512_mul_ps(super_dmin, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_setzero_si512(), minimum)));
+    } else {
+      d = halves(group + int8_d_at(T, b));
+      if constexpr (int8_minimum(T)) m = halves(group + int8_m_at(T, b));
+    }
+    // q6_k sums columns 0-15 and 16-31 apart (each 16 has its own scale); the rest in dot[0].
+    __m512i dot[2][R];
+    for (int r = 0; r < R; ++r) dot[0][r] = dot[1][r] = _mm512_setzero_si512();
     if constexpr (T == DType::q8_0) {
       for (int c = 0; c < 8; ++c) {
         const __m512i w = _mm512_loadu_si512(quants + 64 * c);
-        for (int r = 0; r < R; ++r) dot[r] = _mm512_dpbusd_epi32(dot[r], w, x4(r, b * 32 + 4 * c));
+        for (int r = 0; r < R; ++r) dot[0][r] = _mm512_dpbusd_epi32(dot[0][r], w, x4(r, b * 32 + 4 * c));
       }
     } else {
+      const __m512i fifth = int8_fifth(T) ? _mm512_loadu_si512(quants + 256) : _mm512_setzero_si512();
       for (int c = 0; c < 4; ++c) {
         const __m512i v = _mm512_loadu_si512(quants + 64 * c);
-        const __m512i lo = _mm512_and_si512(v, low);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        __m512i lo = _mm512_and_si512(v, low);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        if constexpr (int8_fifth(T)) {  // plus 16 where bit 2c (low) or 2c + 1 (high) is set
+          const __m512i sixteen = _mm512_set1_epi8(16);
+          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(fifth, _mm512_set1_epi8(char(1 << (2 * c)))), lo, sixteen);
+          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(fifth, _mm512_set1_epi8(char(2 << (2 * c)))), hi, sixteen);
+        }
+        if constexpr (T == DType::q6_k) {  // the top 2 bits: bits 4 (c % 2) (low) and 4 (c % 2) + 2 (high)
+          const __m512i top = _mm512_loadu_si512(quants + 256 + 64 * (c / 2)), bits = _mm512_set1_epi8(0x30);
+          lo = _mm512_or_si512(lo, _mm512_and_si512(c % 2 ? top : _mm512_slli_epi16(top, 4), bits));
+          hi = _mm512_or_si512(hi, _mm512_and_si512(c % 2 ? _mm512_srli_epi16(top, 2) : _mm512_slli_epi16(top, 2), bits));
+        }
+        const int half = T == DType::q6_k ? c / 2 : 0;
         for (int r = 0; r < R; ++r) {
-          dot[r] = _mm512_dpbusd_epi32(dot[r], lo, x4(r, b * 32 + 8 * c));
-          dot[r] = _mm512_dpbusd_epi32(dot[r], hi, x4(r, b * 32 + 8 * c + 4));
+          dot[half][r] = _mm512_dpbusd_epi32(dot[half][r], lo, x4(r, b * 32 + 8 * c));
+          dot[half][r] = _mm512_dpbusd_epi32(dot[half][r], hi, x4(r, b * 32 + 8 * c + 4));
         }
       }
     }
-    if constexpr (T == DType::q4_1) {
-      const __m512 m = halves(group + int8_m_at(T, b));
+    if constexpr (T == DType::q6_k) {
+      // w = d s (q - 32): each half's sum less 32 times x's sum of those 16 columns.
+      for (int r = 0; r < R; ++r)
+        for (int h = 0; h < 2; ++h) {
+          const __m512 sum = _mm512_fmsub_ps(_mm512_cvtepi32_ps(dot[h][r]), _mm512_set1_ps(scale[r][b]),
+                                             _mm512_set1_ps(32.0f * xsum16[r][2 * b + h]));
+          acc[r] = _mm512_fmadd_ps(d16[h], sum, acc[r]);
+        }
+    } else if constexpr (int8_minimum(T) || int8_k(T)) {
       for (int r = 0; r < R; ++r) {
-        const __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_set1_ps(scale[r][b]));
+        const __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[0][r]), _mm512_set1_ps(scale[r][b]));
         acc[r] = _mm512_fmadd_ps(d, sum, _mm512_fmadd_ps(m, _mm512_set1_ps(xsum[r][b]), acc[r]));
       }
     } else {
       for (int r = 0; r < R; ++r) {
-        const __m512 sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r]), _mm512_set1_ps(scale[r][b]),
+        const __m512 sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[0][r]), _mm512_set1_ps(scale[r][b]),
                                            _mm512_set1_ps(kOffset * xsum[r][b]));
         acc[r] = _mm512_fmadd_ps(d, sum, acc[r]);
       }
@@ -543,6 +648,16 @@ void gemm_int8(const GemmInt8Args& g) {
       return gemm_int8_all<DType::q4_0>(g);
     case DType::q4_1:
       return gemm_int8_all<DType::q4_1>(g);
+    case DType::q5_0:
+      return gemm_int8_all<DType::q5_0>(g);
+    case DType::q5_1:
+      return gemm_int8_all<DType::q5_1>(g);
+    case DType::q4_k:
+      return gemm_int8_all<DType::q4_k>(g);
+    case DType::q5_k:
+      return gemm_int8_all<DType::q5_k>(g);
+    case DType::q6_k:
+      return gemm_int8_all<DType::q6_k>(g);
     default:
       return;
   }

@@ -3,9 +3,10 @@
 // straight from memory with f32 sums; more rows dequantise a tile of W rows to f32 once,
 // transposed, and run a register-blocked tile over every row of `a`. Epilogues are applied to
 // the f32 sums, then each output is rounded once to its dtype. At Precision::medium with
-// AVX512_VNNI, a ProjectionGEMM on a q4_0 / q4_1 / q8_0 weight instead quantises x to int8
-// blocks and takes int32 dot products against W rearranged once for them (kernels.hpp), for
-// one row and many alike: as llama.cpp does, and twice the products per instruction of bf16.
+// AVX512_VNNI, a ProjectionGEMM on a weight of a block kind (q8_0, q4_0, q4_1, q5_0, q5_1,
+// q4_k, q5_k, q6_k) instead quantises x to int8 blocks and takes int32 dot products against W
+// rearranged once for them (kernels.hpp), for one row and many alike: as llama.cpp does, and
+// twice the products per instruction of bf16.
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"
 
@@ -85,6 +86,7 @@ class FastKernel final : public RowRangeKernel {
     q8_ = region(int8_ ? chunk_ * k / 4 : 0);
     qscale_ = region(int8_ ? chunk_ * (k / 32) : 0);
     qsum_ = region(int8_ ? chunk_ * (k / 32) : 0);
+    qsum16_ = region(int8_ ? chunk_ * (k / 16) : 0);
     xsum_ = region(k / 32 + 1);
     ybuf_ = region(int8_ ? chunk_ * padded(c_.n) : c_.n);
     rowbuf_ = region(tiles_ ? nr * k : 0);
@@ -138,8 +140,8 @@ class FastKernel final : public RowRangeKernel {
       for (int64_t m0 = 0; m0 < rows; m0 += chunk_) {
         const int64_t mc = std::min(chunk_, rows - m0);
         if (rows > chunk_) quantise(w, base, m0, mc);
-        isa_.gemm_int8({b_.dtype, reinterpret_cast<const int8_t*>(base + q8_), base + qscale_, base + qsum_, mc, k,
-                        w8_->group(begin / kInt8Rows, k, b_.dtype), groups, ybuf, width});
+        isa_.gemm_int8({b_.dtype, reinterpret_cast<const int8_t*>(base + q8_), base + qscale_, base + qsum_,
+                        base + qsum16_, mc, k, w8_->group(begin / kInt8Rows, k, b_.dtype), groups, ybuf, width});
         for (int64_t i = 0; i < mc; ++i) finish_row(w, m0 + i, begin, end, ybuf + i * width);
       }
       return;
@@ -186,7 +188,7 @@ class FastKernel final : public RowRangeKernel {
     auto* q8 = reinterpret_cast<int8_t*>(base + q8_);
     for (int64_t i = 0; i < count; ++i)
       isa_.quantise_x8({rows_of_a_.row(w, m0 + i, base + abuf_), k, q8 + i * k, base + qscale_ + i * blocks,
-                        base + qsum_ + i * blocks});
+                        base + qsum_ + i * blocks, base + qsum16_ + 2 * i * blocks});
   }
 
   // Outputs [begin, end) of row m, as f32 sums in y: the epilogue, the residual, one rounding.
@@ -206,7 +208,7 @@ class FastKernel final : public RowRangeKernel {
   bool tiles_ = false;  // a call of kPackRows rows or more takes the tile loop
   int64_t row_bytes_ = 0, max_rows_ = 1, chunk_ = 1;
   // Offsets of the per-thread scratch regions, in floats.
-  int64_t abuf_ = 0, a16_ = 0, q8_ = 0, qscale_ = 0, qsum_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0,
+  int64_t abuf_ = 0, a16_ = 0, q8_ = 0, qscale_ = 0, qsum_ = 0, qsum16_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0,
           cbuf_ = 0;
   cpu::Scratch scratch_;
   std::vector<float> zeros_;

@@ -116,7 +116,7 @@ inline void add_residual(const cpu::Operand& r, const int64_t* w, int64_t at, fl
 struct GemvArgs {
   DType dtype;
   const float* x;     // k values
-  float* xsum;        // k / 32 floats of scratch (q4_0 / q4_1: the sum of each 32 values of x)
+  float* xsum;        // k / 32 floats of scratch (kinds with offsets: the sum of each 32 values of x)
   const char* w;      // the first row
   int64_t row_bytes;  // bytes from one row of W to the next
   int64_t k;
@@ -178,39 +178,70 @@ struct TileBf16Args {
 
 /// Precision::medium with AVX512_VNNI: a row x of k f32 values (k a multiple of 32) as blocks of
 /// 32 int8 q with one f32 scale each (scale = max|x| / 127, q = round(x / scale)), plus each
-/// block's f32 sum of the original x (the exact m term of q4_1 and -8 term of q4_0).
+/// block's sum of x as rounded (scale * sum q: what meets q4_1's m and q4_0's -8), and the same
+/// of each 16 (what meets q6_k's -32, whose scales cover 16 columns).
 struct QuantiseX8Args {
   const float* x;
   int64_t k;
-  int8_t* q;     // k values
-  float* scale;  // k / 32 values
-  float* xsum;   // k / 32 values
+  int8_t* q;      // k values
+  float* scale;   // k / 32 values
+  float* xsum;    // k / 32 values
+  float* xsum16;  // k / 16 values
 };
 
 // ---- W rearranged for int8 dot products (Precision::medium, AVX512_VNNI) ----------------------
 //
-// A q4_0 / q4_1 / q8_0 W (N, K) as groups of 16 rows. In a group, each block (32 columns) has
+// A q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / q4_k / q5_k / q6_k W (N, K) as groups of 16 rows. In a group, each block (32 columns) has
 // its quants laid out so that one 64-byte load holds 4 consecutive columns of each of the 16
 // rows in row order: the operand of one vpdpbusd whose 16 int32 lanes are the 16 rows, against
 // 4 values of x broadcast;
 //   q8_0: 8 loads a block; byte 4j + i of load c is row j's quant at column 4c + i, plus 128
 //         (unsigned, as vpdpbusd wants: w = d (u - 128), the -128 meeting x's block sum);
 //   q4_0, q4_1: 4 loads; byte 4j + i of load c holds row j's column 8c + i in its low nibble
-//         and column 8c + 4 + i in its high nibble.
-// Blocks go in pairs: the two blocks' quants, then their 16 scales d each (f16), then (q4_1)
-// their 16 minimums m each, so a pair is a whole number of 64-byte lines and a group is read as
+//         and column 8c + 4 + i in its high nibble;
+//   q5_0, q5_1: q4_0's 4 loads of nibbles, then one of fifth bits: bit 2c + h of its byte
+//         4j + i is the fifth bit of the column that nibble h (0 low, 1 high) of byte 4j + i of
+//         load c holds.
+//   q4_k, q5_k: each sub-block of 32 as q4_0's (q5_0's) loads;
+//   q6_k: each sub-block of 32 as q4_0's loads of the low 4 bits (unsigned: w = d s (q - 32),
+//         the -32 meeting x's sums of 16), then two loads of the top 2 bits: bits 4 (c % 2) + 2h
+//         and up of byte 4j + i of load c / 2 those of the column nibble h of byte 4j + i of
+//         load c holds.
+// Blocks go in pairs: the two blocks' quants, then their 16 scales d each (f16), then (q4_1,
+// q5_1) their 16 minimums m each, so a pair is a whole number of 64-byte lines and a group is read as
 // one unbroken stream (a separate run of scales after the quants made two streams, and a plain
 // read of that layout streamed at 13 GB/s on one core where one stream reaches 33). A group
 // takes as many bytes as its 16 rows did (one block more when K / 32 is odd); rows past N are
-// zero. Made once per weight at lowering (packed_int8.cpp) and shared by every kernel reading it.
+// zero. A K-quant group is super-blocks (no pairs: q4_k's and q5_k's are 36 and 44 whole lines):
+// the 8 sub-blocks' quants, then the 16 rows' d (f16), then
+//   q4_k, q5_k: their dmin (f16), then their 6-bit scales and minimums in 192 bytes: byte
+//         16s + j holds row j's scale of sub-block s under the low 2 bits of its minimum, and
+//         nibble s % 2 of byte 128 + 16 (s / 2) + j the minimum's top 4 bits;
+//   q6_k: their 16 int8 scales, byte 16t + j row j's scale t (of columns 16t .. 16t + 15).
+// Made once per weight at lowering (packed_int8.cpp) and shared by every kernel reading it.
 constexpr int64_t kInt8Rows = 16;
-constexpr int64_t int8_quant_bytes(DType t) { return t == DType::q8_0 ? 512 : 256; }
-/// Bytes of a pair of blocks of a group: quants, d and (q4_1) m.
-constexpr int64_t int8_pair_bytes(DType t) { return 2 * int8_quant_bytes(t) + (t == DType::q4_1 ? 128 : 64); }
-/// Where block b's quants, its 16 d and its 16 m start in a group.
+constexpr bool int8_fifth(DType t) { return t == DType::q5_0 || t == DType::q5_1 || t == DType::q5_k; }
+constexpr bool int8_k(DType t) { return t == DType::q4_k || t == DType::q5_k || t == DType::q6_k; }
+constexpr bool int8_minimum(DType t) { return t == DType::q4_1 || t == DType::q5_1; }
+constexpr int64_t int8_quant_bytes(DType t) {
+  return t == DType::q8_0 ? 512 : t == DType::q6_k ? 384 : int8_fifth(t) ? 320 : 256;
+}
+/// Bytes of a pair of blocks of a group: quants, d and (q4_1, q5_1) m.
+constexpr int64_t int8_pair_bytes(DType t) { return 2 * int8_quant_bytes(t) + (int8_minimum(t) ? 128 : 64); }
+/// Bytes of a K-quant super-block of a group: 8 sub-blocks' quants, d, and dmin, scales and
+/// minimums (q6_k: scales).
+constexpr int64_t int8_super_bytes(DType t) { return 8 * int8_quant_bytes(t) + 32 + (t == DType::q6_k ? 256 : 224); }
+/// Bytes of a group of 16 rows of k columns.
+constexpr int64_t int8_group_bytes(int64_t k, DType t) {
+  return int8_k(t) ? k / 256 * int8_super_bytes(t) : (k / 32 + 1) / 2 * int8_pair_bytes(t);
+}
+/// Where block b's quants, its 16 d and its 16 m start in a group; where super-block s's d,
+/// dmin, scales and minimums do (K-quants).
 constexpr int64_t int8_quants_at(DType t, int64_t b) {
+  if (int8_k(t)) return b / 8 * int8_super_bytes(t) + b % 8 * int8_quant_bytes(t);
   return b / 2 * int8_pair_bytes(t) + b % 2 * int8_quant_bytes(t);
 }
+constexpr int64_t int8_k_header_at(DType t, int64_t s) { return s * int8_super_bytes(t) + 8 * int8_quant_bytes(t); }
 constexpr int64_t int8_d_at(DType t, int64_t b) {
   return b / 2 * int8_pair_bytes(t) + 2 * int8_quant_bytes(t) + 32 * (b % 2);
 }
@@ -224,6 +255,7 @@ struct GemmInt8Args {
   const int8_t* q;     // m rows of k values
   const float* scale;  // m rows of k / 32
   const float* xsum;   // m rows of k / 32
+  const float* xsum16;  // m rows of k / 16
   int64_t m;
   int64_t k;
   const char* w;  // the first group
@@ -247,9 +279,10 @@ struct Isa {
   void (*gemm_int8)(const GemmInt8Args&) = nullptr;
 };
 
-/// Whether the int8 path takes a weight of this dtype.
+/// Whether the int8 path takes a weight of this dtype rearranged (packed_int8).
 inline bool int8_weight(DType t) {
-  return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1;
+  return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1 || t == DType::q5_0 || t == DType::q5_1 ||
+         int8_k(t);
 }
 
 const Isa& avx512_isa();
@@ -264,14 +297,13 @@ struct PackedInt8 {
   std::shared_ptr<char> bytes;  // 64-byte aligned
   int64_t groups = 0;
   const char* group(int64_t g, int64_t k, DType t) const { return bytes.get() + g * group_bytes(k, t); }
-  static int64_t group_bytes(int64_t k, DType t) { return (k / 32 + 1) / 2 * int8_pair_bytes(t); }
+  static int64_t group_bytes(int64_t k, DType t) { return int8_group_bytes(k, t); }
 };
 std::shared_ptr<const PackedInt8> packed_int8(const cpu::Operand& w, int64_t n, int64_t k);
 
 /// Whether the fast kernels take a weight of this dtype.
 inline bool fast_weight(DType t) {
-  return t == DType::f32 || t == DType::bf16 || t == DType::f16 || t == DType::q8_0 ||
-         t == DType::q4_0 || t == DType::q4_1;
+  return t == DType::f32 || t == DType::bf16 || t == DType::f16 || int8_weight(t);
 }
 
 /// The instruction set `f` offers for these loops, or none (the portable kernel).
@@ -280,7 +312,7 @@ const Isa* select_isa(const cpu::Features& f);
 std::unique_ptr<RowRangeKernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
 /// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16).
 /// `int8`: rows take int8 blocks of x and int32 dot products against W rearranged once
-/// (Precision::medium, AVX512_VNNI, a q4_0 / q4_1 / q8_0 weight, f32 activations).
+/// (Precision::medium, AVX512_VNNI, a weight of int8_weight's kinds, f32 activations).
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
                                             const Isa& isa, bool bf16, bool int8 = false);
 /// One step over several weights (gemm_parts.cpp), a kernel per weight; `silu_mul`: two weights,

@@ -5,7 +5,7 @@
 // GEMM, ProjectionGEMM and GEMV: y[m, n] = epilogue(sum_k a[m, k] * W[n, k]) (+ r[m, n]), with
 // a's rows through an RMSNorm first where the planner folded one in; f32 sums; W in its
 // checkpoint format, dequantised here (load.glsl).
-//   specialization constants: 0 W's dtype (0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_1),
+//   specialization constants: 0 W's dtype (load.glsl's kinds: 0 f32 .. 5 q4_1, 7 q5_0 .. 11 q6_k),
 //   1 the epilogue (0 none, 1 relu, 2 silu, 3 gelu, 4 gelu_tanh), 2 a residual, 3 the norm
 //   (0 none, 1 unweighted, 2 weighted), 4 W is (N, K) (else (K, N), float kinds only), 5 the
 //   workgroup size (matmul.comp: the subgroup size), 6 rows of a per workgroup
