@@ -40,7 +40,9 @@ def main():
     from llama_cpp import Llama  # imported late so --help works without it
 
     golden = json.load(open(args.golden))
-    llm = Llama(model_path=args.model, n_ctx=512, n_threads=args.threads, logits_all=True, verbose=False)
+    longest = max(len(p["token_ids"]) for p in golden["prompts"])
+    llm = Llama(model_path=args.model, n_ctx=max(512, longest + 8), n_threads=args.threads, logits_all=True,
+                verbose=False)
     kls, agree = [], 0
     for prompt in golden["prompts"]:
         ids = prompt["token_ids"]

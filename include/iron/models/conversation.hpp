@@ -1,0 +1,82 @@
+// A conversation with a model that keeps its KV cache between turns: each turn renders the whole
+// conversation with the model's chat template and prefills only what the cache does not hold
+// yet. The assistant's own answers are rendered from the ids it generated, so the cache and the
+// rendering agree token for token. What `iron chat` (and a server's sessions) are built on.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "iron/models/runner.hpp"
+
+namespace iron::models {
+
+struct ConversationMessage {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+  std::vector<int32_t> ids;  // an assistant message: the ids it was generated as (else empty)
+};
+
+/// Reads the messages of a conversation Conversation::to_json() wrote, checking them as the
+/// untrusted input they are: roles, texts, and ids within a vocabulary of `vocab`; a value error
+/// names the message and what is wrong.
+std::vector<ConversationMessage> conversation_from_json(const nlohmann::json& conversation, int64_t vocab);
+
+/// What one turn did.
+struct TurnStats {
+  int64_t prefilled = 0;        // tokens this turn prefilled (those the cache did not hold)
+  int64_t cached = 0;           // tokens in the cache after the turn
+  int64_t generated = 0;        // tokens of the answer
+  double answer_seconds = 0;    // from the end of the prefill to the last token
+  int64_t dropped_messages = 0; // oldest messages dropped so the turn fits the context
+  std::string stop;             // as GenerateStats::stop
+};
+
+class Conversation {
+ public:
+  /// `system`: a system message first (none when empty).
+  explicit Conversation(LlamaRunner& runner, const std::string& system = {});
+
+  /// Adds the user's message and answers it, handing the answer's text to `on_text` piece by
+  /// piece as it is generated (whole UTF-8 characters; the end-of-turn token not written).
+  /// `max_tokens` < 0: until the model ends its turn or the context is full. An interrupted
+  /// answer stays in the conversation as far as it got. When the conversation and room for an
+  /// answer do not fit the context, the oldest messages after the system message are dropped
+  /// (TurnStats::dropped_messages) and the cache rebuilt; a value error when the new message
+  /// alone does not fit.
+  TurnStats reply(const std::string& user, int64_t max_tokens, const std::function<void(const std::string&)>& on_text,
+                  const std::atomic<bool>* interrupt = nullptr);
+
+  /// A new conversation (the system message kept) and an empty cache.
+  void clear();
+  /// Sets (or, empty, removes) the system message; the rest of the conversation stays.
+  void set_system(const std::string& system);
+
+  const std::vector<ConversationMessage>& messages() const { return messages_; }
+  /// Tokens the cache holds for this conversation.
+  int64_t cached_tokens() const { return int64_t(cached_.size()); }
+
+  /// The conversation as JSON: {"messages": [{"role", "content", "ids"?}, ...]}, the OpenAI
+  /// shape plus each assistant message's ids.
+  nlohmann::json to_json() const;
+  /// Replaces the conversation with one from to_json() (untrusted: roles, texts and ids are
+  /// checked, a value error names what is wrong); the next turn prefills it whole.
+  void load_json(const nlohmann::json& conversation);
+
+ private:
+  /// The ids of a whole conversation, and with `generation_prompt` the start of the
+  /// assistant's turn.
+  std::vector<int32_t> render(const std::vector<ConversationMessage>& messages, bool generation_prompt) const;
+
+  LlamaRunner& runner_;
+  std::vector<ConversationMessage> messages_;
+  std::vector<int32_t> cached_;  // the ids whose keys and values the cache holds, from position 0
+};
+
+}  // namespace iron::models

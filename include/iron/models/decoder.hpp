@@ -1,0 +1,113 @@
+// What every decoder family shares as an IRON graph, like any user's: a prefill version over a
+// chunk of up to `chunk` prompt rows (bounded per call) and a decode version for one row, over
+// one KV cache per layer. Both sample the next token on the device and carry it and the position
+// into the next call, so decoding runs in a CarriedLoop. A family (llama.hpp, gemma3.hpp) adds
+// its blocks; the embedding, the classifier, sampling, the carried values and the cache writes
+// are here, once.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "iron/graph.hpp"
+#include "iron/models/llama_config.hpp"
+
+namespace iron::models {
+
+/// How the next token is chosen on the device. temperature 0: greedy (the seed is not read). Any
+/// 64-bit seed works: it is the Sample operator's param, mixed with the per-call counter `step`
+/// and the position by ops::sample_uniform.
+struct Sampling {
+  double temperature = 0.0;
+  int64_t top_k = 40;
+  double top_p = 0.95;
+  uint64_t seed = 0;
+};
+
+struct LlamaOptions {
+  int64_t context = 2048;  // KV-cache rows (at most the model's)
+  int64_t chunk = 64;      // prompt rows a prefill call takes
+  bool all_logits = false; // prefill returns logits for every row (scoring), not just the last
+  Sampling sampling;
+  /// The KV cache's element types: f32, f16, bf16 or q8_0 (head_dim a multiple of 32), keys and
+  /// values each. Unset: see k_cache_type().
+  std::optional<DType> k_cache_dtype, v_cache_dtype;
+  /// How the matmuls may round: highest (f32 sums, rounded once), high, or medium (activations
+  /// rounded to int8 blocks where the CPU has VNNI, as llama.cpp does).
+  Precision precision = Precision::highest;
+
+  /// The cache types a graph uses: the ones set, else f32 at highest and high (nothing rounds the
+  /// keys and values), and at medium kMediumCacheDtype, the smallest type whose cost in accuracy
+  /// is within what medium's matmuls already cost (docs/design.md gives the figures).
+  DType k_cache_type() const;
+  DType v_cache_type() const;
+};
+
+/// The default cache type at medium precision.
+extern const DType kMediumCacheDtype;
+/// Throws iron::Error unless `t` is a cache type a Llama graph takes for a head of `head_dim`.
+void check_cache_type(DType t, int64_t head_dim, const char* which);
+
+/// What every family's block holds besides its own params: the layer's KV cache, (context +
+/// chunk, kv_heads, head_dim) each in the options' types. One row past the context per prompt
+/// row, so a chunk's window never runs off the end.
+class DecoderBlock : public Module {
+ public:
+  DecoderBlock(const LlamaConfig& c, const LlamaOptions& options);
+  State k_cache, v_cache;
+};
+
+/// The graph's skeleton. Inputs: `tokens` (rows,) i32, present for prefill and absent for decode.
+/// Per-call values: `position` (carried: where this call's first row sits), `token` (carried:
+/// the token a decode call embeds), `step` (carried: calls since generation began, the sampler's
+/// counter), `rows` (valid prompt rows of a prefill call). Outputs: the logits of the last valid
+/// row (or of every row with all_logits) and the sampled token, also written to the state
+/// `generated` at the position it will occupy.
+class DecoderModel : public Graph {
+ public:
+  Outputs body() final;
+
+  const LlamaConfig& config() const { return config_; }
+  const LlamaOptions& options() const { return options_; }
+
+  Input tokens;
+  Scratchpad rows;
+  Carried position, token, step;
+  Param embed, norm, output;
+  State generated;  // (context + chunk,) i32: the token sampled for each position
+
+ protected:
+  DecoderModel(const std::string& name, const LlamaConfig& config, const LlamaOptions& options);
+  /// Layer `layer` over `n` rows of x (bounded per call) starting at absolute position `start`.
+  virtual Handle block(size_t layer, Handle x, const Affine& start, int64_t n) = 0;
+  /// The embedded rows, before the first block (Gemma scales them).
+  virtual Handle embedded(Handle x) { return x; }
+  size_t layer_count() const { return size_t(config_.layers); }
+
+  /// y (n, count * head_dim) as heads (n, count, head_dim), bounded as x.
+  Handle heads(const Handle& y, int64_t count, const Handle& x, int64_t n) const;
+  /// Where this call's keys and values go (rows start .. start + n of the cache), handed to the
+  /// steps that make them when the cache is f32 so they write in place; empty otherwise.
+  struct CacheRows {
+    Handle k, v;  // the windows
+    Handle k_into, v_into;  // the windows when written in place, else empty
+  };
+  CacheRows cache_rows(DecoderBlock& block, const Affine& start, int64_t n) const;
+  /// Rounds k and v into their windows unless they were written there in place, then attends q
+  /// to the cache up to each row's position (the last `window` positions of it, when given).
+  Handle attend(DecoderBlock& block, const CacheRows& rows, const Handle& q, const Handle& k, const Handle& v,
+                const Affine& start, std::optional<double> scale = {}, int64_t window = 0);
+  /// The cosines then sines of RoPE angles at base `base` for every row the cache holds.
+  Tensor rope_cos_sin_table(double base) const;
+  int64_t rows_held() const { return options_.context + options_.chunk; }
+
+  LlamaConfig config_;
+  LlamaOptions options_;
+};
+
+/// The graph of `config`'s family (config.architecture: "llama" or "gemma3").
+std::unique_ptr<DecoderModel> make_decoder(const LlamaConfig& config, const LlamaOptions& options = {});
+
+}  // namespace iron::models

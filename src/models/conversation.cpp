@@ -1,0 +1,174 @@
+// Conversations that keep their cache (include/iron/models/conversation.hpp).
+#include "iron/models/conversation.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "iron/error.hpp"
+
+namespace iron::models {
+
+namespace {
+std::vector<text::ChatMessage> chat_messages(const std::vector<ConversationMessage>& messages, size_t count) {
+  std::vector<text::ChatMessage> out;
+  for (size_t i = 0; i < count; ++i) out.push_back({messages[i].role, messages[i].content});
+  return out;
+}
+}  // namespace
+
+Conversation::Conversation(LlamaRunner& runner, const std::string& system) : runner_(runner) {
+  runner_.tokenizer();  // a clear error for a model without one
+  set_system(system);
+}
+
+void Conversation::set_system(const std::string& system) {
+  if (!messages_.empty() && messages_[0].role == "system") messages_.erase(messages_.begin());
+  if (!system.empty()) messages_.insert(messages_.begin(), {"system", system, {}});
+}
+
+void Conversation::clear() {
+  std::erase_if(messages_, [](const ConversationMessage& m) { return m.role != "system"; });
+  cached_.clear();
+}
+
+// Each message's turn is the text the template adds for it (the rendering of the messages up to
+// it minus that of those before it). The text is encoded in runs as long as possible (a single
+// turn encodes as one text, as generate --chat's prompt does); an assistant's turn is cut around
+// its own ids, so a reply the model generated renders exactly as the cache holds it.
+std::vector<int32_t> Conversation::render(const std::vector<ConversationMessage>& messages,
+                                          bool generation_prompt) const {
+  const text::Tokenizer& t = runner_.tokenizer();
+  const auto fallback = text::ChatTemplateFallback::chatml;
+  auto rendered = [&](size_t count, bool prompt) {
+    return t.apply_chat_template(chat_messages(messages, count), prompt, fallback);
+  };
+  std::vector<int32_t> ids;
+  std::string pending;  // text not encoded yet
+  auto flush = [&] {
+    const std::vector<int32_t> more = t.encode(pending, false);
+    ids.insert(ids.end(), more.begin(), more.end());
+    pending.clear();
+  };
+  std::string before = rendered(0, false);
+  pending = before;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string upto = rendered(i + 1, false);
+    if (upto.compare(0, before.size(), before) != 0)
+      value_error("chat template: a message changed how earlier ones render; cannot keep the cache");
+    const std::string turn = upto.substr(before.size());
+    const ConversationMessage& m = messages[i];
+    const size_t at = m.ids.empty() || m.content.empty() ? std::string::npos : turn.rfind(m.content);
+    if (at == std::string::npos) {
+      pending += turn;
+    } else {
+      pending += turn.substr(0, at);
+      flush();
+      ids.insert(ids.end(), m.ids.begin(), m.ids.end());
+      pending = turn.substr(at + m.content.size());
+    }
+    before = upto;
+  }
+  if (generation_prompt) pending += rendered(messages.size(), true).substr(before.size());
+  flush();
+  return ids;
+}
+
+TurnStats Conversation::reply(const std::string& user, int64_t max_tokens,
+                              const std::function<void(const std::string&)>& on_text,
+                              const std::atomic<bool>* interrupt) {
+  TurnStats stats;
+  const int64_t context = runner_.options().model.context;
+  // Room the answer needs: what was asked for, held to half the context; a quarter when unbounded.
+  const int64_t room = max_tokens > 0 ? std::min(max_tokens, context / 2) : std::max<int64_t>(1, context / 4);
+  // The conversation as it will be; it replaces this one only once it fits.
+  std::vector<ConversationMessage> next = messages_;
+  next.push_back({"user", user, {}});
+  std::vector<int32_t> prompt = render(next, true);
+  const size_t first_turn = next[0].role == "system" ? 1 : 0;
+  while (int64_t(prompt.size()) + room > context) {
+    if (next.size() - first_turn <= 1)
+      value_error("the message takes " + std::to_string(prompt.size()) + " tokens with the conversation's start; "
+                  "the context holds " + std::to_string(context) + " with room for an answer (raise -c)");
+    // The oldest exchange goes (a user message and the answer after it).
+    const size_t drop = next.size() - first_turn >= 3 && next[first_turn + 1].role == "assistant" ? 2 : 1;
+    next.erase(next.begin() + std::ptrdiff_t(first_turn), next.begin() + std::ptrdiff_t(first_turn + drop));
+    stats.dropped_messages += int64_t(drop);
+    prompt = render(next, true);
+  }
+  messages_ = std::move(next);
+  // Only what the cache does not hold is prefilled (at least one token: the call that samples).
+  size_t common = 0;
+  while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) ++common;
+  common = std::min(common, prompt.size() - 1);
+  const std::vector<int32_t> suffix(prompt.begin() + std::ptrdiff_t(common), prompt.end());
+  stats.prefilled = int64_t(suffix.size());
+
+  const text::Tokenizer& t = runner_.tokenizer();
+  text::StreamDecoder stream(t, {.skip_special = true});
+  std::vector<int32_t> answer;
+  GenerateStats g = runner_.generate(
+      suffix, max_tokens,
+      [&](int32_t id) {
+        answer.push_back(id);
+        if (!t.is_end(id)) on_text(stream.push(id));
+      },
+      true, int64_t(common), interrupt);
+  on_text(stream.flush());
+  // The cache holds the prompt and every answer token but the last (sampled, never fed back).
+  cached_ = prompt;
+  if (!answer.empty()) cached_.insert(cached_.end(), answer.begin(), answer.end() - 1);
+  if (!answer.empty() && t.is_end(answer.back())) answer.pop_back();
+  messages_.push_back({"assistant", t.decode(answer, {.skip_special = true}), answer});
+  stats.generated = g.generated_tokens;
+  stats.answer_seconds = g.generate_seconds;
+  stats.stop = g.stop;
+  stats.cached = int64_t(cached_.size());
+  return stats;
+}
+
+nlohmann::json Conversation::to_json() const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const ConversationMessage& m : messages_) {
+    nlohmann::json item = {{"role", m.role}, {"content", m.content}};
+    if (!m.ids.empty()) item["ids"] = m.ids;
+    list.push_back(std::move(item));
+  }
+  return {{"messages", list}};
+}
+
+std::vector<ConversationMessage> conversation_from_json(const nlohmann::json& conversation, int64_t vocab) {
+  const auto* list = conversation.is_object() && conversation.contains("messages") ? &conversation["messages"] : nullptr;
+  if (!list || !list->is_array()) value_error("conversation: not an object with a \"messages\" list");
+  std::vector<ConversationMessage> loaded;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const nlohmann::json& m = (*list)[i];
+    const std::string where = "conversation: message " + std::to_string(i);
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string())
+      value_error(where + " has no \"role\" and \"content\" strings");
+    ConversationMessage out{m["role"].get<std::string>(), m["content"].get<std::string>(), {}};
+    if (out.role != "system" && out.role != "user" && out.role != "assistant")
+      value_error(where + ": role \"" + escaped(out.role, 40) + "\" is not system, user or assistant");
+    if (out.role == "system" && i != 0) value_error(where + ": a system message comes first");
+    if (m.contains("ids")) {
+      if (!m["ids"].is_array() || out.role != "assistant") value_error(where + ": \"ids\" is a list, on assistant messages");
+      for (const nlohmann::json& id : m["ids"]) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab)
+          value_error(where + ": an id " + escaped(id.dump(), 40) + " is not one of the model's " +
+                      std::to_string(vocab));
+        out.ids.push_back(int32_t(id.get<int64_t>()));
+      }
+    }
+    loaded.push_back(std::move(out));
+  }
+  return loaded;
+}
+
+void Conversation::load_json(const nlohmann::json& conversation) {
+  std::vector<ConversationMessage> loaded = conversation_from_json(conversation, runner_.config().vocab);
+  render(loaded, false);  // a template that refuses this conversation says so now, not at the next turn
+  messages_ = std::move(loaded);
+  cached_.clear();
+}
+
+}  // namespace iron::models
