@@ -1,8 +1,9 @@
 // `iron chat -m MODEL [--system TEXT] [-n N] [sampling options]`: a conversation that keeps its
 // cache (models::Conversation). On a terminal: a prompt, line editing and history (libedit when
-// built with it), a trailing backslash continues a line, Ctrl-C stops an answer (twice at the
-// prompt: exit). From a pipe or file: each line is one user turn and each answer one line of
+// built with it), a trailing backslash or a paste of several lines makes one message, Ctrl-C
+// stops an answer (twice at the prompt: exit). From a pipe or file: each line is one user turn and each answer one line of
 // standard output. Lines starting with '/' are commands (/help lists them).
+#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -67,6 +68,12 @@ std::optional<std::string> read_line(bool terminal, const char* prompt) {
   return line;
 }
 
+// Whether more typed (or pasted) input is already waiting on standard input.
+bool input_waiting() {
+  pollfd in{STDIN_FILENO, POLLIN, 0};
+  return ::poll(&in, 1, 0) > 0 && (in.revents & POLLIN);
+}
+
 const char kHelp[] =
     "/clear          a new conversation (the system message kept), the cache emptied\n"
     "/system TEXT    set the system message (empty: none)\n"
@@ -117,9 +124,13 @@ void add_chat_command(CLI::App& app, bool execute) {
       if (!line && terminal && interrupts_at_prompt.load() > 0) continue;
       if (!line) break;
       interrupts_at_prompt = 0;
-      // A trailing backslash continues the message on the next line.
-      while (terminal && !line->empty() && line->back() == '\\') {
-        line->back() = '\n';
+      // A trailing backslash continues the message on the next line; so do lines pasted together
+      // (already waiting when this one ends: typing is never that fast).
+      while (terminal && ((!line->empty() && line->back() == '\\') || input_waiting())) {
+        if (!line->empty() && line->back() == '\\')
+          line->back() = '\n';
+        else
+          *line += '\n';
         std::optional<std::string> more = read_line(terminal, ". ");
         if (!more) break;
         *line += *more;

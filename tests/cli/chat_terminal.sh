@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `iron chat` on a real terminal (tmux): a three-turn conversation whose later turns prefill only
-# their new tokens (/stats), Ctrl-C mid-answer, /clear, /save then /load in a fresh session
-# giving the same next answer (greedy), and a full context with a small -c.
+# their new tokens (/stats), a paste of several lines as one message, Ctrl-C mid-answer, /clear,
+# /save then /load in a fresh session giving the same next answer (greedy), and a full context
+# with a small -c; piped, one turn gives generate --chat's answer.
 #   chat_terminal.sh IRON MODEL [fast]
 # "fast": the model answers a whole context faster than a keystroke can interrupt it
 # (stories260K: 2,000 tokens in a third of a second), so Ctrl-C is checked only at the prompt.
@@ -57,11 +58,16 @@ cat "$work/stats"
 awk 'NR > 1 && $1 != before + $2 + $3 - 1 { bad = 1 } { before = $1 } END { exit bad }' "$work/stats" ||
   fail "a later turn prefilled tokens the cache already held"
 
-# 2. /clear empties the cache.
+# 2. Lines pasted together are one message (one answer, one prompt after it).
+tmux_ send-keys -t chat -l $'Remember these:\rapple\rpear\r'
+wait_prompt
+grep -q '^\. pear$' "$work/screen" || fail "a pasted line was not joined to the message"
+
+# 3. /clear empties the cache.
 say "/clear"; say "/stats"
 grep -q '^cache: 0 tokens' "$work/screen" || fail "/clear left tokens in the cache"
 
-# 3. Ctrl-C mid-answer: the answer stops, the prompt comes back, the conversation goes on. At the
+# 4. Ctrl-C mid-answer: the answer stops, the prompt comes back, the conversation goes on. At the
 # prompt, one Ctrl-C says how to leave and a second leaves.
 start -n -1 -c 1024
 if [ "$fast" != fast ]; then
@@ -82,7 +88,7 @@ sleep 1
 tmux_ capture-pane -p -S -2000 -t chat > "$work/screen"
 grep -q '(chat exited: 0)' "$work/screen" || fail "a second Ctrl-C at the prompt did not leave"
 
-# 4. /save, then /load in a fresh session: the same next answer.
+# 5. /save, then /load in a fresh session: the same next answer.
 start -n 24 -c 1024 --system "You are a terse assistant."
 say "Name a colour."
 say "/save $work/conversation.json"
@@ -96,7 +102,7 @@ echo "after /save: $expected"
 echo "after /load: $got"
 [ -n "$expected" ] && [ "$expected" = "$got" ] || fail "the loaded conversation answered differently"
 
-# 5. A full context: the oldest turns go, with one notice, and the chat goes on.
+# 6. A full context: the oldest turns go, with one notice, and the chat goes on.
 start -n 24 -c 128
 for i in 1 2 3 4 5; do say "Tell me a fact about the number $i."; done
 grep -q 'note: the context was full' "$work/screen" || fail "no notice of a full context"
