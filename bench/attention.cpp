@@ -35,18 +35,6 @@ const int64_t kDepths[] = {512, 2048, 4096};
 const DType kCaches[] = {f32, f16, bf16, DType::q8_0};
 constexpr int64_t kPoolBytes = int64_t(192) << 20;  // the caches' copies: past any last-level cache
 
-cpu::Operand operand(DType t, const iron::Shape& shape, char* base, cpu::WordRef rows) {
-  cpu::Operand o;
-  o.base = base;
-  o.dtype = t;
-  o.shape = shape;
-  o.strides = contiguous_strides(shape);
-  o.offset = {-1, 0};
-  for (int64_t n : shape) o.valid.push_back({-1, n});
-  o.valid[0] = rows;
-  return o;
-}
-
 // Every copy of a model's caches at one depth and dtype, one kernel per copy and path.
 struct Setup {
   int64_t cache_bytes = 0;  // one call's keys and values
@@ -68,9 +56,9 @@ struct Setup {
       for (int64_t c = 0; c < copies; ++c) {
         char* k = const_cast<char*>(pool.data()) + c * cache_bytes;
         cpu::KernelArgs args;
-        args.in = {operand(f32, qs, reinterpret_cast<char*>(q.data()), {0, 0}), operand(t, cs, k, {1, 0}),
-                   operand(t, cs, k + cache_bytes / 2, {1, 0})};
-        args.out = {operand(f32, qs, reinterpret_cast<char*>(y.data()), {0, 0})};
+        args.in = {cpu::dense_operand(f32, qs, reinterpret_cast<char*>(q.data()), cpu::WordRef{0, 0}), cpu::dense_operand(t, cs, k, cpu::WordRef{1, 0}),
+                   cpu::dense_operand(t, cs, k + cache_bytes / 2, cpu::WordRef{1, 0})};
+        args.out = {cpu::dense_operand(f32, qs, reinterpret_cast<char*>(y.data()), cpu::WordRef{0, 0})};
         args.scalars = {{2, 0}};
         args.features = &cpu::Features::host();
         kernels[path].push_back(op->cpu_kernel(args));

@@ -72,18 +72,6 @@ std::vector<char> random_weight(const Shape2& s, uint32_t seed) {
   return bytes;
 }
 
-cpu::Operand operand(DType t, iron::Shape shape, char* base) {
-  cpu::Operand o;
-  o.base = base;
-  o.dtype = t;
-  o.shape = shape;
-  o.strides.assign(shape.size(), 1);
-  if (shape.size() == 2) o.strides[0] = shape[1];
-  o.offset = {-1, 0};
-  for (int64_t d : shape) o.valid.push_back({-1, d});
-  return o;
-}
-
 const int64_t kWords[1] = {0};  // the kernels here read no per-call word
 
 const cpu::Features& features(bool fast) {
@@ -115,11 +103,11 @@ struct Setup {
       cpu::KernelArgs args;
       iron::Shape as = rows > 1 || int8 ? iron::Shape{rows, s.k} : iron::Shape{s.k};
       iron::Shape ys = rows > 1 || int8 ? iron::Shape{rows, s.n} : iron::Shape{s.n};
-      args.in = {operand(f32, as, reinterpret_cast<char*>(a.data())),
-                 operand(s.w, {s.n, s.k}, weights.back().data())};
+      args.in = {cpu::dense_operand(f32, as, reinterpret_cast<char*>(a.data())),
+                 cpu::dense_operand(s.w, {s.n, s.k}, weights.back().data())};
       // A weight, as a graph's are: the int8 path rearranges it once (outside the timing).
       args.in[1].prepared = std::make_shared<PreparedForms>();
-      args.out = {operand(f32, ys, reinterpret_cast<char*>(y.data()))};
+      args.out = {cpu::dense_operand(f32, ys, reinterpret_cast<char*>(y.data()))};
       args.features = &features(fast);
       args.precision = precision;
       kernels.push_back(op->cpu_kernel(args));

@@ -14,15 +14,7 @@ namespace iron::gemm_testing {
 
 /// A contiguous operand over `base`, its leading axis bounded by `rows`.
 inline cpu::Operand operand(DType t, const Shape& shape, char* base, cpu::WordRef rows) {
-  cpu::Operand o;
-  o.base = base;
-  o.dtype = t;
-  o.shape = shape;
-  o.strides = contiguous_strides(shape);
-  o.offset = {-1, 0};
-  for (int64_t d : shape) o.valid.push_back({-1, d});
-  if (!shape.empty()) o.valid[0] = rows;
-  return o;
+  return cpu::dense_operand(t, shape, base, rows);
 }
 
 /// Random bytes of a weight (N, K) of `t`, magnitudes like a trained Linear's (|w| < 0.3 about,

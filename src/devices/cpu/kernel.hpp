@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,6 +61,20 @@ struct Operand : detail::ViewLayout {
   /// Valid rows this call: the leading axis's bound.
   int64_t rows(const int64_t* words) const { return shape.empty() ? 1 : extent(0, words); }
 };
+
+/// A contiguous operand over memory of one's own at `base` (the kernel tests and benchmarks run
+/// kernels on their buffers), its leading axis bounded by `rows` when given (else every row).
+inline Operand dense_operand(DType t, const Shape& shape, char* base, std::optional<WordRef> rows = {}) {
+  Operand o;
+  o.base = base;
+  o.dtype = t;
+  o.shape = shape;
+  o.strides = contiguous_strides(shape);
+  o.offset = {-1, 0};
+  for (int64_t d : shape) o.valid.push_back({-1, d});
+  if (!shape.empty() && rows) o.valid[0] = *rows;
+  return o;
+}
 
 /// What the processor offers, probed once. The environment variable IRON_CPU, read then, can
 /// narrow it: IRON_CPU=portable offers nothing (every kernel takes its portable loops),
