@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 
 def fmt(xs):
     """Mean ± sample standard deviation of a list of figures ("-" for none)."""
@@ -80,7 +82,10 @@ def llama_cpp_run(llm, llama_cpp, prompt_ids, gen, depth_ids):
             start = time.perf_counter()
             llm.eval([token])
             spent += time.perf_counter() - start
-            token = int(llm.scores[llm.n_tokens - 1].argmax())
+            # The last call's one row of logits, read from the context (llm.scores holds n_batch
+            # rows without logits_all, fewer than a deep cache's positions).
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+            token = int(logits.argmax())
         figures["tg"] = gen / spent
     return figures
 
