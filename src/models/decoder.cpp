@@ -28,10 +28,10 @@ DType LlamaOptions::v_cache_type() const {
 
 void check_cache_type(DType t, int64_t head_dim, const char* which) {
   if (t != f32 && t != f16 && t != bf16 && t != DType::q8_0)
-    value_error(std::string("llama: the ") + which + " cache type is f32, f16, bf16 or q8_0, not " +
+    value_error(std::string("the ") + which + " cache type is f32, f16, bf16 or q8_0, not " +
                 std::string(name(t)));
   if (t == DType::q8_0 && head_dim % 32)
-    value_error(std::string("llama: a q8_0 ") + which + " cache holds blocks of 32 values; head_dim " +
+    value_error(std::string("a q8_0 ") + which + " cache holds blocks of 32 values; head_dim " +
                 std::to_string(head_dim) + " is not a multiple of 32");
 }
 

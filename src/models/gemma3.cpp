@@ -10,10 +10,7 @@ namespace iron::models {
 namespace F = functional;
 
 Gemma3Attention::Gemma3Attention(const LlamaConfig& c)
-    : q(param("q", {c.heads * c.head_dim, c.dim}, keep_dtype)),
-      k(param("k", {c.kv_heads * c.head_dim, c.dim}, keep_dtype)),
-      v(param("v", {c.kv_heads * c.head_dim, c.dim}, keep_dtype)),
-      o(param("o", {c.dim, c.heads * c.head_dim}, keep_dtype)),
+    : LlamaAttention(c),
       q_norm(param("q_norm", {c.head_dim}, f32)),
       k_norm(param("k_norm", {c.head_dim}, f32)) {}
 

@@ -337,27 +337,6 @@ const std::map<std::string_view, std::string_view>& gguf_layer_names() {
   return names;
 }
 
-// Gemma 3's Hugging Face names: its post_attention_layernorm follows attention (Llama's is the
-// feed-forward's), and its norms on queries and keys and around the feed-forward.
-const std::map<std::string_view, std::string_view>& hf_gemma3_layer_names() {
-  static const std::map<std::string_view, std::string_view> names = {
-      {"self_attn.q_proj.weight", "attn.q"},
-      {"self_attn.k_proj.weight", "attn.k"},
-      {"self_attn.v_proj.weight", "attn.v"},
-      {"self_attn.o_proj.weight", "attn.o"},
-      {"self_attn.q_norm.weight", "attn.q_norm"},
-      {"self_attn.k_norm.weight", "attn.k_norm"},
-      {"input_layernorm.weight", "attn_norm"},
-      {"post_attention_layernorm.weight", "post_attn_norm"},
-      {"pre_feedforward_layernorm.weight", "ffn_norm"},
-      {"post_feedforward_layernorm.weight", "post_ffn_norm"},
-      {"mlp.gate_proj.weight", "ffn.gate"},
-      {"mlp.up_proj.weight", "ffn.up"},
-      {"mlp.down_proj.weight", "ffn.down"},
-  };
-  return names;
-}
-
 const std::map<std::string_view, std::string_view>& hf_layer_names() {
   static const std::map<std::string_view, std::string_view> names = {
       {"self_attn.q_proj.weight", "attn.q"},
@@ -370,6 +349,22 @@ const std::map<std::string_view, std::string_view>& hf_layer_names() {
       {"mlp.down_proj.weight", "ffn.down"},
       {"post_attention_layernorm.weight", "ffn_norm"},
   };
+  return names;
+}
+
+// Gemma 3's Hugging Face names: Llama's, but its post_attention_layernorm follows attention
+// (Llama's is the feed-forward's), and it has norms on queries and keys and around the
+// feed-forward.
+const std::map<std::string_view, std::string_view>& hf_gemma3_layer_names() {
+  static const std::map<std::string_view, std::string_view> names = [] {
+    std::map<std::string_view, std::string_view> m = hf_layer_names();
+    m["post_attention_layernorm.weight"] = "post_attn_norm";
+    m["pre_feedforward_layernorm.weight"] = "ffn_norm";
+    m["post_feedforward_layernorm.weight"] = "post_ffn_norm";
+    m["self_attn.q_norm.weight"] = "attn.q_norm";
+    m["self_attn.k_norm.weight"] = "attn.k_norm";
+    return m;
+  }();
   return names;
 }
 

@@ -48,6 +48,19 @@ inline void round_all(DType dtype, float* x, int64_t n) {
 }
 
 /// Converts up to `n` elements starting at element `at` of a dense operand to f32.
+/// f32 dot product with eight independent partial sums (vectorisable without reassociation flags):
+/// the portable matmul's and attention's. No AVX-512 file includes this header, so the one copy
+/// the linker keeps is built for the baseline.
+inline float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float tail = 0;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
 inline void load_row(const cpu::Operand& o, const int64_t* words, int64_t at, float* dst, int64_t n) {
   if (o.dtype == f32) {
     std::copy_n(reinterpret_cast<const float*>(o.address(words)) + at, n, dst);

@@ -47,7 +47,7 @@ struct LlamaOptions {
 
 /// The default cache type at medium precision.
 extern const DType kMediumCacheDtype;
-/// Throws iron::Error unless `t` is a cache type a Llama graph takes for a head of `head_dim`.
+/// Throws iron::Error unless `t` is a cache type a decoder graph takes for a head of `head_dim`.
 void check_cache_type(DType t, int64_t head_dim, const char* which);
 
 /// What every family's block holds besides its own params: the layer's KV cache, (context +

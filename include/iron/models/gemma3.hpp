@@ -9,11 +9,11 @@
 
 namespace iron::models {
 
-class Gemma3Attention : public Module {
+/// Llama's q, k, v and o, and each head's RMSNorm weight for queries and keys.
+class Gemma3Attention : public LlamaAttention {
  public:
   explicit Gemma3Attention(const LlamaConfig& c);
-  Param q, k, v, o;
-  Param q_norm, k_norm;  // (head_dim,): each head's RMSNorm weight
+  Param q_norm, k_norm;  // (head_dim,)
 };
 
 class Gemma3Block : public DecoderBlock {

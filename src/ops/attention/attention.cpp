@@ -319,7 +319,7 @@ class Kernel final : public cpu::Kernel {
         const int64_t n = std::min(block_, keys - j0);
         float top = -std::numeric_limits<float>::infinity();
         for (int64_t i = 0; i < n; ++i) {
-          scores[i] = attention::dot(q, cache_row(k_, w, j0 + i, g, row), d);
+          scores[i] = dot(q, cache_row(k_, w, j0 + i, g, row), d);
           top = std::max(top, scores[i]);
         }
         const float next = std::max(m, top);

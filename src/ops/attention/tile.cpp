@@ -1,6 +1,7 @@
 // The portable tile (tile.hpp): keys of a block converted to f32 once, then scored against every
 // query of the tile; each value row converted once and added into every query's accumulator.
 #include "ops/attention/tile.hpp"
+#include "ops/op.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -20,16 +21,6 @@ uint16_t half_at(const char* p) {
 }
 
 }  // namespace
-
-float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float tail = 0;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
 
 void load(DType t, const char* buffer, int64_t e, int64_t n, float* out) {
   switch (t) {

@@ -52,8 +52,6 @@ TileFn avx512_tile(DType cache, int64_t d);
 /// The portable tile: any of f32, f16, bf16 and q8_0 for keys and for values.
 void portable_tile(DType k, DType v, const Tile& t);
 
-/// f32 dot product with eight independent partial sums.
-float dot(const float* a, const float* b, int64_t n);
 
 /// Elements [e, e + n) of a cache of dtype `t` (f32, f16, bf16 or q8_0: q8_0 from any element,
 /// not only a block's first) as f32.

@@ -7,17 +7,6 @@ namespace iron::ops::gemm {
 
 namespace {
 
-// f32 dot product with eight independent partial sums (vectorisable without reassociation flags).
-inline float dot(const float* a, const float* b, int64_t k) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= k; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float tail = 0;
-  for (; i < k; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
-
 class MatmulKernel final : public RowRangeKernel {
  public:
   MatmulKernel(const cpu::KernelArgs& a, const MatmulConfig& c)
