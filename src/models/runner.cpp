@@ -73,12 +73,6 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
   LlamaOptions& mo = r->options_.model;
   mo.context = std::min(mo.context, config.context);
   mo.chunk = std::min(mo.chunk, mo.context);  // a prefill call never takes more than the context, as in llama.cpp
-  // The Vulkan device writes f32 caches only (its copy has no 16-bit or block stores yet): unset
-  // types are f32 there at every precision, and a type asked for is refused when compiling.
-  if (r->options_.device == "vulkan") {
-    if (!mo.k_cache_dtype) mo.k_cache_dtype = f32;
-    if (!mo.v_cache_dtype) mo.v_cache_dtype = f32;
-  }
   r->weights_ = llama_state_dict(open_checkpoint(weights), config.architecture);
   const int64_t context_bytes = LlamaRunner::context_bytes(config, mo);
   if (context_bytes > (int64_t(1) << 30)) log(LogLevel::warning, context_notice(context_bytes, mo));
