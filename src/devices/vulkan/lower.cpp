@@ -37,10 +37,10 @@ uint32_t groups(int64_t n, uint32_t local) {
   return uint32_t(std::clamp<int64_t>((n + local - 1) / local, 1, 65535));
 }
 
-void require_f32(const Operator& op, const KernelArgs& a) {
-  for (const auto* list : {&a.in, &a.out})
-    for (const Operand& o : *list)
-      if (o.dtype != f32) unsupported(op, "an operand of " + std::string(name(o.dtype)) + " (its shader reads f32)");
+uint32_t float_kind(const Operator& op, const Operand& o) {
+  if (o.dtype != f32 && o.dtype != f16 && o.dtype != bf16)
+    unsupported(op, "an operand of " + std::string(name(o.dtype)) + " (its shader reads f32, f16 and bf16)");
+  return uint32_t(load_kind(o.dtype));
 }
 
 bool disabled_by_environment(const char* name) {

@@ -24,6 +24,7 @@ layout(std430, set = 0, binding = 2) readonly buffer I { int ids[]; };
 #include "devices/vulkan/shaders/words.glsl"
 #define RAW src
 #include "devices/vulkan/shaders/load.glsl"
+#include "devices/vulkan/shaders/elements.glsl"
 
 layout(push_constant) uniform Push {
   int src_base, src_offset, dst_base, dst_offset, ids_base, ids_offset;
@@ -32,24 +33,6 @@ layout(push_constant) uniform Push {
   int src_stride[4], dst_stride[4];  // (int arrays: std430 packs them as the C++ struct does)
 } p;
 
-// f32 to f16 bits, as f32_to_f16: round to nearest even, overflow to infinity, NaN kept.
-uint to_f16(float f) {
-  const uint bits = floatBitsToUint(f);
-  const uint sign = (bits >> 16) & 0x8000u, magnitude = bits & 0x7FFFFFFFu;
-  if (magnitude > 0x7F800000u) return sign | 0x7E00u;
-  if (magnitude >= 0x477FF000u) return sign | 0x7C00u;
-  if (magnitude < 0x38800000u) return sign | uint(roundEven(uintBitsToFloat(magnitude) * 16777216.0));
-  uint rebiased = magnitude - (112u << 23);
-  rebiased += 0xFFFu + ((rebiased >> 13) & 1u);
-  return sign | (rebiased >> 13);
-}
-// f32 to bf16 bits, as f32_to_bf16.
-uint to_bf16(float f) {
-  uint bits = floatBitsToUint(f);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (bits >> 16) | 0x40u;
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return bits >> 16;
-}
 // Writes `width` bits (8 or 16) at bit `bit` of the destination: only those bits, atomically.
 void store_bits(uint bit, uint width, uint value) {
   const uint w = bit >> 5, shift = bit & 31u, mask = ((1u << width) - 1u) << shift;
@@ -108,7 +91,7 @@ void main() {
       dst[d] = floatBitsToUint(source_value(s, outside));
     } else if (kTarget == 1 || kTarget == 2) {
       const float v = source_value(s, outside);
-      store_bits(uint(d) * 16u, 16u, kTarget == 1 ? to_f16(v) : to_bf16(v));
+      store_bits(uint(d) * 16u, 16u, kTarget == 1 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v));
     } else {
       // q8_0, as quantize_row_q8_0: the largest magnitude over 127 as the f16 scale, each value
       // times its inverse rounded to int8. Element d starts block d / 32, 34 bytes each.
@@ -117,7 +100,7 @@ void main() {
       for (int j = 0; j < 32; ++j) largest = max(largest, abs(source_value(s + j * last, outside)));
       const float scale = divide(largest, 127.0), inverse = scale != 0.0 ? divide(1.0, scale) : 0.0;
       const uint at = uint(d / 32) * 34u * 8u;  // the block's first bit
-      store_bits(at, 16u, to_f16(scale));
+      store_bits(at, 16u, f32_to_f16_bits(scale));
       for (int j = 0; j < 32; ++j)
         store_bits(at + 16u + 8u * uint(j), 8u, uint(int(round_away(source_value(s + j * last, outside) * inverse))) & 0xFFu);
     }
