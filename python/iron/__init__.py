@@ -16,6 +16,7 @@ from ._iron import (
     Precision,
     Profile,
     Scratchpad,
+    StateDict,
     at,
     clamp,
     upto,
@@ -43,7 +44,7 @@ keep = DType.keep  # a param that keeps its checkpoint's (quantised) type
 
 __all__ = [
     "Affine", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "DType", "Graph", "Handle",
-    "Module", "Param", "Precision", "Profile", "Scratchpad", "State", "Weight", "at", "carry",
+    "Module", "Param", "Precision", "Profile", "Scratchpad", "State", "StateDict", "Weight", "at", "carry",
     "clamp", "functional", "models", "on_host", "param", "state", "upto", "weight", "window",
     "f32", "f16", "bf16", "i8", "i32", "keep",
 ]

@@ -395,12 +395,15 @@ class Graph(Module):
 
     def load_state_dict(self, tree, *, path: str = "") -> None:
         """Bind each param held, at any depth, to its tensor in ``tree``: a dict of arrays
-        (nested dicts joined by dots) or a safetensors/GGUF file's path, at ``path`` plus the
+        (nested dicts joined by dots), an ``iron.StateDict`` (a checkpoint's tensors in their own,
+        maybe quantised, types) or a safetensors/GGUF file's path, at ``path`` plus the
         param's dotted path, cast as torch's ``copy_``. One ValueError names every missing,
         extra, wrong-shape and wrong-kind path; an unreadable file is an OSError."""
         cpp = self._graph()
         if isinstance(tree, (str, os.PathLike)):
             cpp.load_checkpoint(os.fspath(tree), path)
+        elif isinstance(tree, _iron.StateDict):
+            cpp.load_tensors(tree, path)
         else:
             cpp.load_state_dict(list(_flatten(tree)), path)
 

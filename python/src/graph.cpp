@@ -9,6 +9,8 @@
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
+
 #include "bindings.hpp"
 #include "iron/carried_loop.hpp"
 #include "iron/error.hpp"
@@ -242,6 +244,17 @@ void bind_graph(nb::module_& m) {
       .def("describe", [](const CompiledGraph& v) { return v.describe().str(); })
       .def("emit_to", &CompiledGraph::emit_to);
 
+  nb::class_<StateDict>(m, "StateDict", "Named tensors as a checkpoint holds them (quantised kinds included).")
+      .def("keys", [](const StateDict& d) {
+        std::vector<std::string> k;
+        for (const auto& [name, t] : d.items()) k.push_back(name);
+        return k;
+      })
+      .def("__len__", &StateDict::size)
+      .def("__contains__", [](const StateDict& d, const std::string& k) { return d.contains(k); })
+      .def("__getitem__", [](const StateDict& d, const std::string& k) { return array_from(d.at(k), true); },
+           "A copy of one tensor as numpy (quantised kinds dequantised to float32).");
+
   nb::class_<PyGraph, Module>(m, "_Graph")
       .def(nb::init<const std::string&, nb::handle>())
       .def("input", &PyGraph::declare_input)
@@ -269,6 +282,9 @@ void bind_graph(nb::module_& m) {
           t.emplace_back(nb::cast<std::string>(pair[0]), tensor_from(pair[1], true));
         }
         g.load_state_dict(t, path);
+      })
+      .def("load_tensors", [](PyGraph& g, const StateDict& sd, const std::string& path) {
+        g.load_state_dict(sd.items(), path);
       })
       .def("load_checkpoint", [](PyGraph& g, const std::string& file, const std::string& path) {
         StateDict sd = open_checkpoint(file);
@@ -325,6 +341,16 @@ void bind_graph(nb::module_& m) {
       .def("__iter__", [](nb::handle s) { return s; })
       .def("__next__", &PySteps::next)
       .def("close", &PySteps::close);
+
+  // For bench/python_call_overhead.py: `n` calls of a version from C++ on the same arrays, timed
+  // there, so the Python side's cost is measured beside the C++ side's in one run.
+  m.def("_time_calls", [](CompiledGraph& v, int64_t n, nb::args args, nb::kwargs kwargs) {
+    Call c = call_args(args, kwargs, false);
+    DeviceTurn turn;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n; ++i) v(c.tensors, c.values);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
 
   m.def("on_host", [](nb::object fn, const std::vector<Handle>& reads, const std::vector<Handle>& writes) {
     size_t n_reads = reads.size();

@@ -131,6 +131,8 @@ void bind_handles(nb::module_& m) {
         return h.transpose(a);
       }, "The same buffer walked with its axes permuted (no data moves).")
       .def_prop_ro("T", &Handle::T)
+      .def("bounded", &Handle::bounded, nb::arg("axis"), nb::arg("n"),
+           "The same handle with a per-call bound on axis: its leading n entries are valid this call.")
       .def("__add__", [](const Handle& a, const Handle& b) { return a + b; }, nb::is_operator())
       .def("__sub__", [](const Handle& a, const Handle& b) { return a - b; }, nb::is_operator())
       .def("__mul__", [](const Handle& a, const Handle& b) { return a * b; }, nb::is_operator())

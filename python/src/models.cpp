@@ -8,6 +8,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "iron/io/gguf.hpp"
+#include "iron/models/llama_config.hpp"
 #include "iron/models/runner.hpp"
 
 namespace iron::python {
@@ -22,6 +24,29 @@ struct PyRunner {
 
 void bind_models(nb::module_& m) {
   nb::module_ mm = m.def_submodule("models", "models::LlamaRunner (use iron.models).");
+  // A Llama-family GGUF's weights under the C++ model's paths (layers.3.attn.q, as
+  // models::llama_state_dict names them), in their checkpoint types, and its configuration: what
+  // a decoder written in Python loads (examples/llama.py).
+  mm.def("llama_checkpoint", [](const std::string& path) {
+    io::GgufFile gguf = io::GgufFile::open(path);
+    models::LlamaConfig c = models::llama_config_from_gguf(gguf);
+    nb::dict d;
+    d["architecture"] = c.architecture;
+    d["layers"] = c.layers;
+    d["dim"] = c.dim;
+    d["heads"] = c.heads;
+    d["kv_heads"] = c.kv_heads;
+    d["head_dim"] = c.head_dim;
+    d["ffn"] = c.ffn;
+    d["vocab"] = c.vocab;
+    d["context"] = c.context;
+    d["rope_base"] = c.rope_base;
+    d["rms_eps"] = c.rms_eps;
+    d["rope_mode"] = c.rope_mode;
+    d["rope_dims"] = c.rope_dims;
+    d["tied_embeddings"] = c.tied_embeddings;
+    return nb::make_tuple(models::llama_state_dict(open_checkpoint(path), c.architecture), d);
+  });
   nb::class_<PyRunner>(mm, "Runner")
       .def_static("open", [](const std::string& path, int64_t context, int64_t chunk, double temperature,
                              int64_t top_k, double top_p, uint64_t seed, int threads, const std::string& device,
@@ -52,6 +77,15 @@ void bind_models(nb::module_& m) {
       .def_prop_ro("context", [](const PyRunner& r) { return r.runner->options().model.context; })
       .def_prop_ro("vocab_size", [](const PyRunner& r) { return r.runner->config().vocab; })
       .def_prop_ro("load_seconds", [](const PyRunner& r) { return r.runner->load_seconds(); })
+      .def("score", [](PyRunner& r, const std::vector<int32_t>& ids) {
+        Tensor t;
+        {
+          nb::gil_scoped_release release;
+          std::lock_guard<std::mutex> lock(device_mutex());
+          t = r.runner->score(ids);
+        }
+        return array_from(t, false);
+      }, "The logits (rows, vocab) after each prompt token: a prefill of every row.")
       .def("interrupt", [](PyRunner& r) { r.interrupt = true; },
            "Stops a generate() in progress after the token being handed over.")
       .def("generate", [](PyRunner& r, const std::vector<int32_t>& prompt, int64_t max_tokens,
