@@ -8,6 +8,7 @@ shape, and compiled to one version per shape; ``from iron import functional as F
 
 from . import _iron
 from ._iron import (
+    AccessPattern,
     Affine,
     Carried,
     CompiledGraph,
@@ -43,7 +44,7 @@ f32, f16, bf16, i8, i32 = DType.f32, DType.f16, DType.bf16, DType.i8, DType.i32
 keep = DType.keep  # a param that keeps its checkpoint's (quantised) type
 
 __all__ = [
-    "Affine", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "DType", "Graph", "Handle",
+    "AccessPattern", "Affine", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "DType", "Graph", "Handle",
     "Module", "Param", "Precision", "Profile", "Scratchpad", "State", "StateDict", "Weight", "at", "carry",
     "clamp", "functional", "models", "on_host", "param", "state", "upto", "weight", "window",
     "f32", "f16", "bf16", "i8", "i32", "keep",

@@ -62,6 +62,9 @@ class _HandleLike:
     def reshape(self, *shape):
         return self._handle().reshape(*shape)
 
+    def at(self, tap, shape, **kwargs):
+        return self._handle().at(tap, shape, **kwargs)
+
     def transpose(self, *axes):
         return self._handle().transpose(*axes)
 

@@ -94,6 +94,16 @@ Handle index_handle(const Handle& h, nb::handle key) {
 }
 
 void bind_handles(nb::module_& m) {
+  nb::class_<AccessPattern>(m, "AccessPattern", "A walk of up to four dimensions over a buffer: offset, "
+                                                "then sizes and element strides.")
+      .def(nb::init<>())
+      .def("__init__", [](AccessPattern* p, int64_t offset, const Shape& sizes, const Shape& strides) {
+        new (p) AccessPattern{offset, sizes, strides};
+      }, nb::arg("offset"), nb::arg("sizes"), nb::arg("strides"))
+      .def_rw("offset", &AccessPattern::offset)
+      .def_rw("sizes", &AccessPattern::sizes)
+      .def_rw("strides", &AccessPattern::strides)
+      .def_static("full", &AccessPattern::full);
   nb::class_<Handle>(m, "Handle",
                      "A recorded tensor: a place in a graph buffer, a shape, a dtype, a per-axis bound "
                      "valid this call, and a layout. Operators called on handles record steps.")
@@ -131,6 +141,17 @@ void bind_handles(nb::module_& m) {
         return h.transpose(a);
       }, "The same buffer walked with its axes permuted (no data moves).")
       .def_prop_ro("T", &Handle::T)
+      .def("at", [](const Handle& h, const AccessPattern& tap, const Shape& shape, const nb::handle bounds,
+                    const std::optional<Affine>& repeat, const std::optional<Affine>& length) {
+        std::vector<std::pair<int, Affine>> b;
+        if (!bounds.is_none())
+          for (auto [axis, n] : nb::borrow<nb::dict>(bounds)) b.emplace_back(nb::cast<int>(axis), affine_of(n));
+        return h.at(tap, shape, b, repeat, length);
+      }, nb::arg("tap"), nb::arg("shape"), nb::kw_only(), nb::arg("bounds").none() = nb::none(),
+         nb::arg("repeat").none() = nb::none(), nb::arg("length").none() = nb::none(),
+         "What tap walks, seen as shape (a slice when contiguous, else a strided view); bounds {axis: n} "
+         "gives per-call bounds, repeat runs the walk's first dimension that many times per call and "
+         "length takes that many entries of its second.")
       .def("bounded", &Handle::bounded, nb::arg("axis"), nb::arg("n"),
            "The same handle with a per-call bound on axis: its leading n entries are valid this call.")
       .def("__add__", [](const Handle& a, const Handle& b) { return a + b; }, nb::is_operator())

@@ -390,3 +390,22 @@ def test_two_threads_call_two_graphs_at_once():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_handle_at_walks_in_place():
+    class Walk(iron.Graph):
+        def __init__(self):
+            super().__init__("walk")
+            self.cache = iron.weight(np.arange(24, dtype=np.float32).reshape(4, 6))
+
+        def body(self, x, *, n: iron.Scratchpad):
+            # Column 1 of every row, then the leading n of them: a strided walk, copied dense.
+            col = self.cache.at(iron.AccessPattern(1, [4], [6]), [4], bounds={0: n})
+            return F.copy(col) + x
+
+    g = Walk()
+    v = g.compile(x=(4,))
+    x = np.zeros(4, np.float32)
+    np.testing.assert_array_equal(v(x, n=4), [1, 7, 13, 19])
+    np.testing.assert_array_equal(v(x, n=2), [1, 7])
+    np.testing.assert_array_equal(g.reference(x, n=2), [1, 7])
