@@ -298,6 +298,7 @@ class Graph(Module):
     """
 
     def __init__(self, name: str | None = None):
+        """A graph named ``name`` (its class's name by default), as the C++ Graph(name)."""
         self.name = name or type(self).__name__
 
     # -- what body takes --
@@ -470,11 +471,13 @@ class CarriedLoop:
     ``depth`` runs ahead of the host. Iterating waits with the GIL released."""
 
     def __init__(self, first, body, depth: int = 2):
+        """Programs first's Emit to feed body, and body's to feed itself."""
         if depth < 1:
             raise ValueError(f"depth is at least 1, got {depth}")
         self._loop = _iron._CarriedLoop(first, body, depth)
 
     def start(self, *tensors, **values) -> None:
+        """Runs ``first`` on these tensors and values, and waits for it."""
         self._loop.start(*tensors, **values)
 
     def steps(self, steps: int):

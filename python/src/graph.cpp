@@ -314,17 +314,23 @@ void bind_graph(nb::module_& m) {
       .def(nb::init<>())
       .def("add", [](Profile& p, const std::string& op, const nb::kwargs& fields) {
         p.add(op, fields_from(nb::borrow<nb::dict>(fields)));
-      }, "Adds an entry for operator op: its params to match (one left out matches any) and the tunables to give.")
+      }, nb::arg("op"), nb::arg("fields"),
+         "Adds an entry for operator op: its params to match (one left out matches any) and the tunables to "
+         "give. TypeError for an unknown field or an entry that gives no tunable.")
       .def("tunables_for", [](const Profile& p, const std::string& op, const nb::kwargs& given) {
         std::shared_ptr<Operator> made = p.make(op, fields_from(nb::borrow<nb::dict>(given)));
         nb::dict out;
         for (const auto& [k, v] : made->tunables().items())
           std::visit([&](const auto& x) { out[nb::str(k.c_str())] = x; }, v);
         return out;
-      }, "The tunables a step of op made with these params gets.")
-      .def("save", &Profile::save)
-      .def_static("load", &Profile::load)
-      .def_static("parse", &Profile::parse, nb::arg("text"), nb::arg("name") = "profile")
+      }, nb::arg("op"), nb::arg("given"),
+         "The tunables a step of op made with these params gets, each from the most specific entry; "
+         "ValueError where equally specific entries disagree.")
+      .def("save", &Profile::save, nb::arg("path"), "Writes {\"entries\": [...]}, one entry a line.")
+      .def_static("load", &Profile::load, nb::arg("path"),
+                  "Reads what save() wrote; names the file and the entry in every error.")
+      .def_static("parse", &Profile::parse, nb::arg("text"), nb::arg("name") = "profile",
+                  "Parses the text of a profile file; name stands for the file in error messages.")
       .def_prop_ro("empty", &Profile::empty)
       .def("__len__", [](const Profile& p) { return p.entries().size(); });
 
