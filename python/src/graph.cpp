@@ -281,12 +281,15 @@ void bind_graph(nb::module_& m) {
           auto pair = nb::borrow<nb::tuple>(item);
           t.emplace_back(nb::cast<std::string>(pair[0]), tensor_from(pair[1], true));
         }
+        DeviceTurn turn;
         g.load_state_dict(t, path);
       })
       .def("load_tensors", [](PyGraph& g, const StateDict& sd, const std::string& path) {
+        DeviceTurn turn;
         g.load_state_dict(sd.items(), path);
       })
       .def("load_checkpoint", [](PyGraph& g, const std::string& file, const std::string& path) {
+        DeviceTurn turn;
         StateDict sd = open_checkpoint(file);
         g.load_state_dict(sd.items(), path);
       })
@@ -295,11 +298,20 @@ void bind_graph(nb::module_& m) {
         o.check = check;
         o.threads = threads;
         o.device = device;
-        return &g.compile(shapes_from(shapes), o);
+        Shapes s = shapes_from(shapes);
+        // Recording calls back into Python (body() takes the GIL); the device is this thread's
+        // meanwhile, so no call of another thread runs while versions are added.
+        DeviceTurn turn;
+        return &g.compile(s, o);
       }, nb::rv_policy::reference_internal)
       .def("reference", [](PyGraph& g, nb::args args, nb::kwargs kwargs) {
         Call c = call_args(args, kwargs, false);
-        return results(g.reference(c.tensors, c.values), true, nb::handle());
+        RunResult r;
+        {
+          DeviceTurn turn;
+          r = g.reference(c.tensors, c.values);
+        }
+        return results(r, true, nb::handle());
       })
       .def("set_profile", [](PyGraph& g, const Profile& p) { g.set_profile(p); })
       .def("set_profile_path", [](PyGraph& g, const std::string& p) { g.set_profile(p); })

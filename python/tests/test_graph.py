@@ -409,3 +409,37 @@ def test_handle_at_walks_in_place():
     np.testing.assert_array_equal(v(x, n=4), [1, 7, 13, 19])
     np.testing.assert_array_equal(v(x, n=2), [1, 7])
     np.testing.assert_array_equal(g.reference(x, n=2), [1, 7])
+
+
+def test_an_error_raised_in_body_arrives_as_itself():
+    class Raises(iron.Graph):
+        def body(self, x):
+            raise KeyError("from body")
+
+    with pytest.raises(KeyError, match="from body"):
+        Raises().compile(x=(1, 4))
+
+
+def test_a_child_graph_records_in_its_parent():
+    class Inner(iron.Graph):
+        def __init__(self):
+            super().__init__("inner")
+            self.w = iron.param(4, 4)
+
+        def body(self, x, *, rows: iron.Scratchpad):
+            return F.linear(x[:rows], self.w)
+
+    class Outer(iron.Graph):
+        def __init__(self):
+            super().__init__("outer")
+            self.inner = Inner()
+
+        def body(self, x, *, n: iron.Scratchpad):
+            return F.silu(self.inner(x, rows=n))
+
+    g = Outer()
+    w = normal(4, 4, scale=1)
+    g.load_state_dict({"inner.w": w})
+    x = normal(3, 4, scale=1)
+    y = (x[:2].astype(np.float64) @ w.T.astype(np.float64))
+    np.testing.assert_allclose(g.compile(x=(3, 4))(x, n=2), y / (1 + np.exp(-y)), atol=1e-5)
