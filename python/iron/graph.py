@@ -301,6 +301,15 @@ class Graph(Module):
         """A graph named ``name`` (its class's name by default), as the C++ Graph(name)."""
         self.name = name or type(self).__name__
 
+    @property
+    def name(self) -> str:
+        """The graph's name in messages and logs (its class's name unless given)."""
+        return vars(self).get("_name") or type(self).__name__
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = value
+
     # -- what body takes --
 
     def signature(self) -> inspect.Signature:
@@ -433,7 +442,7 @@ class Graph(Module):
             s = shapes.get(n)
             if s is None:
                 continue
-            if (isinstance(s, tuple) and len(s) == 2 and isinstance(s[0], (tuple, list))):
+            if isinstance(s, (tuple, list)) and len(s) == 2 and isinstance(s[0], (tuple, list)):
                 shape, dtype = s
             else:
                 shape, dtype = s, np.float32

@@ -443,3 +443,16 @@ def test_a_child_graph_records_in_its_parent():
     x = normal(3, 4, scale=1)
     y = (x[:2].astype(np.float64) @ w.T.astype(np.float64))
     np.testing.assert_allclose(g.compile(x=(3, 4))(x, n=2), y / (1 + np.exp(-y)), atol=1e-5)
+
+
+def test_a_graph_without_super_init_and_shapes_with_dtypes():
+    class Plain(iron.Graph):
+        def body(self, ids):
+            return F.copy(ids)
+
+    g = Plain()
+    assert g.name == "Plain"
+    v = g.compile(ids=[(3,), np.int32])
+    ids = np.array([4, 5, 6], np.int32)
+    got = v(ids)
+    assert got.dtype == np.int32 and got.tolist() == [4, 5, 6]
