@@ -112,9 +112,7 @@ Call call_args(const nb::args& args, const nb::kwargs& kwargs, bool accept_copy)
 }
 
 nb::object results(const RunResult& r, bool copy, nb::handle owner) {
-  nb::object carry_type;
-  size_t n = r.outputs.size() + (r.carried.empty() ? 0 : 1);
-  if (n == 1 && r.carried.empty()) return array_from(r.outputs[0], copy, owner);
+  if (r.outputs.size() == 1 && r.carried.empty()) return array_from(r.outputs[0], copy, owner);
   nb::list out;
   for (const Tensor& t : r.outputs) out.append(array_from(t, copy, owner));
   if (!r.carried.empty()) {

@@ -1,5 +1,8 @@
 // Handles: numpy's basic indexing (x[:n] with a per-call n, keys[:, pos], cache[start : start +
 // 1], table[ids]), reshape and transpose, + - * / and @, and assignment into a view.
+#include <algorithm>
+#include <limits>
+
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
