@@ -28,9 +28,10 @@ def rand(*shape):
 
 
 class Op(iron.Graph):
-    def __init__(self, fn, count):
+    def __init__(self, fn, count, held=()):
         super().__init__("op")
         self.fn, self.count = fn, count
+        self.held = [iron.param(a) for a in held]  # operands held as params, as models hold them
 
     def signature(self):
         import inspect
@@ -39,12 +40,14 @@ class Op(iron.Graph):
         return inspect.Signature(p)
 
     def body(self, *args):
-        return self.fn(*args)
+        return self.fn(*args, *self.held)
 
 
-def iron_run(fn, *arrays):
-    g = Op(fn, len(arrays))
-    return g.compile(**{f"a{i}": (a.shape, a.dtype) for i, a in enumerate(arrays)})(*arrays)
+def iron_run(fn, *arrays, held=0):
+    """fn on the arrays, the last `held` of them held as params rather than given as inputs."""
+    given, kept = arrays[: len(arrays) - held], arrays[len(arrays) - held :]
+    g = Op(fn, len(given), kept)
+    return g.compile(**{f"a{i}": (a.shape, a.dtype) for i, a in enumerate(given)})(*given)
 
 
 def t(a):
@@ -66,7 +69,9 @@ CASES = [
     ("linear (1 row)", lambda x, w, b: F.linear(x, w, b), lambda x, w, b: T.linear(t(x), t(w), t(b)), [(1, 256), (128, 256), (128,)]),
     ("linear (16 rows)", lambda x, w, b: F.linear(x, w, b), lambda x, w, b: T.linear(t(x), t(w), t(b)), [(16, 256), (128, 256), (128,)]),
     ("rms_norm", lambda x, w: F.rms_norm(x, 64, w, 1e-5), lambda x, w: T.rms_norm(t(x), (64,), t(w), 1e-5), [(8, 64), (64,)]),
+    ("rms_norm (held w)", lambda x, w: F.rms_norm(x, 64, w, 1e-5), lambda x, w: T.rms_norm(t(x), (64,), t(w), 1e-5), [(8, 64), (64,)], 1),
     ("layer_norm", lambda x, w, b: F.layer_norm(x, 64, w, b), lambda x, w, b: T.layer_norm(t(x), (64,), t(w), t(b)), [(8, 64), (64,), (64,)]),
+    ("layer_norm (held)", lambda x, w, b: F.layer_norm(x, 64, w, b), lambda x, w, b: T.layer_norm(t(x), (64,), t(w), t(b)), [(8, 64), (64,), (64,)], 2),
     ("silu", F.silu, lambda x: T.silu(t(x)), [(8, 64)]),
     ("gelu", F.gelu, lambda x: T.gelu(t(x)), [(8, 64)]),
     ("gelu tanh", lambda x: F.gelu(x, "tanh"), lambda x: T.gelu(t(x), approximate="tanh"), [(8, 64)]),
@@ -81,12 +86,13 @@ CASES = [
 
 
 def main():
-    # F.rms_norm's weight is held as a param in models; here every operand is an input.
+    # Operands are graph inputs, except where a case holds its last ones as params ("held"), as
+    # models hold a norm's weight.
     print(f"{'op':18} {'max |iron - torch|':>20} {'max |torch|':>12}")
     worst = 0.0
-    for name, ours, theirs, shapes in CASES:
+    for name, ours, theirs, shapes, *held in CASES:
         arrays = [rand(*s) for s in shapes]
-        got = iron_run(ours, *arrays)
+        got = iron_run(ours, *arrays, held=held[0] if held else 0)
         want = theirs(*arrays).double().numpy()
         d = float(np.abs(got - want).max())
         worst = max(worst, d / max(1.0, float(np.abs(want).max())))
