@@ -4,7 +4,8 @@
 The graph below is the one src/models/decoder.cpp and src/models/llama.cpp record (the same
 steps in the same order, the weights in their checkpoint types), loaded from a GGUF file under
 the C++ model's paths; its logits for every row of a prompt are compared with the built-in
-model's (models::LlamaRunner::score) bit for bit.
+model's (models::LlamaRunner::score) bit for bit, and its greedy tokens, decoded in a
+CarriedLoop (prefill once, then decode steps on the device), with the runner's.
 
   PYTHONPATH=build/python .venv/bin/python examples/llama.py [MODEL.gguf] [PROMPT]
 """
@@ -128,6 +129,28 @@ def python_logits(path, ids):
     return every
 
 
+def python_generate(path, ids, steps):
+    """Greedy tokens after `ids` from the Python decoder: one prefill call, then `steps` decode
+    steps in a CarriedLoop on the device (each writes its token to `generated`, where the host
+    reads it once that step is complete)."""
+    weights, config = iron._iron.models.llama_checkpoint(str(path))
+    context = min(2048, config["context"])
+    chunk = min(64, context)
+    model = Llama(config, context, chunk)
+    model.load_state_dict(weights)
+    prefill = model.compile(tokens=((chunk,), np.int32))
+    decode = model.compile()
+    loop = iron.CarriedLoop(prefill, decode, depth=4)
+    tokens = np.zeros(chunk, np.int32)
+    tokens[: len(ids)] = ids
+    generated = decode.read(model.generated._held)
+    logits, first, carried = loop.start(tokens, rows=len(ids), position=0, token=0, step=0)
+    out = [int(first[0])]
+    # Step k decodes the token at position len(ids) + k and writes the next one after it.
+    out += [int(generated[len(ids) + k + 1]) for k in loop.steps(steps)]
+    return out
+
+
 def main():
     path = sys.argv[1] if len(sys.argv) > 1 else "../shared/models/stories260K.gguf"
     prompt = sys.argv[2] if len(sys.argv) > 2 else "Once upon a time, there was a little girl"
@@ -138,7 +161,11 @@ def main():
     same = got.shape == want.shape and got.tobytes() == want.tobytes()
     print(f"{len(ids)} rows x {want.shape[1]} logits: Python decoder vs the C++ model: "
           f"{'identical, bit for bit' if same else 'DIFFERENT'} (max |diff| {np.abs(got - want).max():.3g})")
-    return 0 if same else 1
+    ours = python_generate(path, ids, 15)
+    theirs = list(builtin.generate(ids, max_tokens=16, ids=True, stop_at_end=False))
+    print(f"greedy tokens, Python decoder in a CarriedLoop: {ours}\n"
+          f"greedy tokens, iron.models (the C++ runner):    {theirs}")
+    return 0 if same and ours == theirs else 1
 
 
 if __name__ == "__main__":

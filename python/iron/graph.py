@@ -485,9 +485,9 @@ class CarriedLoop:
             raise ValueError(f"depth is at least 1, got {depth}")
         self._loop = _iron._CarriedLoop(first, body, depth)
 
-    def start(self, *tensors, **values) -> None:
-        """Runs ``first`` on these tensors and values, and waits for it."""
-        self._loop.start(*tensors, **values)
+    def start(self, *tensors, **values):
+        """Runs ``first`` on these tensors and values, waits for it, and returns its result."""
+        return self._loop.start(*tensors, **values)
 
     def steps(self, steps: int):
         """Yields each step's index once that run is complete."""

@@ -348,9 +348,13 @@ void bind_graph(nb::module_& m) {
       .def(nb::init<CompiledGraph&, CompiledGraph&, int>(), nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
       .def("start", [](CarriedLoop& l, nb::args args, nb::kwargs kwargs) {
         Call c = call_args(args, kwargs, false);
-        DeviceTurn turn;
-        l.start(c.tensors, c.values);
-      })
+        const RunResult* r;
+        {
+          DeviceTurn turn;
+          r = &l.start(c.tensors, c.values);
+        }
+        return results(*r, true, nb::handle());
+      }, "Runs first and waits for it; returns its result (copies).")
       .def("steps", [](CarriedLoop& l, int64_t n) { return new PySteps(l, n); }, nb::keep_alive<0, 1>())
       .def_prop_ro("depth", &CarriedLoop::depth);
   nb::class_<PySteps>(m, "_Steps")

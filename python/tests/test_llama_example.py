@@ -27,3 +27,12 @@ def test_python_llama_equals_the_cpp_model_bit_for_bit(stories):
     assert got.shape == want.shape == (len(ids), 512)
     assert got.tobytes() == want.tobytes()
     assert np.abs(want).max() > 0
+
+
+def test_python_llama_decodes_in_a_carried_loop_as_the_runner(stories):
+    example = load_example()
+    builtin = iron.models.load(stories)
+    ids = builtin.tokenize("Once upon a time")
+    ours = example.python_generate(stories, ids, 23)
+    theirs = list(builtin.generate(ids, max_tokens=24, ids=True, stop_at_end=False))
+    assert ours == theirs and len(ours) == 24
