@@ -426,10 +426,13 @@ class Graph(Module):
 
     # -- versions --
 
-    def compile(self, *, check: bool = False, threads: int = 0, device: str = "", **shapes):
+    def compile(self, *, check: bool = False, threads: int = 0, device: str = "", feeds=None, **shapes):
         """Compile and return the version for these input shapes: each input's shape, or
         ``(shape, dtype)``. ``check`` runs each step on its own and raises at the first outside
-        its tolerance. The version is called with numpy arrays and per-call values by name."""
+        its tolerance; ``threads`` caps the CPU device's threads (0: every CPU this process may
+        use); ``device`` is "cpu" or "vulkan" (empty: where the graph's versions are, else the
+        CPU); ``feeds`` is the version this one's Emit starts (by default itself). The version is
+        called with numpy arrays and per-call values by name."""
         cpp = self._graph()
         inputs, optional, _ = self._parameters()
         missing = [n for n in inputs if n not in shapes and n not in optional]
@@ -447,7 +450,7 @@ class Graph(Module):
             else:
                 shape, dtype = s, np.float32
             given.append((n, [int(d) for d in shape], _dtype(dtype)))
-        return cpp.compile(given, check, threads, device)
+        return cpp.compile(given, check, threads, device, feeds)
 
     def reference(self, *tensors, **values):
         """Run the body on the host, each step through its operator's reference(): numpy

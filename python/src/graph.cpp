@@ -291,17 +291,20 @@ void bind_graph(nb::module_& m) {
         StateDict sd = open_checkpoint(file);
         g.load_state_dict(sd.items(), path);
       })
-      .def("compile", [](PyGraph& g, const nb::list& shapes, bool check, int threads, const std::string& device) {
+      .def("compile", [](PyGraph& g, const nb::list& shapes, bool check, int threads, const std::string& device,
+                         CompiledGraph* feeds) {
         CompileOptions o;
         o.check = check;
         o.threads = threads;
         o.device = device;
+        o.feeds = feeds;
         Shapes s = shapes_from(shapes);
         // Recording calls back into Python (body() takes the GIL); the device is this thread's
         // meanwhile, so no call of another thread runs while versions are added.
         DeviceTurn turn;
         return &g.compile(s, o);
-      }, nb::rv_policy::reference_internal)
+      }, nb::arg("shapes"), nb::arg("check"), nb::arg("threads"), nb::arg("device"), nb::arg("feeds").none(),
+         nb::rv_policy::reference_internal)
       .def("reference", [](PyGraph& g, nb::args args, nb::kwargs kwargs) {
         Call c = call_args(args, kwargs, false);
         RunResult r;

@@ -456,3 +456,20 @@ def test_a_graph_without_super_init_and_shapes_with_dtypes():
     ids = np.array([4, 5, 6], np.int32)
     got = v(ids)
     assert got.dtype == np.int32 and got.tolist() == [4, 5, 6]
+
+
+def test_compile_feeds_another_version():
+    class Count(iron.Graph):
+        def body(self, x=None, *, position: iron.Carried):
+            if x is None:
+                return F.scalar(position), iron.carry(position=position + 1)
+            return F.copy(x), iron.carry(position=position + 10)
+
+    g = Count()
+    step = g.compile()
+    first = g.compile(x=(1, 4), feeds=step)  # its carried values become step's
+    first(np.zeros((1, 4), np.float32), position=5)
+    value, carried = step()  # no value from the host: step starts where first left it
+    assert value.tolist() == [15] and carried.position == 16
+    with pytest.raises(TypeError):
+        g.compile(x=(1, 4), feeds="step")
