@@ -1,0 +1,63 @@
+// iron::functional, for iron.functional (python/iron/functional.py) to give torch's signatures.
+// An absent optional handle (a bias, a weight, `into`) is None.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <nanobind/stl/variant.h>
+
+#include "bindings.hpp"
+#include "iron/functional.hpp"
+
+namespace iron::python {
+namespace {
+namespace F = iron::functional;
+using OptHandle = std::optional<Handle>;
+Handle h(const OptHandle& x) { return x ? *x : Handle(); }
+
+Fields fields_of(const nb::dict& d) {
+  Fields f;
+  for (auto [k, v] : d) {
+    std::string name = nb::cast<std::string>(k);
+    if (PyBool_Check(v.ptr())) f.set(name, nb::cast<bool>(v));
+    else if (PyLong_Check(v.ptr())) f.set(name, nb::cast<int64_t>(v));
+    else if (PyFloat_Check(v.ptr())) f.set(name, nb::cast<double>(v));
+    else f.set(name, nb::cast<std::string>(v));
+  }
+  return f;
+}
+}  // namespace
+
+Fields fields_from(const nb::dict& d) { return fields_of(d); }
+
+void bind_functional(nb::module_& m) {
+  nb::module_ f = m.def_submodule("functional", "iron::functional (use iron.functional).");
+  f.def("linear", [](const Handle& x, const Handle& w, const OptHandle& b, Precision p, const nb::dict& gemv,
+                     const OptHandle& into) { return F::linear(x, w, h(b), p, fields_of(gemv), h(into)); },
+        nb::arg("x"), nb::arg("weight"), nb::arg("bias").none(), nb::arg("precision"), nb::arg("gemv"),
+        nb::arg("into").none());
+  f.def("linear_residual", [](const Handle& x, const Handle& w, const Handle& r, Precision p) {
+    return F::linear_residual(x, w, r, p);
+  });
+  f.def("rms_norm", [](const Handle& x, int64_t n, const OptHandle& w, std::optional<double> eps) {
+    return F::rms_norm(x, n, h(w), eps);
+  }, nb::arg("x"), nb::arg("normalized_shape"), nb::arg("weight").none(), nb::arg("eps").none());
+  f.def("layer_norm", [](const Handle& x, int64_t n, const OptHandle& w, const OptHandle& b, double eps) {
+    return F::layer_norm(x, n, h(w), h(b), eps);
+  }, nb::arg("x"), nb::arg("normalized_shape"), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("eps"));
+  f.def("silu", &F::silu);
+  f.def("gelu", &F::gelu);
+  f.def("rope", &F::rope);
+  f.def("rope_cos_sin", [](const Handle& x, const Handle& t, const std::string& mode, const OptHandle& into) {
+    return F::rope_cos_sin(x, t, mode, h(into));
+  }, nb::arg("x"), nb::arg("table"), nb::arg("mode"), nb::arg("into").none());
+  f.def("silu_mul", &F::silu_mul);
+  f.def("softmax", &F::softmax);
+  f.def("argmax", &F::argmax);
+  f.def("sample", &F::sample);
+  f.def("scalar", &F::scalar);
+  f.def("attention", &F::attention, nb::arg("q"), nb::arg("k_cache"), nb::arg("v_cache"), nb::arg("start"),
+        nb::arg("scale").none(), nb::arg("window"));
+  f.def("copy", &F::copy, nb::arg("x"), nb::arg("dtype").none());
+}
+
+}  // namespace iron::python

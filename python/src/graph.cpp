@@ -1,0 +1,393 @@
+// Graphs from Python: a PyGraph is an iron::Graph whose body() calls back into the Python
+// iron.Graph that owns it (python/iron/graph.py reads body's signature and walks the modules);
+// its versions are called with numpy arrays, the GIL released while they run.
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+
+#include "bindings.hpp"
+#include "iron/carried_loop.hpp"
+#include "iron/error.hpp"
+#include "iron/graph.hpp"
+#include "iron/io/checkpoint.hpp"
+#include "iron/profile.hpp"
+
+namespace iron::python {
+
+Fields fields_from(const nb::dict& d);
+
+namespace {
+
+/// What a Python module declares, by name: params, weights, states, children.
+template <class Base>
+class Holder : public Base {
+ public:
+  using Base::Base;
+  Held add_param(const std::string& name, const Shape& shape, DType dtype) { return this->param(name, shape, dtype); }
+  Held add_param_value(const std::string& name, nb::handle array) {
+    return this->param(name, tensor_from(array, true));
+  }
+  Held add_weight(const std::string& name, nb::handle array) { return this->weight(name, tensor_from(array, true)); }
+  Held add_state(const std::string& name, const Shape& shape, DType dtype) { return this->state(name, shape, dtype); }
+  Held add_tie(const std::string& name, const Held& other) {
+    if (!other.resident()) value_error("tie('" + name + "') to an undeclared param");
+    return this->tie(name, Param(other.resident()));
+  }
+  /// A child module at `name`, kept by the root graph.
+  Module* add_child(const std::string& name, std::vector<std::unique_ptr<Module>>& keep);
+};
+
+class PyModule : public Holder<Module> {};
+
+template <class Base>
+Module* Holder<Base>::add_child(const std::string& name, std::vector<std::unique_ptr<Module>>& keep) {
+  // child() registers the module under construction with this parent; the prvalue it returns
+  // initialises the new object in place (no copy), so the registered address is the object's.
+  keep.emplace_back(new PyModule(this->template child<PyModule>(name)));
+  return keep.back().get();
+}
+
+class PyGraph : public Holder<Graph> {
+ public:
+  PyGraph(const std::string& name, nb::handle owner) : Holder<Graph>(name), owner_(owner) {}
+
+  void declare_input(const std::string& name, bool optional) { inputs_.push_back(input(name, optional)); }
+  void declare_scratchpad(const std::string& name, std::optional<int64_t> d) {
+    values_py_.push_back(nb::cast(scratchpad(name, d)));
+  }
+  void declare_carried(const std::string& name) { values_py_.push_back(nb::cast(carried(name))); }
+  Module* child_module(const std::string& name) { return add_child(name, children_); }
+
+  Outputs body() override {
+    nb::gil_scoped_acquire gil;
+    nb::list ins;
+    for (const Input& i : inputs_) ins.append(i ? nb::cast(i.handle()) : nb::none());
+    nb::list values;
+    for (const nb::object& v : values_py_) values.append(v);
+    nb::object r = owner_.attr("_iron_body")(ins, values);
+    auto [tensors, carry] =
+        nb::cast<std::pair<std::vector<Handle>, std::vector<std::pair<std::string, CarryValue>>>>(r);
+    return Outputs(std::move(tensors), iron::carry(std::move(carry)));
+  }
+
+  std::vector<std::unique_ptr<Module>> children_;
+
+ private:
+  nb::handle owner_;  // the Python iron.Graph, which owns this object
+  std::vector<Input> inputs_;
+  std::vector<nb::object> values_py_;
+};
+
+// ---- calls: numpy in, numpy out ----
+
+struct Call {
+  std::vector<Tensor> tensors;
+  std::vector<Array> arrays;  // what the tensors view (a contiguous copy of a strided array)
+  std::vector<ValueArg> values;
+  bool copy = true;
+};
+
+Call call_args(const nb::args& args, const nb::kwargs& kwargs, bool accept_copy) {
+  Call c;
+  c.tensors.reserve(args.size());
+  c.arrays.reserve(args.size());
+  for (nb::handle a : args) c.tensors.push_back(tensor_from(a, false, &c.arrays));
+  for (auto [k, v] : kwargs) {
+    const char* name = nb::borrow<nb::str>(k).c_str();
+    if (accept_copy && std::strcmp(name, "copy") == 0) {
+      c.copy = nb::cast<bool>(v);
+      continue;
+    }
+    if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
+      type_error(std::string("per-call value '") + name + "' is an int, not " + nb::type_name(v.type()).c_str());
+    c.values.push_back({name, nb::cast<int64_t>(v)});
+  }
+  return c;
+}
+
+nb::object results(const RunResult& r, bool copy, nb::handle owner) {
+  if (r.outputs.size() == 1 && r.carried.empty()) return array_from(r.outputs[0], copy, owner);
+  nb::list out;
+  for (const Tensor& t : r.outputs) out.append(array_from(t, copy, owner));
+  if (!r.carried.empty()) {
+    nb::dict carried;
+    for (const auto& [name, v] : r.carried) carried[nb::str(name.c_str())] = v;
+    out.append(nb::module_::import_("iron").attr("Carry")(**carried));
+  }
+  return nb::tuple(out);
+}
+
+/// Holds the GIL released and the device to this thread for the scope.
+struct DeviceTurn {
+  nb::gil_scoped_release release;
+  std::lock_guard<std::mutex> lock{device_mutex()};
+};
+
+nb::object call_version(nb::handle self, CompiledGraph& v, const nb::args& args, const nb::kwargs& kwargs) {
+  Call c = call_args(args, kwargs, true);
+  const RunResult* r;
+  {
+    DeviceTurn turn;
+    r = &v(c.tensors, c.values);
+  }
+  return results(*r, c.copy, self);
+}
+
+Shapes shapes_from(const nb::list& given) {
+  Shapes s;
+  for (nb::handle item : given) {
+    auto [name, shape, dtype] = nb::cast<std::tuple<std::string, Shape, DType>>(item);
+    s.emplace_back(name, InputSpec(shape, dtype));
+  }
+  return s;
+}
+
+/// A CarriedLoop's steps as a Python iterator; each step waits with the GIL released.
+class PySteps {
+ public:
+  PySteps(CarriedLoop& loop, int64_t count) : steps_(std::make_unique<CarriedLoop::Steps>(loop, count)) {
+    DeviceTurn turn;
+    it_ = steps_->begin();
+  }
+  ~PySteps() { close(); }
+  int64_t next() {
+    if (!steps_) throw nb::stop_iteration();
+    if (!first_) {
+      DeviceTurn turn;
+      ++*it_;
+    }
+    first_ = false;
+    if (!(*it_ != steps_->end())) {
+      close();
+      throw nb::stop_iteration();
+    }
+    return **it_;
+  }
+  void close() {
+    if (!steps_) return;
+    DeviceTurn turn;
+    it_.reset();
+    steps_.reset();  // waits out the runs in flight
+  }
+
+ private:
+  std::unique_ptr<CarriedLoop::Steps> steps_;
+  std::optional<CarriedLoop::Steps::iterator> it_;
+  bool first_ = true;
+};
+
+}  // namespace
+
+void bind_graph(nb::module_& m) {
+  nb::enum_<Precision>(m, "Precision", "How far a matmul may round beyond its reference, named as "
+                                       "torch.set_float32_matmul_precision names them.")
+      .value("HIGHEST", Precision::highest)
+      .value("HIGH", Precision::high)
+      .value("MEDIUM", Precision::medium);
+  m.def("precision_from_name", &precision_from_name);
+
+  nb::class_<Held>(m, "Held", "A param, weight table or state as the C++ module holds it.")
+      .def("handle", &Held::handle, "This tensor in the graph being recorded.")
+      .def_prop_ro("shape", [](const Held& h) { return nb::tuple(nb::cast(h.shape())); })
+      .def_prop_ro("dtype", &Held::dtype)
+      .def("array", [](const Held& h) { return array_from(h.tensor(), true); },
+           "A copy of the bound tensor of a param or weight.");
+
+  nb::class_<Module>(m, "_Module");
+  nb::class_<PyModule, Module>(m, "_PyModule")
+      .def("param", &PyModule::add_param)
+      .def("param_value", &PyModule::add_param_value)
+      .def("weight", &PyModule::add_weight)
+      .def("state", &PyModule::add_state)
+      .def("tie", &PyModule::add_tie)
+      .def("held_paths", [](const PyModule& g) {
+        std::vector<std::string> p;
+        for (const auto& [path, r] : g.held()) p.push_back(path);
+        return p;
+      });
+
+  nb::class_<CompiledGraph>(m, "CompiledGraph", "One version of a graph: an image for one input signature.")
+      .def("__call__", [](nb::handle self, nb::args args, nb::kwargs kwargs) {
+        return call_version(self, nb::cast<CompiledGraph&>(self), args, kwargs);
+      }, "Calls the version with numpy arrays (taken without a copy when contiguous) and per-call "
+         "values by name; returns numpy arrays cut to their bounds, copies unless copy=False (then "
+         "views valid until this version's next call).")
+      .def("read", [](nb::handle self, const Held& x) {
+        CompiledGraph& v = nb::cast<CompiledGraph&>(self);
+        DeviceTurn turn;
+        Tensor t = v.read(x);
+        nb::gil_scoped_acquire gil;
+        return array_from(t, false, self, true);
+      }, "A writable numpy view of x's buffer as the device left it (a state).")
+      .def("push", [](CompiledGraph& v, const Held& x) {
+        DeviceTurn turn;
+        v.push(x);
+      })
+      .def("load", [](CompiledGraph& v) {
+        DeviceTurn turn;
+        v.load();
+      })
+      .def("release", [](CompiledGraph& v) {
+        DeviceTurn turn;
+        v.release();
+      })
+      .def("reads", &CompiledGraph::reads)
+      .def("report", &CompiledGraph::report)
+      .def("describe", [](const CompiledGraph& v) { return v.describe().str(); })
+      .def("emit_to", &CompiledGraph::emit_to);
+
+  nb::class_<StateDict>(m, "StateDict", "Named tensors as a checkpoint holds them (quantised kinds included).")
+      .def("keys", [](const StateDict& d) {
+        std::vector<std::string> k;
+        for (const auto& [name, t] : d.items()) k.push_back(name);
+        return k;
+      })
+      .def("__len__", &StateDict::size)
+      .def("__contains__", [](const StateDict& d, const std::string& k) { return d.contains(k); })
+      .def("__getitem__", [](const StateDict& d, const std::string& k) { return array_from(d.at(k), true); },
+           "A copy of one tensor as numpy (quantised kinds dequantised to float32).");
+
+  nb::class_<PyGraph, Module>(m, "_Graph")
+      .def(nb::init<const std::string&, nb::handle>())
+      .def("input", &PyGraph::declare_input)
+      .def("scratchpad", &PyGraph::declare_scratchpad, nb::arg("name"), nb::arg("default").none())
+      .def("carried", &PyGraph::declare_carried)
+      .def("param", &PyGraph::add_param)
+      .def("param_value", &PyGraph::add_param_value)
+      .def("weight", &PyGraph::add_weight)
+      .def("state", &PyGraph::add_state)
+      .def("tie", &PyGraph::add_tie)
+      .def("child", &PyGraph::child_module, nb::rv_policy::reference_internal)
+      .def("child_of", [](PyGraph& g, Module* parent, const std::string& name) {
+        return static_cast<PyModule*>(parent)->add_child(name, g.children_);
+      }, nb::rv_policy::reference_internal)
+      .def("held_paths", [](const PyGraph& g) {
+        std::vector<std::string> p;
+        for (const auto& [path, r] : g.held()) p.push_back(path);
+        return p;
+      })
+      .def_prop_ro("name", &PyGraph::name)
+      .def("load_state_dict", [](PyGraph& g, const nb::list& items, const std::string& path) {
+        std::vector<std::pair<std::string, Tensor>> t;
+        for (nb::handle item : items) {
+          auto pair = nb::borrow<nb::tuple>(item);
+          t.emplace_back(nb::cast<std::string>(pair[0]), tensor_from(pair[1], true));
+        }
+        DeviceTurn turn;
+        g.load_state_dict(t, path);
+      })
+      .def("load_tensors", [](PyGraph& g, const StateDict& sd, const std::string& path) {
+        DeviceTurn turn;
+        g.load_state_dict(sd.items(), path);
+      })
+      .def("load_checkpoint", [](PyGraph& g, const std::string& file, const std::string& path) {
+        DeviceTurn turn;
+        StateDict sd = open_checkpoint(file);
+        g.load_state_dict(sd.items(), path);
+      })
+      .def("compile", [](PyGraph& g, const nb::list& shapes, bool check, int threads, const std::string& device,
+                         CompiledGraph* feeds) {
+        CompileOptions o;
+        o.check = check;
+        o.threads = threads;
+        o.device = device;
+        o.feeds = feeds;
+        Shapes s = shapes_from(shapes);
+        // Recording calls back into Python (body() takes the GIL); the device is this thread's
+        // meanwhile, so no call of another thread runs while versions are added.
+        DeviceTurn turn;
+        return &g.compile(s, o);
+      }, nb::arg("shapes"), nb::arg("check"), nb::arg("threads"), nb::arg("device"), nb::arg("feeds").none(),
+         nb::rv_policy::reference_internal)
+      .def("reference", [](PyGraph& g, nb::args args, nb::kwargs kwargs) {
+        Call c = call_args(args, kwargs, false);
+        RunResult r;
+        {
+          DeviceTurn turn;
+          r = g.reference(c.tensors, c.values);
+        }
+        return results(r, true, nb::handle());
+      })
+      .def("set_profile", [](PyGraph& g, const Profile& p) { g.set_profile(p); })
+      .def("set_profile_path", [](PyGraph& g, const std::string& p) { g.set_profile(p); })
+      .def_prop_ro("versions", &PyGraph::versions)
+      .def("stats", [](const PyGraph& g) { return g.stats().str(); })
+      .def("release", [](PyGraph& g) {
+        DeviceTurn turn;
+        g.release();
+      });
+
+  nb::class_<Profile>(m, "Profile", "Tunable values by operator and dimensions.")
+      .def(nb::init<>())
+      .def("add", [](Profile& p, const std::string& op, const nb::kwargs& fields) {
+        p.add(op, fields_from(nb::borrow<nb::dict>(fields)));
+      }, nb::arg("op"), nb::arg("fields"),
+         "Adds an entry for operator op: its params to match (one left out matches any) and the tunables to "
+         "give. TypeError for an unknown field or an entry that gives no tunable.")
+      .def("tunables_for", [](const Profile& p, const std::string& op, const nb::kwargs& given) {
+        std::shared_ptr<Operator> made = p.make(op, fields_from(nb::borrow<nb::dict>(given)));
+        nb::dict out;
+        for (const auto& [k, v] : made->tunables().items())
+          std::visit([&](const auto& x) { out[nb::str(k.c_str())] = x; }, v);
+        return out;
+      }, nb::arg("op"), nb::arg("given"),
+         "The tunables a step of op made with these params gets, each from the most specific entry; "
+         "ValueError where equally specific entries disagree.")
+      .def("save", &Profile::save, nb::arg("path"), "Writes {\"entries\": [...]}, one entry a line.")
+      .def_static("load", &Profile::load, nb::arg("path"),
+                  "Reads what save() wrote; names the file and the entry in every error.")
+      .def_static("parse", &Profile::parse, nb::arg("text"), nb::arg("name") = "profile",
+                  "Parses the text of a profile file; name stands for the file in error messages.")
+      .def_prop_ro("empty", &Profile::empty)
+      .def("__len__", [](const Profile& p) { return p.entries().size(); });
+
+  nb::class_<CarriedLoop>(m, "_CarriedLoop")
+      .def(nb::init<CompiledGraph&, CompiledGraph&, int>(), nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
+      .def("start", [](CarriedLoop& l, nb::args args, nb::kwargs kwargs) {
+        Call c = call_args(args, kwargs, false);
+        const RunResult* r;
+        {
+          DeviceTurn turn;
+          r = &l.start(c.tensors, c.values);
+        }
+        return results(*r, true, nb::handle());
+      }, "Runs first and waits for it; returns its result (copies).")
+      .def("steps", [](CarriedLoop& l, int64_t n) { return new PySteps(l, n); }, nb::keep_alive<0, 1>())
+      .def_prop_ro("depth", &CarriedLoop::depth);
+  nb::class_<PySteps>(m, "_Steps")
+      .def("__iter__", [](nb::handle s) { return s; })
+      .def("__next__", &PySteps::next)
+      .def("close", &PySteps::close);
+
+  // For bench/python_call_overhead.py: `n` calls of a version from C++ on the same arrays, timed
+  // there, so the Python side's cost is measured beside the C++ side's in one run.
+  m.def("_time_calls", [](CompiledGraph& v, int64_t n, nb::args args, nb::kwargs kwargs) {
+    Call c = call_args(args, kwargs, false);
+    DeviceTurn turn;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n; ++i) v(c.tensors, c.values);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+
+  m.def("on_host", [](nb::object fn, const std::vector<Handle>& reads, const std::vector<Handle>& writes) {
+    size_t n_reads = reads.size();
+    on_host([fn, n_reads](std::span<Tensor> views) {
+      nb::gil_scoped_acquire gil;
+      nb::list arrays;
+      for (size_t i = 0; i < views.size(); ++i) {
+        // The views are valid only during the callback: a writable view for writes, read-only
+        // for reads; a callback that keeps one gets memory the next step may overwrite.
+        arrays.append(array_from(views[i], false, nb::none(), i >= n_reads));
+      }
+      fn(*nb::tuple(arrays));
+    }, reads, writes);
+  }, nb::arg("fn"), nb::arg("reads"), nb::arg("writes"));
+}
+
+}  // namespace iron::python

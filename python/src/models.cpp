@@ -1,0 +1,122 @@
+// iron.models: a Llama-family or Gemma 3 checkpoint run by models::LlamaRunner (the runner
+// `iron generate` uses), its tokens streamed to Python as they land.
+#include <atomic>
+
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.hpp"
+#include "iron/io/gguf.hpp"
+#include "iron/models/llama_config.hpp"
+#include "iron/models/runner.hpp"
+
+namespace iron::python {
+namespace {
+
+struct PyRunner {
+  std::unique_ptr<models::LlamaRunner> runner;
+  std::atomic<bool> interrupt{false};
+};
+
+}  // namespace
+
+void bind_models(nb::module_& m) {
+  nb::module_ mm = m.def_submodule("models", "models::LlamaRunner (use iron.models).");
+  // A Llama-family GGUF's weights under the C++ model's paths (layers.3.attn.q, as
+  // models::llama_state_dict names them), in their checkpoint types, and its configuration: what
+  // a decoder written in Python loads (examples/llama.py).
+  mm.def("llama_checkpoint", [](const std::string& path) {
+    io::GgufFile gguf = io::GgufFile::open(path);
+    models::LlamaConfig c = models::llama_config_from_gguf(gguf);
+    nb::dict d;
+    d["architecture"] = c.architecture;
+    d["layers"] = c.layers;
+    d["dim"] = c.dim;
+    d["heads"] = c.heads;
+    d["kv_heads"] = c.kv_heads;
+    d["head_dim"] = c.head_dim;
+    d["ffn"] = c.ffn;
+    d["vocab"] = c.vocab;
+    d["context"] = c.context;
+    d["rope_base"] = c.rope_base;
+    d["rms_eps"] = c.rms_eps;
+    d["rope_mode"] = c.rope_mode;
+    d["rope_dims"] = c.rope_dims;
+    d["tied_embeddings"] = c.tied_embeddings;
+    return nb::make_tuple(models::llama_state_dict(open_checkpoint(path), c.architecture), d);
+  });
+  nb::class_<PyRunner>(mm, "Runner")
+      .def_static("open", [](const std::string& path, int64_t context, int64_t chunk, double temperature,
+                             int64_t top_k, double top_p, uint64_t seed, int threads, const std::string& device,
+                             Precision precision) {
+        models::RunnerOptions o;
+        o.model.context = context;
+        o.model.chunk = chunk;
+        o.model.sampling = {temperature, top_k, top_p, seed};
+        o.model.precision = precision;
+        o.threads = threads;
+        o.device = device;
+        auto r = std::make_unique<PyRunner>();
+        {
+          nb::gil_scoped_release release;
+          std::lock_guard<std::mutex> lock(device_mutex());
+          r->runner = models::LlamaRunner::open(path, o);
+        }
+        return r.release();
+      }, nb::rv_policy::take_ownership)
+      .def("prompt_ids", [](const PyRunner& r, const std::string& prompt, bool chat) {
+        return r.runner->prompt_ids(prompt, chat);
+      })
+      .def("decode", [](const PyRunner& r, const std::vector<int32_t>& ids) {
+        std::string s = r.runner->tokenizer().decode(ids);
+        return nb::bytes(s.data(), s.size());
+      })
+      .def_prop_ro("has_tokenizer", [](const PyRunner& r) { return r.runner->has_tokenizer(); })
+      .def_prop_ro("context", [](const PyRunner& r) { return r.runner->options().model.context; })
+      .def_prop_ro("vocab_size", [](const PyRunner& r) { return r.runner->config().vocab; })
+      .def_prop_ro("load_seconds", [](const PyRunner& r) { return r.runner->load_seconds(); })
+      .def("score", [](PyRunner& r, const std::vector<int32_t>& ids) {
+        Tensor t;
+        {
+          nb::gil_scoped_release release;
+          std::lock_guard<std::mutex> lock(device_mutex());
+          t = r.runner->score(ids);
+        }
+        return array_from(t, false);
+      }, "The logits (rows, vocab) after each prompt token: a prefill of every row.")
+      .def("interrupt", [](PyRunner& r) { r.interrupt = true; },
+           "Stops a generate() in progress after the token being handed over.")
+      .def("generate", [](PyRunner& r, const std::vector<int32_t>& prompt, int64_t max_tokens,
+                          const std::function<void(int32_t, nb::bytes)>& on_token, bool stop_at_end, int64_t start) {
+        r.interrupt = false;
+        // Text streams as whole UTF-8 characters (text::StreamDecoder), as `iron generate` prints it.
+        std::optional<text::StreamDecoder> stream;
+        if (r.runner->has_tokenizer()) stream.emplace(r.runner->tokenizer());
+        models::GenerateStats s;
+        {
+          nb::gil_scoped_release release;
+          std::lock_guard<std::mutex> lock(device_mutex());
+          s = r.runner->generate(prompt, max_tokens, [&](int32_t id) {
+            std::string piece = stream ? stream->push(id) : std::string();
+            nb::gil_scoped_acquire gil;
+            on_token(id, nb::bytes(piece.data(), piece.size()));
+          }, stop_at_end, start, &r.interrupt);
+        }
+        if (stream) {
+          std::string tail = stream->flush();
+          if (!tail.empty()) on_token(-1, nb::bytes(tail.data(), tail.size()));
+        }
+        nb::dict d;
+        d["prompt_tokens"] = s.prompt_tokens;
+        d["prompt_seconds"] = s.prompt_seconds;
+        d["generated_tokens"] = s.generated_tokens;
+        d["generate_seconds"] = s.generate_seconds;
+        d["stop"] = s.stop;
+        return d;
+      }, nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("on_token"), nb::arg("stop_at_end") = true,
+         nb::arg("start") = 0);
+}
+
+}  // namespace iron::python
