@@ -6,8 +6,8 @@
 #   build-tsan/  the thread pool, carried loop, graph and multi-threaded model tests under
 #                ThreadSanitizer
 #   build-fuzz/  each libFuzzer target for 30 s (scripts/fuzz.sh), when clang is installed
-# After the first ctest, the Python package is built in build/ and its pytest suite run.
-# IRON_QUICK=1 stops after that. Each stage prints the time so far. From scratch on 2
+# The Release build includes the Python package, whose pytest suite is one of its ctest tests.
+# IRON_QUICK=1 stops after that ctest. Each stage prints the time so far. From scratch on 2
 # shared cores the whole script took 23 min (Release build 2.6, ASan build 9.7, ASan tests 1.3,
 # TSan build 2.6, fuzz build and 9 x 30 s fuzzing 6.3); with the build folders kept, 7 min.
 set -euo pipefail
@@ -23,18 +23,14 @@ scripts/install-deps.sh
 scripts/fetch-model.sh          # SmolLM2-135M-Instruct (Q4_1)
 scripts/fetch-model.sh gemma3   # Gemma 3 270M (Q4_K_M): its logits and tokenizer tests
 python3 fuzz/make_corpus.py >/dev/null  # binary fuzz seeds, replayed by the tests too
+# The Release build includes the Python extension (python/src/, one library build for both), and
+# its ctest runs the pytest suite as the test python_pytest (any pytest status but 0 fails it).
+py=$(scripts/python-env.sh nanobind numpy pytest)
 stage "build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DIRON_PYTHON=ON -DPython_EXECUTABLE="$py"
 cmake --build build -j "$jobs"
 stage "test"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
-stage "python: the package on the Release build"
-# The extension (python/src/) from the same build directory, then pytest on python/tests/;
-# any pytest exit status but 0 (failures, errors, no tests collected) fails the script.
-py=$(scripts/python-env.sh nanobind numpy pytest)
-cmake -S . -B build -DIRON_PYTHON=ON -DPython_EXECUTABLE="$py" >/dev/null
-cmake --build build -j "$jobs" --target _iron
-PYTHONPATH=$PWD/build/python "$py" -m pytest -q -p no:cacheprovider python/tests
 if [ "${IRON_QUICK:-0}" = 1 ]; then
   stage "done (IRON_QUICK=1: sanitizer and fuzz stages skipped)"
   exit 0
