@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages IRON builds with, where any is missing (clang and its runtime
 # libraries build the libFuzzer targets, scripts/fuzz.sh; glslc and libvulkan-dev build the
-# Vulkan device, and mesa-vulkan-drivers gives its tests lavapipe, a Vulkan device on the CPU).
+# Vulkan device, and mesa-vulkan-drivers gives its tests lavapipe, a Vulkan device on the CPU;
+# libcpp-httplib-dev is `iron serve`'s HTTP server, curl one of its tests' clients).
 set -euo pipefail
-packages=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libedit-dev tmux
+packages=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libedit-dev libcpp-httplib-dev curl tmux
   python3 python3-pip unzip clang libclang-rt-14-dev glslc libvulkan-dev mesa-vulkan-drivers)
 missing=()
 for p in "${packages[@]}"; do
