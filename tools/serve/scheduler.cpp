@@ -111,18 +111,19 @@ void Scheduler::loop() {
       queue_.pop_front();
       active_ = s;
     }
-    run(*s);
-    std::lock_guard lock(mutex_);
-    active_.reset();
-    ++totals_.sequences;
+    auto [finish, error] = run(*s);
+    // Counted before the sequence is told: a client that has its last event sees it gone.
+    {
+      std::lock_guard lock(mutex_);
+      active_.reset();
+      ++totals_.sequences;
+    }
+    s->end(std::move(finish), std::move(error));
   }
 }
 
-void Scheduler::run(Sequence& s) {
-  if (s.cancelled()) {
-    s.end("cancelled");
-    return;
-  }
+std::pair<std::string, std::string> Scheduler::run(Sequence& s) {
+  if (s.cancelled()) return {"cancelled", {}};
   int64_t produced = 0;
   auto note = [&](int64_t n) {
     std::lock_guard lock(mutex_);
@@ -146,10 +147,10 @@ void Scheduler::run(Sequence& s) {
         },
         j.stop_at_end, 0, &s.cancelled_, &j.sampling);
     const std::string& why = stats.stop;
-    s.end(why == "end of sequence" ? "stop" : why == "interrupted" ? "cancelled" : "length");
+    return {why == "end of sequence" ? "stop" : why == "interrupted" ? "cancelled" : "length", {}};
   } catch (const std::exception& e) {
     log(LogLevel::error, std::string("serve: a sequence failed: ") + e.what());
-    s.end("error", e.what());
+    return {"error", e.what()};
   }
 }
 

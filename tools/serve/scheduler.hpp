@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "iron/models/runner.hpp"
@@ -89,7 +90,8 @@ class Scheduler {
 
  private:
   void loop();
-  void run(Sequence& s);
+  /// Runs a sequence to its end: (finish, error).
+  std::pair<std::string, std::string> run(Sequence& s);
 
   models::LlamaRunner& runner_;
   int parallel_, queue_limit_;
