@@ -30,8 +30,9 @@ void add_serve_command(CLI::App& app, bool execute) {
   add_integer(*cmd, "--parallel", o->server.parallel, 1, 256,
               "Sequences served at once (one decodes at a time for now); the queue holds 4x as many more")
       ->capture_default_str();
-  add_integer(*cmd, "--queue", o->server.queue, 0, 1 << 16,
-              "Requests that may wait beyond --parallel before the server answers 503 (default: 4 x --parallel)");
+  add_integer(*cmd, "--queue", o->server.queue, -1, 1 << 16,
+              "Requests that may wait beyond --parallel before the server answers 503 (-1: 4 x --parallel)")
+      ->capture_default_str();
   add_integer(*cmd, "-c,--ctx-size", o->context, 1, kMaxRows,
               "Context length: KV-cache rows (at most the model's); a longer prompt is refused (400)")
       ->capture_default_str();
