@@ -307,7 +307,7 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
   const bool include_usage = r.include_usage, return_tokens = r.return_tokens;
   res.set_chunked_content_provider(
       "text/event-stream",
-      [=, this](size_t, httplib::DataSink& sink) {
+      [=](size_t, httplib::DataSink& sink) {
         const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
         auto event = [&](const json& choice, const json* usage_value) {
           json body{{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model},
