@@ -81,6 +81,9 @@ TEST(ServeRequest, ReadsOpenAIsFieldsAndRefusesBadOnes) {
   EXPECT_EQ(status_of(R"({"prompt":"a","max_tokens":-3})"), 400);
   EXPECT_EQ(status_of(R"({"prompt":"a","max_tokens":"4"})"), 400);
   EXPECT_EQ(status_of(R"({"prompt":"a","max_tokens":1e300})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a","seed":9223372036854775808.0})"), 400);  // 2^63 as a double
+  EXPECT_EQ(status_of(R"({"prompt":"a","seed":-9223372036854775808.0})"), 200);
+  EXPECT_EQ(status_of(std::string(200000, '[') + std::string(200000, ']')), 400);  // deep, not a crash
   EXPECT_EQ(status_of(R"({"prompt":"a","temperature":3})"), 400);
   EXPECT_EQ(status_of(R"({"prompt":"a","top_p":1.5})"), 400);
   EXPECT_EQ(status_of(R"({"prompt":"a","stop":["a","b","c","d","e"]})"), 400);

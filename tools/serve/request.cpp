@@ -52,7 +52,8 @@ int64_t integer(const json& v, const std::string& field, int64_t lo, int64_t hi)
   if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
     bad_request("'" + field + "' must be at most " + std::to_string(hi), field);
   const double d = v.is_number_float() ? v.get<double>() : 0;
-  if (v.is_number_float() && !(d >= double(lo) && d <= double(hi)))
+  // 2^63 itself rounds to INT64_MAX's double: refused before the conversion would overflow.
+  if (v.is_number_float() && !(d >= double(lo) && d <= double(hi) && d < 9223372036854775808.0))
     bad_request("'" + field + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]", field);
   const int64_t x = v.is_number_float() ? int64_t(d) : v.get<int64_t>();
   if (x < lo || x > hi)
