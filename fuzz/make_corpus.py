@@ -302,6 +302,17 @@ def main():
         {"role": "assistant", "content": "Hello!", "ids": [19556, 17]}, {"role": "user", "content": "Bye"}]}, indent=1))
     write("conversation_json", "empty.json", json.dumps({"messages": []}))
 
+    # ---- request bodies of `iron serve` (first byte: 1 chat, 0 completion) ----
+    write("serve_request", "chat_stream.json", "\x01" + json.dumps({
+        "model": "m", "messages": [{"role": "system", "content": "Be brief."},
+                                   {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+        "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 16, "temperature": 0.7,
+        "top_p": 0.9, "top_k": 40, "seed": -5, "stop": ["\n\n", "User:"], "unknown_field": {"a": [1]}}))
+    write("serve_request", "completion.json", "\x00" + json.dumps({
+        "prompt": ["Once upon a time"], "max_tokens": 8, "temperature": 0, "stop": "girl", "n": 1,
+        "seed": 18446744073709551615, "return_tokens": True, "ignore_eos": True}))
+    write("serve_request", "wrong_types.json", "\x00" + json.dumps({"prompt": 5, "max_tokens": "8"}))
+
     # ---- tokenizer.json ----
     tokens, types, merges = gpt2_vocab()
     vocab = {t: i for i, t in enumerate(tokens) if types[i] == 1}

@@ -23,6 +23,7 @@ void profile_json(const uint8_t* data, size_t size);
 void chat_template(const uint8_t* data, size_t size);
 void command_line(const uint8_t* data, size_t size);
 void conversation_json(const uint8_t* data, size_t size);
+void serve_request(const uint8_t* data, size_t size);
 
 struct NamedTarget {
   std::string_view name;
@@ -40,6 +41,7 @@ inline constexpr NamedTarget kTargets[] = {
     {"chat_template", chat_template},
     {"command_line", command_line},
     {"conversation_json", conversation_json},
+    {"serve_request", serve_request},
 };
 
 }  // namespace iron::fuzz

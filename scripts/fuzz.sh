@@ -13,7 +13,7 @@ python3 fuzz/make_corpus.py >/dev/null  # the binary seeds are generated, not tr
 seconds=${1:-30}
 shift || true
 all_targets=(gguf_reader safetensors_reader hf_config gguf_config tokenizer_json gguf_tokenizer
-  tokenizer_encode profile_json chat_template command_line conversation_json)
+  tokenizer_encode profile_json chat_template command_line conversation_json serve_request)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 
@@ -53,7 +53,7 @@ for target in "${targets[@]}"; do
   dict=()
   case $target in
     gguf_*) dict=(-dict=fuzz/dict/gguf.dict); [ -d "$extra/gguf" ] && seeds+=("$extra/gguf") ;;
-    safetensors_reader | hf_config | tokenizer_json | profile_json | conversation_json) dict=(-dict=fuzz/dict/json.dict) ;;
+    safetensors_reader | hf_config | tokenizer_json | profile_json | conversation_json | serve_request) dict=(-dict=fuzz/dict/json.dict) ;;
     tokenizer_encode | chat_template) dict=(-dict=fuzz/dict/text.dict) ;;
     command_line) dict=(-dict=fuzz/dict/command_line.dict) ;;
   esac

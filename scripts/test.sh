@@ -3,7 +3,7 @@
 # Installs missing Debian packages, fetches SmolLM2 once into models/ (tests of the real model
 # read it there), builds with warnings as errors, then runs ctest. Then the sanitizer stages:
 #   build-asan/  every test under AddressSanitizer + UndefinedBehaviorSanitizer (any report fails)
-#   build-tsan/  the thread pool, carried loop, graph and multi-threaded model tests under
+#   build-tsan/  the thread pool, carried loop, graph, multi-threaded model and scheduler tests under
 #                ThreadSanitizer
 #   build-fuzz/  each libFuzzer target for 30 s (scripts/fuzz.sh), when clang is installed
 # The Release build includes the Python package, whose pytest suite is one of its ctest tests.
@@ -54,7 +54,7 @@ cmake --build build-tsan -j "$jobs" --target iron_tests
 stage "test under TSan"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
-  -R '(^|/)(CarriedLoop|CarriedLoopDepth|Graph|Smoke|OpKernels|Attention|Stories260K|Determinism|ThreadPool|SpecRows)\.'
+  -R '(^|/)(CarriedLoop|CarriedLoopDepth|Graph|Smoke|OpKernels|Attention|Stories260K|Determinism|ThreadPool|SpecRows|ServeScheduler)\.'
 
 if command -v clang++ >/dev/null || command -v clang++-14 >/dev/null; then
   stage "fuzz: each target 30 s"

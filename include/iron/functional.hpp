@@ -57,6 +57,16 @@ Handle argmax(const Handle& logits);
 /// the one mixing every device uses).
 Handle sample(const Handle& logits, double temperature, int64_t top_k, double top_p, uint64_t seed,
               const Affine& step, const Affine& position);
+/// As above, with the temperature, top_k, top_p and seed read each call from `settings`: a row
+/// of kSampleSettingsWords i32 words (an input, or a state a call wrote), as sample_settings()
+/// makes them. One compiled version then serves any settings, a server's every request.
+Handle sample(const Handle& logits, const Handle& settings, const Affine& step, const Affine& position);
+/// Words in a row of sampling settings.
+inline constexpr int64_t kSampleSettingsWords = 16;
+/// The settings row (kSampleSettingsWords,) i32 for sample(): the doubles and the 64-bit seed
+/// travel bit for bit (16 bits a word). Throws a value error unless temperature >= 0, top_k >= 0
+/// (below 2^31) and 0 < top_p <= 1.
+Tensor sample_settings(double temperature, int64_t top_k, double top_p, uint64_t seed);
 /// The sum of per-call expressions as a one-element i32 (a carried value of two values).
 Handle scalar(const std::vector<Affine>& terms);
 /// Causal grouped-query attention of q (rows, heads, head_dim) over the caches k_cache and v_cache

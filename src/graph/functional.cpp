@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "graph/recording.hpp"
+#include "ops/sample/sample.hpp"
 #include "iron/error.hpp"
 
 namespace iron {
@@ -194,6 +195,27 @@ Handle sample(const Handle& logits, double temperature, int64_t top_k, double to
   Fields p{{"N", logits.shape().back()}, {"temperature", temperature}, {"top_k", top_k}, {"top_p", top_p},
            {"seed", int64_t(seed)}};
   return step("Sample", p, {logits}, {1}, i32, {}, Precision::highest, {step_count, position});
+}
+
+Handle sample(const Handle& logits, const Handle& settings, const Affine& step_count, const Affine& position) {
+  if (!(logits.rank() == 1 || (logits.rank() == 2 && logits.dim(0) == 1)))
+    value_error("sample(): logits " + logits.str() + " are not one row");
+  if (!settings.defined() || settings.dtype() != i32 || settings.numel() != kSampleSettingsWords)
+    value_error("sample(): settings " + (settings.defined() ? settings.str() : std::string("(none)")) + " are not " +
+                std::to_string(kSampleSettingsWords) + " i32 words (functional::sample_settings)");
+  static_assert(kSampleSettingsWords == ops::kSettingsWords);
+  return step("Sample", {{"N", logits.shape().back()}}, {logits, settings.reshape({kSampleSettingsWords})}, {1}, i32,
+              {}, Precision::highest, {step_count, position});
+}
+
+Tensor sample_settings(double temperature, int64_t top_k, double top_p, uint64_t seed) {
+  if (!(temperature >= 0) || std::isinf(temperature))
+    value_error("sampling temperature is a finite number >= 0, got " + std::to_string(temperature));
+  if (top_k < 0 || top_k > INT32_MAX) value_error("sampling top_k is in [0, 2^31), got " + std::to_string(top_k));
+  if (!(top_p > 0 && top_p <= 1)) value_error("sampling top_p is in (0, 1], got " + std::to_string(top_p));
+  std::vector<int32_t> words(static_cast<size_t>(kSampleSettingsWords));
+  ops::encode_settings({temperature, top_k, top_p, seed}, words.data());
+  return Tensor::from_ints(words, {kSampleSettingsWords});
 }
 
 Handle scalar(const std::vector<Affine>& terms) {

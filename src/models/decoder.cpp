@@ -57,6 +57,7 @@ DecoderModel::DecoderModel(const std::string& name, const LlamaConfig& config, c
     value_error(name + ": context + chunk rows are positions, at most 2^30 = " + std::to_string(kValueLimit) +
                 "; got context " + std::to_string(options_.context) + " and chunk " + std::to_string(options_.chunk));
   tokens = input("tokens", /*optional=*/true);
+  sampling = input("sampling", /*optional=*/true);
   rows = scratchpad("rows", 1);
   position = carried("position");
   token = carried("token");
@@ -66,6 +67,7 @@ DecoderModel::DecoderModel(const std::string& name, const LlamaConfig& config, c
   norm = param("norm", {config_.dim}, f32);
   output = config_.tied_embeddings ? tie("output", embed) : param("output", {config_.vocab, config_.dim}, keep_dtype);
   generated = state("generated", {rows_held()}, i32);
+  settings = state("settings", {1, F::kSampleSettingsWords}, i32);
 }
 
 Tensor DecoderModel::rope_cos_sin_table(double base) const {
@@ -122,8 +124,16 @@ Outputs DecoderModel::body() {
   // The last valid row's logits pick the next token; it goes where it will sit.
   Handle last = prefill ? F::copy(x[at(Affine(rows) - 1)]) : x.reshape({c.dim});
   Handle logits = F::linear(F::rms_norm(last, c.dim, norm, c.rms_eps), output, {}, options_.precision);
-  const Sampling& sp = options_.sampling;
-  Handle next = F::sample(logits, sp.temperature, sp.top_k, sp.top_p, sp.seed, step, position);
+  // The settings are per call: a prefill given them keeps them for its sequence's decode steps,
+  // so no request recompiles anything.
+  Handle kept = Handle(settings)[window(0, 1)];
+  if (prefill && sampling) {
+    if (sampling.shape() != Shape{F::kSampleSettingsWords} || sampling->dtype() != i32)
+      value_error(name() + ": the sampling input is (" + std::to_string(F::kSampleSettingsWords) +
+                  ",) i32 (functional::sample_settings), not " + Handle(sampling).str());
+    kept.assign(Handle(sampling).reshape({1, F::kSampleSettingsWords}));
+  }
+  Handle next = F::sample(logits, kept, step, position);
   std::vector<Handle> outs{logits, next};
   if (prefill && options_.all_logits) outs.push_back(F::linear(F::rms_norm(x, c.dim, norm, c.rms_eps), output));
   // A decode step leaves its token where the host finds it while later steps run: at the

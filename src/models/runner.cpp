@@ -1,6 +1,7 @@
 #include "iron/models/runner.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "graph/arena.hpp"
 #include "graph/recording.hpp"
 #include "iron/error.hpp"
+#include "iron/functional.hpp"
 #include "iron/io/gguf.hpp"
 #include "iron/io/safetensors.hpp"
 #include "iron/log.hpp"
@@ -32,6 +34,11 @@ std::string context_notice(int64_t bytes, const LlamaOptions& o) {
   return "a context of " + std::to_string(o.context) + " rows (+ " + std::to_string(o.chunk) +
          " batch rows) takes " + gib(bytes) + " (KV cache and RoPE table); ask for less with -c/--ctx-size or "
          "-b/--batch-size";
+}
+
+// The prefill version's inputs: a chunk of prompt ids and the sampling settings.
+Shapes prefill_shapes(int64_t chunk) {
+  return {{"tokens", InputSpec({chunk}, i32)}, {"sampling", InputSpec({functional::kSampleSettingsWords}, i32)}};
 }
 
 }  // namespace
@@ -81,7 +88,7 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
     r->model_->set_profile(r->options_.profile);
     r->model_->load_state_dict(r->weights_);
     CompileOptions compile{.threads = options.threads, .device = options.device};
-    r->model_->compile({{"tokens", InputSpec({mo.chunk}, i32)}}, compile).load();
+    r->model_->compile(prefill_shapes(mo.chunk), compile).load();
     r->model_->compile({}, compile).load();
   } catch (const std::bad_alloc&) {
     value_error("out of memory allocating the model: " + context_notice(context_bytes, mo));
@@ -116,9 +123,16 @@ std::vector<int32_t> LlamaRunner::prompt_ids(const std::string& prompt, bool cha
 
 GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t max_tokens,
                                     const std::function<void(int32_t)>& on_token, bool stop_at_end,
-                                    int64_t start, const std::atomic<bool>* interrupt) {
+                                    int64_t start, const std::atomic<bool>* interrupt, const Sampling* sampling) {
   GenerateStats stats;
   const LlamaOptions& mo = options_.model;
+  const Sampling& sp = sampling ? *sampling : mo.sampling;
+  // Checked before anything runs (a value error naming the setting).
+  std::array<Tensor, 2> inputs{Tensor::zeros({mo.chunk}, i32),
+                               functional::sample_settings(sp.temperature, sp.top_k, sp.top_p, sp.seed)};
+  if (options_.device == "vulkan" && sp.temperature > 0)
+    value_error("Sample on the Vulkan device is greedy only: sampling at a temperature (" +
+                std::to_string(sp.temperature) + ") runs on the CPU (--device cpu)");
   const int64_t context = mo.context, chunk = mo.chunk;
   if (prompt.empty()) value_error("generate: the prompt has no tokens");
   if (start < 0 || start >= context)
@@ -137,7 +151,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
 
   // Every chunk but the last as plain calls; the last starts the loop.
   auto t0 = Clock::now();
-  Tensor tokens = Tensor::zeros({chunk}, i32);
+  Tensor& tokens = inputs[0];
   const int64_t total = int64_t(prompt.size());
   int64_t at = 0;
   CarriedLoop loop(prefill, decode, options_.depth);
@@ -148,9 +162,9 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
     std::memcpy(tokens.mutable_data(), prompt.data() + at, size_t(n) * 4);
     std::vector<ValueArg> values{{"position", start + at}, {"rows", n}, {"token", 0}, {"step", 0}};
     if (at + n < total) {
-      prefill(std::span<const Tensor>(&tokens, 1), values);
+      prefill(std::span<const Tensor>(inputs), values);
     } else {
-      const auto& result = loop.start(std::span<const Tensor>(&tokens, 1), values);
+      const auto& result = loop.start(std::span<const Tensor>(inputs), values);
       first = result.outputs[1].data_as<int32_t>()[0];
     }
     at += n;
@@ -198,7 +212,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
 
 CompiledGraph& LlamaRunner::prefill_version() {
   CompileOptions compile{.threads = options_.threads, .device = options_.device};
-  return model_->compile({{"tokens", InputSpec({options_.model.chunk}, i32)}}, compile);
+  return model_->compile(prefill_shapes(options_.model.chunk), compile);
 }
 
 CompiledGraph& LlamaRunner::decode_version() {

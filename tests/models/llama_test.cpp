@@ -97,6 +97,31 @@ TEST(Stories260K, SameSeedSameSamples) {
   EXPECT_NE(generate(*c, {1}, 50), first);  // another seed, another story
 }
 
+// Sampling settings are per call (a server's requests each bring theirs): one runner, compiled
+// once, gives for each setting what a runner opened with it gives, in any order.
+TEST(Stories260K, SamplingSettingsArePerCall) {
+  IRON_NEEDS_STORIES();
+  const std::vector<Sampling> settings{{0.9, 40, 0.95, 1234}, {0.0, 40, 0.95, 5}, {1.3, 0, 0.6, ~uint64_t(0)},
+                                       {0.7, 3, 1.0, 42}};
+  RunnerOptions o;
+  o.model.context = 256;
+  auto shared = LlamaRunner::open(stories_path(), o);
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < settings.size(); ++i) {
+      const Sampling& s = settings[round ? settings.size() - 1 - i : i];
+      RunnerOptions own = o;
+      own.model.sampling = s;
+      std::vector<int32_t> got;
+      shared->generate({1}, 40, [&](int32_t id) { got.push_back(id); }, false, 0, nullptr, &s);
+      EXPECT_EQ(got, generate(*LlamaRunner::open(stories_path(), own), {1}, 40))
+          << "temperature " << s.temperature << " seed " << s.seed << " round " << round;
+    }
+  const Sampling bad{-1, 40, 0.95, 0}, bad_p{0.5, 40, 0, 0};
+  EXPECT_THROW(shared->generate({1}, 4, [](int32_t) {}, false, 0, nullptr, &bad), Error);
+  EXPECT_THROW(shared->generate({1}, 4, [](int32_t) {}, false, 0, nullptr, &bad_p), Error);
+  EXPECT_EQ(generate(*shared, {1}, 60), kStoriesGreedy);  // the options' settings: greedy
+}
+
 // Issue 17: the seed is the sampler's param, mixed with a per-call counter, so any 64-bit seed
 // samples any number of tokens (a seed near 2^30 used to fail, at the first call or mid-way);
 // greedy never reads it.

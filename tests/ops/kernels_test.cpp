@@ -1,8 +1,10 @@
 // Every operator's CPU kernel against its reference(), on ragged shapes, several dtypes and
 // per-call bounds, at 1 and 2 threads.
+#include <cmath>
 #include <limits>
 #include <numbers>
 
+#include "iron/functional.hpp"
 #include "ops/op_harness.hpp"
 
 namespace iron::test {
@@ -500,6 +502,60 @@ TEST(OpKernels, SampleGreedyTiesTakeTheLowestId) {
   random.in = {dense({1, 1000}, bf16)};
   random.out = {dense({1}, i32)};
   run_case(random);
+}
+
+// Per-call settings (a second operand, as a server's requests give them) draw exactly what the
+// same settings give as compile-time params: the doubles and the 64-bit seed travel bit for bit.
+TEST(OpKernels, SampleSettingsOperandDrawsAsTheParams) {
+  struct Setting {
+    double temperature;
+    int64_t top_k;
+    double top_p;
+    uint64_t seed;
+  };
+  const std::vector<Setting> settings{{0.8, 40, 0.95, 42},   {0.9, 0, 1.0, ~uint64_t(0)}, {1.7, 5, 0.5, 1u << 31},
+                                      {0.1, 1, 0.3, 7},      {0.0, 40, 0.95, 3},          {1e-3, 1000, 0.999, 0x123456789abcdef0ull}};
+  for (const Setting& st : settings)
+    for (int64_t counter : {0, 3, 1000})
+      for (int64_t position : {0, 17}) {
+        Case params, operand;
+        params.op = operand.op = "Sample";
+        params.params = {{"N", int64_t(300)}, {"temperature", st.temperature}, {"top_k", st.top_k},
+                         {"top_p", st.top_p}, {"seed", int64_t(st.seed)}};
+        operand.params = {{"N", int64_t(300)}};
+        Tensor words = functional::sample_settings(st.temperature, st.top_k, st.top_p, st.seed);
+        std::vector<float> w(words.data_as<int32_t>(), words.data_as<int32_t>() + words.numel());
+        params.in = {ranged(dense({300}), -3, 3)};
+        operand.in = {ranged(dense({300}), -3, 3), given({16}, w, i32)};
+        params.out = operand.out = {dense({1}, i32)};
+        params.scalars = operand.scalars = {counter, position};
+        params.seed = operand.seed = uint32_t(counter + position + 5);
+        if (st.temperature > 0)
+          params.not_on_vulkan = operand.not_on_vulkan = "Sample at a temperature (the Vulkan kernel is greedy only)";
+        Result a = run_case(params), b = run_case(operand);
+        EXPECT_EQ(b.ref[0][0], a.ref[0][0]) << "temperature " << st.temperature << " counter " << counter;
+        EXPECT_EQ(b.one_thread[0][0], a.one_thread[0][0]);
+        EXPECT_EQ(b.two_threads[0][0], a.two_threads[0][0]);
+      }
+  // Settings words from anywhere (a corrupt state, a caller's own tensor) still sample: every
+  // word's low 16 bits are read, a temperature that is not a positive number is greedy.
+  for (float fill : {-1.0f, 65535.0f, 32768.0f, 16384.0f}) {
+    Case c;
+    c.op = "Sample";
+    c.params = {{"N", int64_t(50)}};
+    c.in = {ranged(dense({50}), -3, 3), given({16}, std::vector<float>(16, fill), i32)};
+    c.out = {dense({1}, i32)};
+    c.scalars = {1, 2};
+    c.not_on_vulkan = "garbage settings words (the host never passes them; the CPU kernel tolerates them)";
+    Result r = run_case(c);
+    EXPECT_GE(r.ref[0][0], 0.0f);
+    EXPECT_LT(r.ref[0][0], 50.0f);
+  }
+  EXPECT_THROW(functional::sample_settings(-0.1, 40, 0.9, 1), Error);
+  EXPECT_THROW(functional::sample_settings(std::nan(""), 40, 0.9, 1), Error);
+  EXPECT_THROW(functional::sample_settings(0.5, -1, 0.9, 1), Error);
+  EXPECT_THROW(functional::sample_settings(0.5, 40, 0.0, 1), Error);
+  EXPECT_THROW(functional::sample_settings(0.5, 40, 1.5, 1), Error);
 }
 
 }  // namespace

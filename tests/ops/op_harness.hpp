@@ -16,6 +16,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,7 @@ struct Case {
   std::vector<Arg> in, out;
   std::vector<int64_t> scalars;
   uint32_t seed = 1;
+  std::string not_on_vulkan;  // why a case the Vulkan kernel takes but does not compute is not run there
 };
 
 /// Every output buffer as f32: the reference's, the CPU kernel's at 1 and at 2 threads, and the
@@ -358,7 +360,9 @@ inline Result run_case(const Case& c) {
     compare(got, "at " + std::to_string(threads) + " thread(s)");
   }
 #if IRON_HAS_VULKAN
-  if (vulkan::Device* device = test_vulkan_device(); device && vulkan::find_kernel(c.op)) {
+  if (static std::set<std::string> said; !c.not_on_vulkan.empty() && test_vulkan_device() && said.insert(c.not_on_vulkan).second)
+    std::fprintf(stderr, "[vulkan] not run: %s\n", c.not_on_vulkan.c_str());
+  if (vulkan::Device* device = test_vulkan_device(); device && vulkan::find_kernel(c.op) && c.not_on_vulkan.empty()) {
     // Each host buffer's bytes (outputs at their initial values) in a device buffer of its own.
     for (size_t k = 0; k < c.out.size(); ++k) out_buffers[k]->write(initial_out[k]);
     std::vector<vulkan::Buffer> device_buffers;

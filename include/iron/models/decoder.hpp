@@ -17,8 +17,9 @@
 namespace iron::models {
 
 /// How the next token is chosen on the device. temperature 0: greedy (the seed is not read). Any
-/// 64-bit seed works: it is the Sample operator's param, mixed with the per-call counter `step`
-/// and the position by ops::sample_uniform.
+/// 64-bit seed works: mixed with the per-call counter `step` and the position by
+/// ops::sample_uniform. The graph reads these per call (its `sampling` input), so they change
+/// without recompiling.
 struct Sampling {
   double temperature = 0.0;
   int64_t top_k = 40;
@@ -30,7 +31,7 @@ struct LlamaOptions {
   int64_t context = 2048;  // KV-cache rows (at most the model's)
   int64_t chunk = 64;      // prompt rows a prefill call takes
   bool all_logits = false; // prefill returns logits for every row (scoring), not just the last
-  Sampling sampling;
+  Sampling sampling;        // what LlamaRunner::generate passes unless given other settings
   /// The KV cache's element types: f32, f16, bf16 or q8_0 (head_dim a multiple of 32), keys and
   /// values each. Unset: see k_cache_type().
   std::optional<DType> k_cache_dtype, v_cache_dtype;
@@ -60,6 +61,9 @@ class DecoderBlock : public Module {
 };
 
 /// The graph's skeleton. Inputs: `tokens` (rows,) i32, present for prefill and absent for decode.
+/// `sampling` (kSampleSettingsWords,) i32, optional, prefill only: the sampling settings
+/// (functional::sample_settings), kept in the state `settings` for this call and the decode
+/// steps after it (a prefill without it keeps the settings already there; zeros, greedy, at first).
 /// Per-call values: `position` (carried: where this call's first row sits), `token` (carried:
 /// the token a decode call embeds), `step` (carried: calls since generation began, the sampler's
 /// counter), `rows` (valid prompt rows of a prefill call). Outputs: the logits of the last valid
@@ -72,11 +76,12 @@ class DecoderModel : public Graph {
   const LlamaConfig& config() const { return config_; }
   const LlamaOptions& options() const { return options_; }
 
-  Input tokens;
+  Input tokens, sampling;
   Scratchpad rows;
   Carried position, token, step;
   Param embed, norm, output;
   State generated;  // (context + chunk,) i32: the token sampled for each position
+  State settings;   // (1, kSampleSettingsWords) i32: the sampling settings of the sequence
 
  protected:
   DecoderModel(const std::string& name, const LlamaConfig& config, const LlamaOptions& options);

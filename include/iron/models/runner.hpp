@@ -61,9 +61,12 @@ class LlamaRunner {
   /// there by earlier calls, which the caller tracks); the prompt continues after them. 0 begins
   /// anew; anything from `start` on is overwritten. `interrupt`, when it turns true (a signal
   /// handler may set it), stops the decode after the token being handed over ("interrupted").
+  /// `sampling`: this generation's settings (null: the options'), passed to the graph per call,
+  /// so any settings run on the versions compiled once; checked first (a value error).
   GenerateStats generate(const std::vector<int32_t>& prompt, int64_t max_tokens,
                          const std::function<void(int32_t)>& on_token, bool stop_at_end = true,
-                         int64_t start = 0, const std::atomic<bool>* interrupt = nullptr);
+                         int64_t start = 0, const std::atomic<bool>* interrupt = nullptr,
+                         const Sampling* sampling = nullptr);
 
   /// Bytes of weights one decode step reads (every layer's, the classifier, one embedding row).
   int64_t weight_bytes_per_token() const;

@@ -2,7 +2,9 @@
 // the lowest id on a tie) at temperature 0; otherwise the top_k most likely, cut to the smallest
 // set whose probability reaches top_p, softmax at `temperature`, and one draw from a counter-based
 // generator (sample.hpp) keyed by the `seed` param and the per-call counter and position: the
-// same seed gives the same tokens. Greedy never reads the seed.
+// same seed gives the same tokens. Greedy never reads the seed. With a second operand (one i32
+// row of settings words, sample.hpp), the temperature, top_k, top_p and seed are read from it each
+// call instead of the params, so one compiled version serves any settings (a server's requests).
 #include <limits>
 #include <numeric>
 
@@ -71,9 +73,18 @@ inline int32_t sample(const Settings& s, const float* x, int64_t counter, int64_
   return order[keep - 1];
 }
 
+void with_settings(Settings& s, const SampleSettings& given) {
+  s.temperature = given.temperature;
+  s.top_k = given.top_k;
+  s.top_p = given.top_p;
+  s.seed = given.seed;
+}
+
 class Kernel final : public cpu::Kernel {
  public:
-  Kernel(const cpu::KernelArgs& a, const Settings& s) : x_(a.in.at(0)), y_(a.out.at(0)), scalars_(a.scalars), s_(s) {
+  Kernel(const cpu::KernelArgs& a, const Settings& s)
+      : x_(a.in.at(0)), y_(a.out.at(0)), scalars_(a.scalars), s_(s), per_call_(a.in.size() > 1) {
+    if (per_call_) settings_ = a.in.at(1);
     // Per thread 0 (a serial kernel): probabilities (doubles first, for alignment), ids, values.
     scratch_ = cpu::Scratch(size_t(s.n) * 4);
   }
@@ -87,13 +98,16 @@ class Kernel final : public cpu::Kernel {
     if (x_.dtype != f32) load_row(x_, w, 0, values, s_.n);
     int64_t counter = scalars_.size() > 0 ? scalars_[0].get(w) : 0;
     int64_t position = scalars_.size() > 1 ? scalars_[1].get(w) : 0;
-    *y_.data<int32_t>(w) = sample(s_, x, counter, position, order, probability);
+    Settings s = s_;
+    if (per_call_) with_settings(s, decode_settings(settings_.data<int32_t>(w)));
+    *y_.data<int32_t>(w) = sample(s, x, counter, position, order, probability);
   }
 
  private:
-  cpu::Operand x_, y_;
+  cpu::Operand x_, y_, settings_;
   std::vector<cpu::WordRef> scalars_;
   Settings s_;
+  bool per_call_;
   cpu::Scratch scratch_;
 };
 
@@ -109,7 +123,13 @@ struct Sample : Operator {
     std::vector<int32_t> order(size_t(s_.n));
     std::vector<double> probability(size_t(s_.n));
     int64_t counter = c.scalars.size() > 0 ? c.scalars[0] : 0, position = c.scalars.size() > 1 ? c.scalars[1] : 0;
-    c.out[0].data[0] = float(sample(s_, c.in[0].data, counter, position, order.data(), probability.data()));
+    Settings s = s_;
+    if (c.in.size() > 1) {
+      if (element_count(c.in[1].shape) < kSettingsWords)
+        value_error("Sample settings hold " + std::to_string(kSettingsWords) + " words");
+      with_settings(s, decode_settings(c.in[1].data));
+    }
+    c.out[0].data[0] = float(sample(s, c.in[0].data, counter, position, order.data(), probability.data()));
   }
   Tolerance tolerance(Precision) const override { return {0, 0}; }
   std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {

@@ -34,6 +34,10 @@ TEST(VulkanStories260K, GreedyFromBosGivesThePublishedTokens) {
     o.model.context = 256;
     auto runner = LlamaRunner::open(stories_path(), o);
     EXPECT_EQ(generate(*runner, runner->prompt_ids("", false), 60), kStoriesGreedy) << "depth " << depth;
+    // The settings are per call, so a temperature cannot be refused at compile time: the runner
+    // refuses it before any call (the shader samples greedily only).
+    const Sampling hot{0.8, 40, 0.95, 1};
+    EXPECT_THROW(runner->generate({1}, 4, [](int32_t) {}, true, 0, nullptr, &hot), Error);
   }
 }
 

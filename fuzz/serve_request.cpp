@@ -1,0 +1,37 @@
+// Bytes as a request body of `iron serve` -> parse_request (the first byte picks the endpoint:
+// chat when odd). A body it takes must give settings the sampler takes; one it refuses must be
+// an ApiError whose JSON error object parses.
+#include <nlohmann/json.hpp>
+
+#include "fuzz_util.hpp"
+#include "iron/functional.hpp"
+#include "serve/request.hpp"
+#include "targets.hpp"
+
+namespace iron::fuzz {
+
+void serve_request(const uint8_t* data, size_t size) {
+  if (size == 0) return;
+  const auto endpoint = data[0] & 1 ? serve::Endpoint::chat : serve::Endpoint::completion;
+  const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  try {
+    const serve::CompletionRequest r = serve::parse_request(body, endpoint);
+    IRON_FUZZ_CHECK(r.temperature >= 0 && r.temperature <= 2);
+    IRON_FUZZ_CHECK(r.top_p > 0 && r.top_p <= 1);
+    IRON_FUZZ_CHECK(r.top_k >= 0 && r.top_k <= INT32_MAX);
+    IRON_FUZZ_CHECK(!r.max_tokens || *r.max_tokens > 0);
+    IRON_FUZZ_CHECK(r.stop.size() <= 4);
+    for (const std::string& s : r.stop) IRON_FUZZ_CHECK(!s.empty());
+    if (endpoint == serve::Endpoint::chat) {
+      IRON_FUZZ_CHECK(!r.messages.empty());
+      for (const auto& m : r.messages) IRON_FUZZ_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant");
+    }
+    functional::sample_settings(r.temperature, r.top_k, r.top_p, r.seed.value_or(0));  // never refuses them
+  } catch (const serve::ApiError& e) {
+    IRON_FUZZ_CHECK(e.status() >= 400 && e.status() < 600);
+    const auto j = nlohmann::json::parse(e.json(), nullptr, false);
+    IRON_FUZZ_CHECK(!j.is_discarded() && j.contains("error"));
+  }
+}
+
+}  // namespace iron::fuzz

@@ -1,0 +1,100 @@
+// `iron serve`'s request parser and stop strings, without a model (the server itself is tested
+// with real clients by tests/serve/serve_test.py).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/request.hpp"
+#include "serve/stop.hpp"
+
+namespace {
+
+using iron::serve::ApiError;
+using iron::serve::Endpoint;
+using iron::serve::parse_request;
+using iron::serve::StopFilter;
+
+// A stop string that spans pieces never leaks, not even its first characters; text that only
+// looked like its start is let through once it cannot be one.
+TEST(ServeStop, HoldsBackWhatCouldBecomeAStopString) {
+  StopFilter f({"\n\nUser:", "END"});
+  EXPECT_EQ(f.push("Hello"), "Hello");
+  EXPECT_EQ(f.push(" wor"), " wor");
+  EXPECT_EQ(f.push("ld\n"), "ld");   // "\n" may begin "\n\nUser:"
+  EXPECT_EQ(f.push("\nUs"), "");     // still may
+  EXPECT_EQ(f.push("e"), "");
+  EXPECT_EQ(f.push("r: hi"), "");    // complete: nothing of it, nothing after it
+  EXPECT_TRUE(f.stopped());
+  EXPECT_EQ(f.push("more"), "");
+  EXPECT_EQ(f.flush(), "");
+
+  StopFilter g({"END"});
+  EXPECT_EQ(g.push("the EN"), "the ");
+  EXPECT_EQ(g.push("D"), "");
+  EXPECT_TRUE(g.stopped());
+
+  StopFilter h({"END"});
+  EXPECT_EQ(h.push("an E"), "an ");
+  EXPECT_EQ(h.push("xit"), "Exit");  // not a stop after all
+  EXPECT_EQ(h.push(" E"), " ");
+  EXPECT_EQ(h.flush(), "E");         // the end: what was held back
+  EXPECT_FALSE(h.stopped());
+
+  StopFilter none({});
+  EXPECT_EQ(none.push("abc"), "abc");
+  StopFilter inside({"b"});
+  EXPECT_EQ(inside.push("abc"), "a");  // a stop inside one piece cuts it there
+}
+
+int status_of(std::string_view body, Endpoint e = Endpoint::completion) {
+  try {
+    parse_request(body, e);
+    return 200;
+  } catch (const ApiError& err) {
+    EXPECT_FALSE(nlohmann::json::parse(err.json(), nullptr, false).is_discarded());
+    return err.status();
+  }
+}
+
+TEST(ServeRequest, ReadsOpenAIsFieldsAndRefusesBadOnes) {
+  auto r = parse_request(
+      R"({"model":"x","messages":[{"role":"system","content":"S"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+          "max_tokens":5,"temperature":0.5,"top_p":0.9,"top_k":7,"seed":-1,"stop":["x","yz"],"stream":true,
+          "stream_options":{"include_usage":true},"logit_bias":{}})",
+      Endpoint::chat);
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].content, "ab");
+  EXPECT_EQ(*r.max_tokens, 5);
+  EXPECT_EQ(r.top_k, 7);
+  EXPECT_EQ(*r.seed, ~uint64_t(0));
+  EXPECT_TRUE(r.stream && r.include_usage);
+  EXPECT_EQ(r.ignored, std::vector<std::string>{"logit_bias"});
+  auto c = parse_request(R"({"prompt":"hi","seed":18446744073709551615})", Endpoint::completion);
+  EXPECT_EQ(c.prompt, "hi");
+  EXPECT_EQ(*c.seed, ~uint64_t(0));
+  EXPECT_FALSE(c.max_tokens);
+
+  EXPECT_EQ(status_of("{"), 400);
+  EXPECT_EQ(status_of("[]"), 400);
+  EXPECT_EQ(status_of(R"({"max_tokens":4})"), 400);  // no prompt
+  EXPECT_EQ(status_of(R"({"prompt":"a","max_tokens":0})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a","max_tokens":-3})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a","max_tokens":"4"})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a","max_tokens":1e300})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a","seed":9223372036854775808.0})"), 400);  // 2^63 as a double
+  EXPECT_EQ(status_of(R"({"prompt":"a","seed":-9223372036854775808.0})"), 200);
+  EXPECT_EQ(status_of(std::string(200000, '[') + std::string(200000, ']')), 400);  // deep, not a crash
+  EXPECT_EQ(status_of(R"({"prompt":"a","temperature":3})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a","top_p":1.5})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a","stop":["a","b","c","d","e"]})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a","stop":[""]})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a","stream":"yes"})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a","n":2})"), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a"})"), 200);
+  EXPECT_EQ(status_of(R"({"messages":[]})", Endpoint::chat), 400);
+  EXPECT_EQ(status_of(R"({"messages":[{"role":"tool","content":"x"}]})", Endpoint::chat), 400);
+  EXPECT_EQ(status_of(R"({"messages":[{"role":"user"}]})", Endpoint::chat), 400);
+  EXPECT_EQ(status_of(R"({"prompt":"a"})", Endpoint::chat), 400);  // a chat takes messages
+}
+
+}  // namespace

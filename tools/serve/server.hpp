@@ -1,0 +1,33 @@
+// `iron serve`: the OpenAI-compatible HTTP front (cpp-httplib) over a Scheduler.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "iron/models/runner.hpp"
+
+namespace iron::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;          // 0: any free port (printed when listening)
+  int parallel = 1;         // sequences at once
+  int queue = -1;           // requests waiting beyond them; -1: 4 x parallel
+  std::string api_key;      // empty: none asked for
+  int64_t body_limit = 1 << 20;
+  double read_timeout = 30;  // seconds a connection may take to send its request
+  double grace = 10;         // seconds in-flight requests get after SIGTERM
+  std::string model_name;    // what /v1/models lists
+};
+
+/// Serves until SIGTERM or SIGINT (stops taking requests, lets the ones in flight finish for
+/// `grace` seconds, cancels the rest), then returns 0. Prints "listening on http://HOST:PORT"
+/// on standard error once requests are taken. SIGTERM and SIGINT must already be blocked in
+/// every thread (block_shutdown_signals(), before the model's threads start).
+int serve(models::LlamaRunner& runner, const ServerOptions& options);
+
+/// Blocks SIGTERM and SIGINT in the calling thread and the threads it starts later: serve()
+/// waits for them on a thread of its own.
+void block_shutdown_signals();
+
+}  // namespace iron::serve
