@@ -14,6 +14,7 @@
 #include "iron/io/gguf.hpp"
 #include "iron/io/safetensors.hpp"
 #include "iron/log.hpp"
+#include "ops/sample/sample.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -130,9 +131,10 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   // Checked before anything runs (a value error naming the setting).
   std::array<Tensor, 2> inputs{Tensor::zeros({mo.chunk}, i32),
                                functional::sample_settings(sp.temperature, sp.top_k, sp.top_p, sp.seed)};
-  if (options_.device == "vulkan" && sp.temperature > 0)
-    value_error("Sample on the Vulkan device is greedy only: sampling at a temperature (" +
-                std::to_string(sp.temperature) + ") runs on the CPU (--device cpu)");
+  if (options_.device == "vulkan" && sp.temperature > 0 && !ops::vulkan_draws(sp.top_k, config().vocab))
+    value_error("Sample on the Vulkan device draws from at most " + std::to_string(ops::kVulkanMaxTopK) +
+                " candidates: top_k " + std::to_string(sp.top_k) + (sp.top_k == 0 ? " (every token)" : "") +
+                " runs on the CPU (--device cpu), or give a top_k of 1 to " + std::to_string(ops::kVulkanMaxTopK));
   const int64_t context = mo.context, chunk = mo.chunk;
   if (prompt.empty()) value_error("generate: the prompt has no tokens");
   if (start < 0 || start >= context)

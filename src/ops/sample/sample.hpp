@@ -76,4 +76,13 @@ SampleSettings decode_settings(const Word* words) {
   return s;
 }
 
+/// The most top-k candidates the Vulkan shader draws from (sample.comp gathers and sorts them in
+/// shared memory); top_k 0 (every logit) or more than this at a temperature is not drawn there.
+inline constexpr int64_t kVulkanMaxTopK = 256;
+/// Whether the Vulkan shader draws with `top_k` over `n` logits (0: all of them).
+inline bool vulkan_draws(int64_t top_k, int64_t n) {
+  const int64_t k = top_k > 0 && top_k < n ? top_k : n;
+  return k <= kVulkanMaxTopK;
+}
+
 }  // namespace iron::ops

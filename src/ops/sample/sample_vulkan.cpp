@@ -1,7 +1,9 @@
-// Sample on the Vulkan device (sample.comp): greedy, over f32 logits. Per-call settings are read
-// for their temperature only: a row at a temperature gets token -1 (not sampled here yet).
+// Sample on the Vulkan device (sample.comp): greedy, or at a temperature with top_k up to
+// kVulkanMaxTopK and top_p, over f32 logits, from the params or a per-call settings operand;
+// the draw is ops::sample_uniform's, computed in the shader.
 #include "devices/vulkan/kernel.hpp"
 #include "ops/op.hpp"
+#include "ops/sample/sample.hpp"
 
 namespace iron::ops {
 
@@ -9,15 +11,33 @@ void record_sample(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
   const vulkan::Operand &x = a.in.at(0), &y = a.out.at(0);
   if (x.dtype != f32) vulkan::unsupported(op, "logits of " + std::string(name(x.dtype)));
   if (y.dtype != i32) vulkan::unsupported(op, "a token of " + std::string(name(y.dtype)));
-  if (op.params().number("temperature") > 0) vulkan::unsupported(op, "sampling at a temperature (greedy only)");
+  const Fields& params = op.params();
+  const int64_t n = params.integer("N"), top_k = params.integer("top_k");
+  if (params.number("temperature") > 0 && !vulkan_draws(top_k, n))
+    vulkan::unsupported(op, "top_k " + std::to_string(top_k) + " of " + std::to_string(n) + " logits (at most " +
+                                std::to_string(kVulkanMaxTopK) + ")");
   const bool has_settings = a.in.size() > 1;
   const vulkan::Operand& s = has_settings ? a.in.at(1) : x;
   if (has_settings && s.dtype != i32) vulkan::unsupported(op, "settings of " + std::string(name(s.dtype)));
+  const auto seed = uint64_t(params.integer("seed"));
   struct Push {
     vulkan::Start x, y, s;
-    int32_t n, has_settings;
-  } push{vulkan::start(x), vulkan::start(y), vulkan::start(s), vulkan::shader_int(op.params().integer("N"), "N"),
-         has_settings ? 1 : 0};
+    int32_t n, has_settings, counter, position;
+    float temperature, top_p;
+    int32_t top_k;
+    uint32_t seed_lo, seed_hi;
+  } push{vulkan::start(x),
+         vulkan::start(y),
+         vulkan::start(s),
+         vulkan::shader_int(n, "N"),
+         has_settings ? 1 : 0,
+         a.scalars.size() > 0 ? vulkan::shader_word(a.scalars[0]) : 0,
+         a.scalars.size() > 1 ? vulkan::shader_word(a.scalars[1]) : 0,
+         float(params.number("temperature")),
+         float(params.number("top_p")),
+         vulkan::shader_int(top_k, "top_k"),
+         uint32_t(seed),
+         uint32_t(seed >> 32)};
   list.bind(a.device->pipeline({"sample", {}, 4, sizeof push}));
   list.bind_buffers({x.binding(), y.binding(), s.binding(), vulkan::words_binding(a)});
   list.push_constants(push);

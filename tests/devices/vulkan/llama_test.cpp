@@ -34,10 +34,10 @@ TEST(VulkanStories260K, GreedyFromBosGivesThePublishedTokens) {
     o.model.context = 256;
     auto runner = LlamaRunner::open(stories_path(), o);
     EXPECT_EQ(generate(*runner, runner->prompt_ids("", false), 60), kStoriesGreedy) << "depth " << depth;
-    // The settings are per call, so a temperature cannot be refused at compile time: the runner
-    // refuses it before any call (the shader samples greedily only).
-    const Sampling hot{0.8, 40, 0.95, 1};
-    EXPECT_THROW(runner->generate({1}, 4, [](int32_t) {}, true, 0, nullptr, &hot), Error);
+    // The settings are per call, so what the shader cannot draw (top_k 0: every token) cannot
+    // be refused at compile time: the runner refuses it before any call.
+    const Sampling every_token{0.8, 0, 0.95, 1};
+    EXPECT_THROW(runner->generate({1}, 4, [](int32_t) {}, true, 0, nullptr, &every_token), Error);
   }
 }
 
@@ -58,6 +58,25 @@ TEST(VulkanStories260K, SmallerCachesGiveTheCpusTokens) {
     }
     EXPECT_EQ(tokens[1], tokens[0]) << name(cache);
   }
+}
+
+// Seeded sampling on the device draws what the CPU draws (f32 probabilities against f64 can
+// differ only within rounding of a boundary: VulkanSample counts how often).
+TEST(VulkanStories260K, SeededSamplingGivesTheCpusTokens) {
+  IRON_NEEDS_STORIES();
+  IRON_WHOLE_MODEL_ON_VULKAN();
+  std::vector<int32_t> tokens[2];
+  for (int d = 0; d < 2; ++d) {
+    RunnerOptions o;
+    o.device = d == 0 ? "cpu" : "vulkan";
+    o.model.context = 256;
+    auto runner = LlamaRunner::open(stories_path(), o);
+    const Sampling hot{0.8, 40, 0.95, 42};
+    runner->generate(runner->prompt_ids("Once upon a time", false), 100,
+                     [&](int32_t id) { tokens[d].push_back(id); }, false, 0, nullptr, &hot);
+  }
+  ASSERT_EQ(tokens[0].size(), 100u);
+  EXPECT_EQ(tokens[1], tokens[0]);
 }
 
 TEST(VulkanStories260K, ChunkedPrefillThenDecodeEqualsDecodingTokenByToken) {
