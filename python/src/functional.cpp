@@ -53,7 +53,9 @@ void bind_functional(nb::module_& m) {
   f.def("silu_mul", &F::silu_mul);
   f.def("softmax", &F::softmax);
   f.def("argmax", &F::argmax);
-  f.def("sample", &F::sample);
+  // Settings fixed at compile time, or read each call from a settings row (F::sample_settings).
+  f.def("sample", nb::overload_cast<const Handle&, double, int64_t, double, uint64_t, const Affine&, const Affine&>(&F::sample));
+  f.def("sample", nb::overload_cast<const Handle&, const Handle&, const Affine&, const Affine&>(&F::sample));
   f.def("scalar", &F::scalar);
   f.def("attention", &F::attention, nb::arg("q"), nb::arg("k_cache"), nb::arg("v_cache"), nb::arg("start"),
         nb::arg("scale").none(), nb::arg("window"));

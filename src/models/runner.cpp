@@ -131,10 +131,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   // Checked before anything runs (a value error naming the setting).
   std::array<Tensor, 2> inputs{Tensor::zeros({mo.chunk}, i32),
                                functional::sample_settings(sp.temperature, sp.top_k, sp.top_p, sp.seed)};
-  if (options_.device == "vulkan" && sp.temperature > 0 && !ops::vulkan_draws(sp.top_k, config().vocab))
-    value_error("Sample on the Vulkan device draws from at most " + std::to_string(ops::kVulkanMaxTopK) +
-                " candidates: top_k " + std::to_string(sp.top_k) + (sp.top_k == 0 ? " (every token)" : "") +
-                " runs on the CPU (--device cpu), or give a top_k of 1 to " + std::to_string(ops::kVulkanMaxTopK));
+  check_sampling(sp);
   const int64_t context = mo.context, chunk = mo.chunk;
   if (prompt.empty()) value_error("generate: the prompt has no tokens");
   if (start < 0 || start >= context)
@@ -210,6 +207,14 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   }
   stats.generate_seconds = seconds_since(t1);
   return stats;
+}
+
+void LlamaRunner::check_sampling(const Sampling& s) const {
+  functional::sample_settings(s.temperature, s.top_k, s.top_p, s.seed);
+  if (options_.device == "vulkan" && s.temperature > 0 && !ops::vulkan_draws(s.top_k, config().vocab))
+    value_error("Sample on the Vulkan device draws from at most " + std::to_string(ops::kVulkanMaxTopK) +
+                " candidates: top_k " + std::to_string(s.top_k) + (s.top_k == 0 ? " (every token)" : "") +
+                " runs on the CPU (--device cpu), or give a top_k of 1 to " + std::to_string(ops::kVulkanMaxTopK));
 }
 
 CompiledGraph& LlamaRunner::prefill_version() {

@@ -245,10 +245,11 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
                                chat ? "messages" : "prompt", "context_length_exceeded"));
     return;
   }
-  if (runner_.options().device == "vulkan" && r.temperature > 0) {
-    answer_error(res, ApiError(400, "invalid_request_error",
-                               "this server runs on Vulkan, which samples greedily only: send temperature 0",
-                               "temperature"));
+  try {
+    runner_.check_sampling({r.temperature, r.top_k, r.top_p, 0});
+  } catch (const Error& e) {
+    // The device cannot draw with these settings (Vulkan: top_k 1 to 256 at a temperature).
+    answer_error(res, ApiError(400, "invalid_request_error", e.what(), "top_k"));
     return;
   }
   Job job;

@@ -68,6 +68,10 @@ class LlamaRunner {
                          int64_t start = 0, const std::atomic<bool>* interrupt = nullptr,
                          const Sampling* sampling = nullptr);
 
+  /// A value error unless `sampling` is settings this runner's device draws from (the ranges
+  /// functional::sample_settings checks; on Vulkan, a temperature above 0 needs top_k 1 to 256).
+  void check_sampling(const Sampling& sampling) const;
+
   /// Bytes of weights one decode step reads (every layer's, the classifier, one embedding row).
   int64_t weight_bytes_per_token() const;
   /// Bytes of the KV caches a decode step reads when it attends to `keys` positions (keys and

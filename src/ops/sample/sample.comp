@@ -14,17 +14,22 @@
 // the keys above it and the lowest ids of those equal to it are gathered (at most kMaxK), then
 // sorted in shared memory. top_k of 0 (all) or above kMaxK is not drawn here: the token is -1,
 // an id no vocabulary has, and LlamaRunner refuses such settings on Vulkan before any call.
-//   bindings: the logits (f32), the token (i32), the settings (i32 words, sample.hpp; the
+//   specialization constant 0: the logits' kind (f32, f16 or bf16: elements.glsl)
+//   bindings: the logits (words), the token (i32), the settings (i32 words, sample.hpp; the
 //   logits again when has_settings is 0), the words
 #define kLanes 512u
 #define kMaxK 256u
 layout(local_size_x = 512) in;
+layout(constant_id = 0) const int kX = 0;
 
-layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
+layout(std430, set = 0, binding = 0) readonly buffer X { uint x_words[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Y { int y[]; };
 layout(std430, set = 0, binding = 2) readonly buffer S { int s[]; };
 #define WORDS_BINDING 3
 #include "devices/vulkan/shaders/words.glsl"
+#include "devices/vulkan/shaders/elements.glsl"
+ELEMENT_LOAD(load_x, x_words)
+float logit(uint i) { return load_x(kX, i); }
 
 layout(push_constant) uniform Push {
   int x_base, x_offset, y_base, y_offset, s_base, s_offset;
@@ -115,7 +120,7 @@ void main() {
     float best = -1.0 / 0.0;  // -inf: a logit of -inf still wins over "none" (index n)
     uint at = n;
     for (uint i = t; i < n; i += kLanes) {
-      const float v = x[x0 + i];
+      const float v = logit(x0 + i);
       if (v > best || (v == best && at == n)) {  // NaN compares false: it never wins
         best = v;
         at = i;
@@ -156,7 +161,7 @@ void main() {
     barrier();
     const uint key_so_far = chosen_key, mask = chosen_mask;
     for (uint i = t; i < n; i += kLanes) {
-      const uint key = key_of(x[x0 + i]);
+      const uint key = key_of(logit(x0 + i));
       if ((key & mask) == key_so_far) atomicAdd(histogram[(key >> uint(shift)) & 255u], 1u);
     }
     barrier();
@@ -185,7 +190,7 @@ void main() {
   }
   barrier();
   for (uint i = t; i < n; i += kLanes) {
-    const uint key = key_of(x[x0 + i]);
+    const uint key = key_of(logit(x0 + i));
     if (key > kth) {
       const uint slot = atomicAdd(found, 1u);
       cand_key[slot] = key;
@@ -195,7 +200,7 @@ void main() {
   barrier();
   for (uint block = 0u; block < n; block += kLanes) {
     const uint i = block + t;
-    const bool tie = i < n && key_of(x[x0 + i]) == kth;
+    const bool tie = i < n && key_of(logit(x0 + i)) == kth;
     best_index[t] = tie ? 1u : 0u;
     if (tie) atomicAdd(ties_here, 1u);
     barrier();
@@ -242,10 +247,10 @@ void main() {
   if (t != 0u) return;
   // The draw, as the CPU makes it: probabilities relative to the largest, the top_p prefix, one
   // uniform over what is kept.
-  const float top = x[x0 + cand_id[0]];
+  const float top = logit(x0 + cand_id[0]);
   float sum = 0.0;
   for (uint i = 0u; i < k; ++i) {
-    best_value[i] = exp((x[x0 + cand_id[i]] - top) / temperature);
+    best_value[i] = exp((logit(x0 + cand_id[i]) - top) / temperature);
     sum += best_value[i];
   }
   uint keep = 0u;

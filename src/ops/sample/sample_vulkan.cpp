@@ -1,5 +1,5 @@
 // Sample on the Vulkan device (sample.comp): greedy, or at a temperature with top_k up to
-// kVulkanMaxTopK and top_p, over f32 logits, from the params or a per-call settings operand;
+// kVulkanMaxTopK and top_p, over logits of f32, f16 or bf16, from the params or a per-call settings operand;
 // the draw is ops::sample_uniform's, computed in the shader.
 #include "devices/vulkan/kernel.hpp"
 #include "ops/op.hpp"
@@ -9,7 +9,6 @@ namespace iron::ops {
 
 void record_sample(const Operator& op, const vulkan::KernelArgs& a, vulkan::CommandList& list) {
   const vulkan::Operand &x = a.in.at(0), &y = a.out.at(0);
-  if (x.dtype != f32) vulkan::unsupported(op, "logits of " + std::string(name(x.dtype)));
   if (y.dtype != i32) vulkan::unsupported(op, "a token of " + std::string(name(y.dtype)));
   const Fields& params = op.params();
   const int64_t n = params.integer("N"), top_k = params.integer("top_k");
@@ -38,7 +37,7 @@ void record_sample(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
          vulkan::shader_int(top_k, "top_k"),
          uint32_t(seed),
          uint32_t(seed >> 32)};
-  list.bind(a.device->pipeline({"sample", {}, 4, sizeof push}));
+  list.bind(a.device->pipeline({"sample", {vulkan::float_kind(op, x)}, 4, sizeof push}));
   list.bind_buffers({x.binding(), y.binding(), s.binding(), vulkan::words_binding(a)});
   list.push_constants(push);
   list.dispatch(1);
