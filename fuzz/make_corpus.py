@@ -325,6 +325,26 @@ def main():
               json.dumps(dict(base, pre_tokenizer=pre, model=dict(base["model"], merges=pair_merges,
                                                                  ignore_merges=True))))
 
+    # A WordPiece (BERT) tokenizer.json: a small vocabulary with continuation pieces, both
+    # post-processor forms.
+    wp_tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "it", "'", "s",
+                 "un", "##aff", "##able", "!", ".", ":", "1", "##2", "##3", "e", "\u20ac"]
+    wp_post = {"type": "TemplateProcessing",
+               "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                          {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+               "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                                  "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}}
+    wordpiece = {"version": "1.0",
+                 "added_tokens": [{"id": i, "content": t, "special": True} for i, t in enumerate(wp_tokens[:5])],
+                 "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                                "strip_accents": None, "lowercase": True},
+                 "pre_tokenizer": {"type": "BertPreTokenizer"}, "post_processor": wp_post,
+                 "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                           "max_input_chars_per_word": 100, "vocab": {t: i for i, t in enumerate(wp_tokens)}}}
+    write("tokenizer_json", "wordpiece.json", json.dumps(wordpiece))
+    write("tokenizer_json", "wordpiece_bert_processing.json", json.dumps(dict(
+        wordpiece, post_processor={"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]})))
+
     # ---- texts for the real tokenizers ----
     texts = {"english.txt": "Once upon a time, there was a little girl named Lily. She loved to play outside.",
              "unicode.txt": "caf\u00e9 \u20ac5 \u65e5\u672c\u8a9e \U0001F600 na\u00efve \u0394\u03b5\u03bb\u03c4\u03b1",
