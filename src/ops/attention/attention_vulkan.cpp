@@ -1,5 +1,5 @@
 // Attention on the Vulkan device (attention.comp): f32 queries and caches, head_dim up to 128, a
-// sliding window or none.
+// sliding window or none; segments (Attention's bidirectional case) are refused.
 #include <cmath>
 
 #include "devices/vulkan/kernel.hpp"
@@ -8,8 +8,9 @@
 namespace iron::ops {
 
 void record_attention(const Operator& op, const vulkan::KernelArgs& a, vulkan::CommandList& list) {
-  vulkan::require_f32(op, a);
   const Fields& p = op.params();
+  if (p.integer("segment") > 0) vulkan::unsupported(op, "segments (an encoder's bidirectional attention)");
+  vulkan::require_f32(op, a);
   const int64_t heads = p.integer("heads"), kv_heads = p.integer("kv_heads"), d = p.integer("head_dim");
   if (d > 128) vulkan::unsupported(op, "a head_dim above 128");
   const double scale = p.number("scale") == 0 ? 1.0 / std::sqrt(double(d)) : p.number("scale");
