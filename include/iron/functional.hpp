@@ -75,6 +75,10 @@ Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, 
 /// past their segment's length are zero. Softmax of `scale` (none: 1/sqrt(head_dim)) times q.k.
 Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, const Handle& lengths,
                          int64_t segment, std::optional<double> scale = {});
+/// Mean pooling over a padded batch: x (rows, N) in segments of `segment` rows; row b of the
+/// result (rows / segment, N) is the mean of the first lengths[b] rows of segment b (lengths as
+/// in segment_attention(); an empty segment gives zeros).
+Handle segment_mean(const Handle& x, const Handle& lengths, int64_t segment);
 /// A dense copy of any view (strided, gathered), optionally cast to `dtype`.
 Handle copy(const Handle& x, std::optional<DType> dtype = {});
 

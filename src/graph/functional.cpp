@@ -257,6 +257,18 @@ Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, cons
               Precision::highest, {Affine(0)});
 }
 
+Handle segment_mean(const Handle& x, const Handle& lengths, int64_t segment) {
+  if (!x.defined() || !lengths.defined()) type_error("segment_mean() of an undefined handle");
+  if (x.rank() != 2 || segment <= 0 || x.dim(0) % segment != 0)
+    value_error("segment_mean(): x " + x.str() + " is not (rows, N) of whole segments of " +
+                std::to_string(segment) + " rows");
+  const int64_t batch = x.dim(0) / segment;
+  if (lengths.dtype() != i32 || lengths.shape() != Shape{batch})
+    value_error("segment_mean(): lengths " + lengths.str() + " is not (" + std::to_string(batch) + ",) i32");
+  return step("SegmentMean", {{"segment", segment}, {"N", x.dim(1)}}, {x, lengths}, {batch, x.dim(1)},
+              activation_dtype(x), {});
+}
+
 Handle copy(const Handle& x, std::optional<DType> dtype) {
   Recorder& r = Recorder::require("copy()");
   Handle out = r.scratch("copy", x.shape(), dtype.value_or(x.dtype())).with_bounds(x.bounds());
