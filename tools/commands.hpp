@@ -71,5 +71,7 @@ void add_bench_command(CLI::App& app, bool execute);
 void add_chat_command(CLI::App& app, bool execute);
 /// `iron tune -m MODEL`: writes profiles/cpu.json with the fastest tunables for the model.
 void add_tune_command(CLI::App& app, bool execute);
+/// `iron embed -m MODEL -p TEXT...`: sentence embeddings with a BERT-family encoder.
+void add_embed_command(CLI::App& app, bool execute);
 
 }  // namespace iron::tools

@@ -221,8 +221,9 @@ Outputs BertModel::body() {
 std::unique_ptr<SentenceEncoder> SentenceEncoder::open(const std::string& dir, const EncoderOptions& options) {
   const fs::path root(dir);
   if (!fs::is_directory(root))
-    value_error(dir + ": a sentence encoder is a Hugging Face directory (config.json, model.safetensors, "
-                      "tokenizer.json), not a file");
+    value_error(dir + (fs::exists(root) ? ": a file (decoders come as GGUF or safetensors files); " : ": not found; ") +
+                "a sentence encoder is a Hugging Face directory (config.json, model.safetensors, tokenizer.json) "
+                "of a BERT-family model");
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
     if (!fs::exists(root / f)) value_error(dir + ": no " + f + " (a sentence encoder's directory needs it)");
   if (options.max_batch < 1 || options.max_batch > 4096)
