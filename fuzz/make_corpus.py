@@ -282,6 +282,11 @@ def main():
             "num_key_value_heads": 3, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
             "rope_theta": 100000, "tie_word_embeddings": True, "vocab_size": 49152, "torch_dtype": "bfloat16"}
     write("hf_config", "smollm2_like.json", json.dumps(smol, indent=2))
+    write("hf_config", "minilm.json", json.dumps({
+        "model_type": "bert", "vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
+        "num_attention_heads": 12, "intermediate_size": 1536, "max_position_embeddings": 512,
+        "type_vocab_size": 2, "hidden_act": "gelu", "layer_norm_eps": 1e-12, "max_seq_length": 256,
+        "pooling_mode_mean_tokens": True}))
     write("hf_config", "head_dim.json", json.dumps(dict(smol, head_dim=64, rope_scaling=None)))
     write("hf_config", "minimal.json", json.dumps({k: smol[k] for k in [
         "hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers",
