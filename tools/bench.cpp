@@ -31,6 +31,40 @@ Spread spread(const std::vector<double>& xs) {
   return s;
 }
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs.empty() ? 0 : xs[xs.size() / 2];
+}
+
+// A device other than the CPU: what a decoded token reads, the device's own time per decode step
+// and per prefill token (its timestamps: what the host's waits and submits add is left out), and
+// the step's bound, measured now on the same clock: the bytes it reads over the copy bandwidth,
+// plus its dispatches times an empty dispatch's time.
+void device_bound(models::LlamaRunner& runner, const std::string& device, double weight_bytes, double cache_bytes,
+                  const std::vector<double>& step_seconds, const std::vector<double>& prefill_token_seconds) {
+  std::printf("\nread per decoded token: %.1f MiB of weights + %.1f MiB of cache\n", mib(weight_bytes), mib(cache_bytes));
+  if (step_seconds.empty()) {
+    std::printf("the %s device keeps no clock of its own here (no timestamps): its time and bound are not measured\n",
+                device.c_str());
+    return;
+  }
+  if (!prefill_token_seconds.empty())
+    std::printf("prefill: %.1f t/s of device time (median of %zu runs)\n", 1.0 / median(prefill_token_seconds),
+                prefill_token_seconds.size());
+  const double step = median(step_seconds);
+  std::printf("decode: %.3f ms of device time per token, %.1f t/s (median of %zu runs)\n", step * 1e3, 1.0 / step,
+              step_seconds.size());
+  const auto throughput = detail::device_named(device).measure_throughput();
+  if (!throughput) return;
+  const int64_t dispatches = runner.decode_device_time().dispatches;
+  const double copy_seconds = (weight_bytes + cache_bytes) / throughput->copy_bytes_per_second;
+  const double dispatch_seconds = double(dispatches) * throughput->dispatch_seconds;
+  std::printf("bound: %.3f ms = %.1f MiB at the copy bandwidth, %.1f GB/s, + %lld dispatches x %.2f us (an empty "
+              "dispatch and its barrier); decode took %.2fx its bound\n",
+              (copy_seconds + dispatch_seconds) * 1e3, mib(weight_bytes + cache_bytes),
+              throughput->copy_bytes_per_second * 1e-9, static_cast<long long>(dispatches),
+              throughput->dispatch_seconds * 1e6, step / (copy_seconds + dispatch_seconds));
+}
 }  // namespace
 
 void add_bench_command(CLI::App& app, bool execute) {
@@ -83,15 +117,26 @@ void add_bench_command(CLI::App& app, bool execute) {
     const std::vector<int32_t> prompt = made_up(o->prompt);
     const int64_t depth = o->depth;
     auto nothing = [](int32_t) {};
+    // The device's own time per decode step and per prefill token, where it keeps a clock (a
+    // GPU's timestamps): the difference over each measured run.
+    std::vector<double> device_step_seconds, device_prefill_token_seconds;
+    auto device_seconds_per_run = [](const DeviceTime& before, const DeviceTime& after) {
+      return after.runs > before.runs ? (after.seconds - before.seconds) / double(after.runs - before.runs) : 0.0;
+    };
     // Decode tokens/s of one run of -n tokens (the first token comes from the prompt's call).
     auto decode = [&] {
+      const DeviceTime before = runner->decode_device_time();
       auto s = runner->generate({prompt[0]}, o->tokens + 1, nothing, false, depth);
+      if (double t = device_seconds_per_run(before, runner->decode_device_time()); t > 0) device_step_seconds.push_back(t);
       return double(s.generated_tokens - 1) / s.generate_seconds;
     };
     std::vector<double> pp, tg, busy_pp, busy_tg;
     auto measure = [&](std::vector<double>& p, std::vector<double>& t) {
       if (o->prompt > 0) {
+        const DeviceTime before = runner->prefill_device_time();
         auto s = runner->generate(prompt, 0, nothing, false, depth);
+        const DeviceTime after = runner->prefill_device_time();
+        if (after.runs > before.runs) device_prefill_token_seconds.push_back((after.seconds - before.seconds) / double(s.prompt_tokens));
         p.push_back(double(s.prompt_tokens) / s.prompt_seconds);
       }
       if (o->tokens > 0) t.push_back(decode());
@@ -148,11 +193,8 @@ void add_bench_command(CLI::App& app, bool execute) {
     // decode runs and streaming reads taken back to back, three pairs, the median of their ratios.
     std::vector<double> bandwidths, fractions;
     if (!on_cpu) {
-      // The bound is the CPU's memory here; a GPU's is its own copy bandwidth, which this command
-      // does not measure yet.
-      std::printf("\nread per decoded token: %.1f MiB of weights + %.1f MiB of cache (the %s device's bandwidth bound "
-                  "is not measured)", mib(weight_bytes), mib(cache_bytes), options.device.c_str());
-      std::printf("\npeak memory: %.1f MiB of this process (the device's memory not counted)\n", mib(peak));
+      device_bound(*runner, options.device, weight_bytes, cache_bytes, device_step_seconds, device_prefill_token_seconds);
+      std::printf("peak memory: %.1f MiB of this process (the device's memory not counted)\n", mib(peak));
       return;
     }
     for (int pair = 0; pair < (tg.empty() ? 1 : 3); ++pair) {

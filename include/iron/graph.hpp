@@ -121,6 +121,16 @@ struct GraphStats {
   std::string str() const;
 };
 
+/// A version's runs as the device's own clock saw them: on Vulkan, timestamps written before and
+/// after each run's commands (full runs only: not check mode's or host steps' single commands).
+/// `runs` is 0 where the device keeps no such clock (the CPU; a GPU whose compute queue writes no
+/// timestamps).
+struct DeviceTime {
+  int64_t runs = 0;
+  double seconds = 0;      // summed over the runs
+  int64_t dispatches = 0;  // of one run
+};
+
 /// A per-call value given to a call: `{"position", 5}`.
 struct ValueArg {
   std::string_view name;
@@ -320,6 +330,9 @@ class CompiledGraph {
   std::string report() const;
   /// Each step with its operator, shapes and chosen tunables; the bytes and words it needs.
   VersionView describe() const;
+  /// The device's time over this version's runs so far (read it between runs: after a call
+  /// returns or a started run is waited for).
+  DeviceTime device_time() const;
 
   // For CarriedLoop and the devices.
   detail::Image& image();

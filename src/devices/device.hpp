@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "graph/plan.hpp"
+#include "iron/graph.hpp"
 
 namespace iron::detail {
 
@@ -47,6 +49,9 @@ class Program {
   /// Runs command `i` alone (check mode, and around host steps).
   virtual void run_one(size_t i, const int64_t* words) = 0;
   virtual size_t commands() const = 0;
+  /// The device's own clock over the run() calls so far (DeviceTime); nothing on a device
+  /// without one.
+  virtual DeviceTime device_time() const { return {}; }
 };
 
 class Device {
@@ -67,6 +72,16 @@ class Device {
   /// The commands of a version, `at` giving each of its places' locations now. Lowered again
   /// when a location moves (the arena's scratch grows).
   virtual std::unique_ptr<Program> lower(const VersionPlan& plan, const Locator& at, int threads) = 0;
+
+  /// What bounds a program's time on this device, measured now on its own clock: the bytes one
+  /// copy moves per second and the time of one empty dispatch followed by a barrier. nullopt
+  /// where the device does not measure it this way (the CPU's bound is its streaming-read
+  /// bandwidth, cpu::measure_read_bandwidth).
+  struct Throughput {
+    double copy_bytes_per_second = 0;
+    double dispatch_seconds = 0;
+  };
+  virtual std::optional<Throughput> measure_throughput() { return std::nullopt; }
 };
 
 /// The CPU device (devices/cpu/device.cpp).

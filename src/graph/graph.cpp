@@ -503,6 +503,8 @@ VersionView CompiledGraph::describe() const {
   return v;
 }
 
+DeviceTime CompiledGraph::device_time() const { return image_ ? image_->device_time() : DeviceTime{}; }
+
 std::string VersionView::str() const {
   std::ostringstream o;
   o << signature << ": " << steps.size() << " steps, " << scratch_bytes << " scratch bytes, "

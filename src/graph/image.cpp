@@ -63,6 +63,7 @@ void Image::link() {
   words_.assign(size_t(plan_.table().size()), 0);
   have_carried_.assign(size_t(plan_.table().values()), false);
   given_.assign(size_t(plan_.table().values()), false);
+  retire_program();
   program_ = arena_.device().lower(plan_, [this](const Place& p) { return locate(p); }, options_.threads);
   linked_ = arena_.generation();
 }
@@ -249,8 +250,27 @@ void Image::emit_into(Image& target, const CompiledGraph::Result& result) {
   }
 }
 
-void Image::release() {
+DeviceTime Image::device_time() const {
+  DeviceTime t = earlier_;
+  if (program_) {
+    const DeviceTime now = program_->device_time();
+    t.runs += now.runs;
+    t.seconds += now.seconds;
+    t.dispatches = now.dispatches;
+  }
+  return t;
+}
+
+void Image::retire_program() {
+  if (!program_) return;
+  const DeviceTime t = program_->device_time();
+  earlier_.runs += t.runs;
+  earlier_.seconds += t.seconds;
   program_.reset();
+}
+
+void Image::release() {
+  retire_program();
   linked_ = 0;
 }
 

@@ -48,6 +48,8 @@ class Image {
   const std::vector<int>& carry_slots() const { return plan_.carry_slots(); }
   /// Bytes of this version's own outputs, kept apart from the shared scratch.
   int64_t output_bytes() const { return plan_.output_bytes(); }
+  /// The device's clock over this version's runs, across relinks.
+  DeviceTime device_time() const;
   void release();
 
  private:
@@ -66,6 +68,8 @@ class Image {
   /// Refuses ids the host staged that fall outside their table, before anything runs.
   void check_host_ids();
   void link();  // (re)lowers against the arena's current addresses
+  /// Drops the program, keeping its device time in earlier_.
+  void retire_program();
   void check_step(size_t i);
   void run_host(const HostStep& step);
 
@@ -87,6 +91,7 @@ class Image {
   std::vector<char> ids_, emitted_;  // host ids and carried values, where they are copied back
   uint64_t linked_ = 0;
   std::unique_ptr<Program> program_;
+  DeviceTime earlier_;  // the runs of programs a relink replaced
 };
 
 

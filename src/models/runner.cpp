@@ -73,12 +73,6 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
   LlamaOptions& mo = r->options_.model;
   mo.context = std::min(mo.context, config.context);
   mo.chunk = std::min(mo.chunk, mo.context);  // a prefill call never takes more than the context, as in llama.cpp
-  // The Vulkan device writes f32 caches only (its copy has no 16-bit or block stores yet): unset
-  // types are f32 there at every precision, and a type asked for is refused when compiling.
-  if (r->options_.device == "vulkan") {
-    if (!mo.k_cache_dtype) mo.k_cache_dtype = f32;
-    if (!mo.v_cache_dtype) mo.v_cache_dtype = f32;
-  }
   r->weights_ = llama_state_dict(open_checkpoint(weights), config.architecture);
   const int64_t context_bytes = LlamaRunner::context_bytes(config, mo);
   if (context_bytes > (int64_t(1) << 30)) log(LogLevel::warning, context_notice(context_bytes, mo));
@@ -138,9 +132,8 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   for (int32_t id : prompt)
     if (id < 0 || id >= config().vocab) value_error("token id " + std::to_string(id) + " is outside the vocabulary");
   stats.prompt_tokens = int64_t(prompt.size());
-  CompileOptions compile{.threads = options_.threads, .device = options_.device};
-  CompiledGraph& prefill = model_->compile({{"tokens", InputSpec({chunk}, i32)}}, compile);
-  CompiledGraph& decode = model_->compile({}, compile);
+  CompiledGraph& prefill = prefill_version();
+  CompiledGraph& decode = decode_version();
 
   // Every chunk but the last as plain calls; the last starts the loop.
   auto t0 = Clock::now();
@@ -203,11 +196,22 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   return stats;
 }
 
+CompiledGraph& LlamaRunner::prefill_version() {
+  CompileOptions compile{.threads = options_.threads, .device = options_.device};
+  return model_->compile({{"tokens", InputSpec({options_.model.chunk}, i32)}}, compile);
+}
+
+CompiledGraph& LlamaRunner::decode_version() {
+  CompileOptions compile{.threads = options_.threads, .device = options_.device};
+  return model_->compile({}, compile);
+}
+
+DeviceTime LlamaRunner::prefill_device_time() { return prefill_version().device_time(); }
+DeviceTime LlamaRunner::decode_device_time() { return decode_version().device_time(); }
+
 std::vector<std::pair<const Declaration*, Fields>> LlamaRunner::tunable_steps() {
   std::vector<std::pair<const Declaration*, Fields>> out;
-  CompileOptions compile{.threads = options_.threads, .device = options_.device};
-  for (CompiledGraph* v : {&model_->compile({{"tokens", InputSpec({options_.model.chunk}, i32)}}, compile),
-                           &model_->compile({}, compile)})
+  for (CompiledGraph* v : {&prefill_version(), &decode_version()})
     for (const Step& step : v->recording().steps) {
       const Declaration& d = step.op->declaration();
       bool tuned = false;

@@ -1,11 +1,10 @@
-// RMSNorm and LayerNorm on the Vulkan device (rowwise.comp): f32 operands.
+// RMSNorm and LayerNorm on the Vulkan device (rowwise.comp): f32, f16 or bf16 operands.
 #include "devices/vulkan/kernel.hpp"
 #include "ops/op.hpp"
 
 namespace iron::ops {
 
 void record_rowwise(const Operator& op, const vulkan::KernelArgs& a, vulkan::CommandList& list) {
-  vulkan::require_f32(op, a);
   const Fields& p = op.params();
   const int64_t n = p.integer("N");
   const bool weighted = p.flag("weighted");
@@ -20,7 +19,10 @@ void record_rowwise(const Operator& op, const vulkan::KernelArgs& a, vulkan::Com
          x.shape.size() < 2 ? 1 : vulkan::shader_word(x.valid[0]),
          vulkan::shader_int(row / n, "rows"), vulkan::shader_int(n, "N"), float(p.number("epsilon"))};
   const int64_t max_rows = (x.shape.size() < 2 ? 1 : x.shape[0]) * (row / n);
-  list.bind(a.device->pipeline({"rowwise", {op.name() == "LayerNorm" ? 1u : 0u, weighted ? 1u : 0u}, 4, sizeof push}));
+  list.bind(a.device->pipeline({"rowwise",
+                                {op.name() == "LayerNorm" ? 1u : 0u, weighted ? 1u : 0u, vulkan::float_kind(op, x),
+                                 vulkan::float_kind(op, g), vulkan::float_kind(op, y)},
+                                4, sizeof push}));
   list.bind_buffers({x.binding(), g.binding(), y.binding(), vulkan::words_binding(a)});
   list.push_constants(push);
   list.dispatch(uint32_t(std::clamp<int64_t>(max_rows, 1, 65535)));

@@ -78,6 +78,11 @@ class LlamaRunner {
   /// Bytes of the arena's scratch region.
   int64_t scratch_bytes() const;
 
+  /// The device's own clock over the prefill and decode versions' runs so far (DeviceTime: no
+  /// runs counted on the CPU). Read between calls of generate().
+  DeviceTime prefill_device_time();
+  DeviceTime decode_device_time();
+
   /// Each distinct step (operator and params) of the prefill and decode versions whose operator
   /// declares tunables to try.
   std::vector<std::pair<const Declaration*, Fields>> tunable_steps();
@@ -87,6 +92,9 @@ class LlamaRunner {
 
  private:
   LlamaRunner() = default;
+  /// The model's two versions (compiled at open(), then cached by the graph).
+  CompiledGraph& prefill_version();
+  CompiledGraph& decode_version();
   RunnerOptions options_;
   StateDict weights_;
   std::unique_ptr<text::Tokenizer> tokenizer_;

@@ -63,8 +63,9 @@ int32_t shader_int(int64_t v, const char* what);
 uint32_t groups(int64_t n, uint32_t local);
 /// The words buffer's binding.
 inline Binding words_binding(const KernelArgs& a) { return {a.words, 0, a.words->size()}; }
-/// Unless every operand (ids aside) is f32: unsupported(op, ...), naming the dtype.
-void require_f32(const Operator& op, const KernelArgs& a);
+/// The kind shaders/elements.glsl reads and writes `o` as (0 f32, 1 f16, 2 bf16), as a
+/// specialization constant; unsupported(op, ...) for any other dtype.
+uint32_t float_kind(const Operator& op, const Operand& o);
 /// Whether environment variable `name` is set to 0 (a test's way to take the path of a device
 /// without an optional feature).
 bool disabled_by_environment(const char* name);

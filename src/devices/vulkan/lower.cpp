@@ -2,6 +2,7 @@
 // plan lowered into one command list recorded once. A call writes its words into a host-visible
 // buffer and submits the same commands again; only a move of the arena's scratch records anew.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string_view>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "devices/vulkan/commands.hpp"
 #include "devices/vulkan/device.hpp"
 #include "devices/vulkan/kernel.hpp"
+#include "devices/vulkan/throughput.hpp"
 #include "iron/error.hpp"
 
 namespace iron::vulkan {
@@ -35,10 +37,10 @@ uint32_t groups(int64_t n, uint32_t local) {
   return uint32_t(std::clamp<int64_t>((n + local - 1) / local, 1, 65535));
 }
 
-void require_f32(const Operator& op, const KernelArgs& a) {
-  for (const auto* list : {&a.in, &a.out})
-    for (const Operand& o : *list)
-      if (o.dtype != f32) unsupported(op, "an operand of " + std::string(name(o.dtype)) + " (its shader reads f32)");
+uint32_t float_kind(const Operator& op, const Operand& o) {
+  if (o.dtype != f32 && o.dtype != f16 && o.dtype != bf16)
+    unsupported(op, "an operand of " + std::string(name(o.dtype)) + " (its shader reads f32, f16 and bf16)");
+  return uint32_t(load_kind(o.dtype));
 }
 
 bool disabled_by_environment(const char* name) {
@@ -138,16 +140,36 @@ class VulkanProgram final : public detail::Program {
       recorders_.push_back(record);
     }
     all_.begin();
+    // A timestamp before and after the commands: the device's own time for each run, which
+    // `iron bench` holds against the bound (bytes over the copy bandwidth, plus dispatches).
+    timed_ = device_.info().timestamps;
+    if (timed_) all_.timestamp();
     for (size_t i = 0; i < args_.size(); ++i) {
       if (plan.steps()[i].barrier_before) all_.barrier();
       recorders_[i](*recording.steps[i].op, args_[i], all_);
     }
+    if (timed_) all_.timestamp();
     all_.host_barrier();
     all_.end();
     single_.resize(args_.size());
   }
 
-  void run(const int64_t* words) override { submit(all_, words); }
+  void run(const int64_t* words) override {
+    submit(all_, words);
+    if (!timed_) return;
+    const std::vector<double> ns = all_.timestamps_ns();
+    nanoseconds_.fetch_add(int64_t(ns[1] - ns[0]), std::memory_order_relaxed);
+    runs_.fetch_add(1, std::memory_order_release);
+  }
+
+  DeviceTime device_time() const override {
+    if (!timed_) return {};
+    DeviceTime t;
+    t.runs = runs_.load(std::memory_order_acquire);
+    t.seconds = double(nanoseconds_.load(std::memory_order_relaxed)) * 1e-9;
+    t.dispatches = int64_t(all_.dispatches());
+    return t;
+  }
 
   void run_one(size_t i, const int64_t* words) override {
     if (!single_[i]) {
@@ -180,6 +202,9 @@ class VulkanProgram final : public detail::Program {
   std::vector<KernelRecorder> recorders_;
   CommandList all_;
   std::vector<std::unique_ptr<CommandList>> single_;
+  bool timed_ = false;
+  // Read by the host between runs while the run queue's thread adds to them.
+  std::atomic<int64_t> runs_{0}, nanoseconds_{0};
 };
 
 class VulkanDevice final : public detail::Device {
@@ -212,6 +237,8 @@ class VulkanDevice final : public detail::Device {
   std::unique_ptr<detail::Program> lower(const detail::VersionPlan& plan, const detail::Locator& at, int) override {
     return std::make_unique<VulkanProgram>(device(), plan, at);
   }
+
+  std::optional<Throughput> measure_throughput() override { return vulkan::measure_throughput(device()); }
 
  private:
   // Made on first use: a process that never asks for Vulkan never loads it.

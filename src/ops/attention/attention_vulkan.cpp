@@ -1,5 +1,5 @@
-// Attention on the Vulkan device (attention.comp): f32 queries and caches, head_dim up to 128, a
-// sliding window or none; segments (Attention's bidirectional case) are refused.
+// Attention on the Vulkan device (attention.comp): queries and results of f32, f16 or bf16, caches
+// of those or q8_0, head_dim up to 128, a sliding window or none.
 #include <cmath>
 
 #include "devices/vulkan/kernel.hpp"
@@ -9,12 +9,16 @@ namespace iron::ops {
 
 void record_attention(const Operator& op, const vulkan::KernelArgs& a, vulkan::CommandList& list) {
   const Fields& p = op.params();
-  if (p.integer("segment") > 0) vulkan::unsupported(op, "segments (an encoder's bidirectional attention)");
-  vulkan::require_f32(op, a);
   const int64_t heads = p.integer("heads"), kv_heads = p.integer("kv_heads"), d = p.integer("head_dim");
   if (d > 128) vulkan::unsupported(op, "a head_dim above 128");
   const double scale = p.number("scale") == 0 ? 1.0 / std::sqrt(double(d)) : p.number("scale");
   const vulkan::Operand &q = a.in.at(0), &k = a.in.at(1), &v = a.in.at(2), &y = a.out.at(0);
+  auto cache_kind = [&](const vulkan::Operand& c) {
+    if (c.dtype != f32 && c.dtype != f16 && c.dtype != bf16 && c.dtype != DType::q8_0)
+      vulkan::unsupported(op, "a cache of " + std::string(name(c.dtype)));
+    return uint32_t(vulkan::load_kind(c.dtype));
+  };
+  const uint32_t key_kind = cache_kind(k), value_kind = cache_kind(v);
   struct Push {
     vulkan::Start q, k, v, y;
     int32_t rows, start, k_rows, v_rows, heads, kv_heads, ctx;
@@ -24,7 +28,8 @@ void record_attention(const Operator& op, const vulkan::KernelArgs& a, vulkan::C
          vulkan::shader_word(a.scalars.at(0)), vulkan::shader_word(k.valid[0]), vulkan::shader_word(v.valid[0]),
          vulkan::shader_int(heads, "heads"), vulkan::shader_int(kv_heads, "kv_heads"),
          vulkan::shader_int(p.integer("ctx"), "ctx"), float(scale), vulkan::shader_int(p.integer("window"), "window")};
-  list.bind(a.device->pipeline({"attention", {uint32_t(d)}, 5, sizeof push}));
+  list.bind(a.device->pipeline(
+      {"attention", {uint32_t(d), key_kind, value_kind, vulkan::float_kind(op, q), vulkan::float_kind(op, y)}, 5, sizeof push}));
   list.bind_buffers({q.binding(), k.binding(), v.binding(), y.binding(), vulkan::words_binding(a)});
   list.push_constants(push);
   list.dispatch(uint32_t(heads), uint32_t(std::clamp<int64_t>(q.shape[0], 1, 65535)));

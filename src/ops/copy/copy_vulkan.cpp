@@ -8,9 +8,20 @@ void record_copy(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comman
   const vulkan::Operand &src = a.in.at(0), &dst = a.out.at(0);
   const int32_t source = vulkan::load_kind(src.dtype);
   if (source < 0) vulkan::unsupported(op, "a source of " + std::string(name(src.dtype)));
-  if (dst.dtype != f32 && dst.dtype != i32) vulkan::unsupported(op, "a destination of " + std::string(name(dst.dtype)));
+  const int32_t target = vulkan::load_kind(dst.dtype);
+  if (dst.dtype != f32 && dst.dtype != f16 && dst.dtype != bf16 && dst.dtype != DType::q8_0 && dst.dtype != i32)
+    vulkan::unsupported(op, "a destination of " + std::string(name(dst.dtype)));
   if (dst.dtype == i32 && src.dtype != i32) vulkan::unsupported(op, "a cast to i32");
   if (src.rank() != dst.rank() || src.rank() > 4) vulkan::unsupported(op, "views of rank " + std::to_string(src.rank()));
+  if (dst.dtype == DType::q8_0) {
+    // Whole blocks only, as the CPU's kernel takes them: the last axis contiguous and whole
+    // blocks long, every row starting on a block (a per-call offset is a window's start times
+    // a row stride that is a multiple of a block).
+    bool whole = dst.rank() > 0 && dst.strides.back() == 1 && dst.shape.back() % 32 == 0 && !src.ids &&
+                 (dst.offset.per_call() || dst.offset.constant % 32 == 0) && dst.base % 32 == 0;
+    for (int axis = 0; axis + 1 < dst.rank(); ++axis) whole = whole && dst.strides[size_t(axis)] % 32 == 0;
+    if (!whole) vulkan::unsupported(op, "a q8_0 destination that is not whole rows of blocks");
+  }
   if (!src.fixed_rows.empty()) vulkan::unsupported(op, "rows gathered by fixed ids");
   struct Push {
     vulkan::Start src, dst, ids;
@@ -27,8 +38,7 @@ void record_copy(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comman
     push.src_stride[i] = axis ? vulkan::shader_int(src.strides[size_t(i)], "a stride") : 0;
     push.dst_stride[i] = axis ? vulkan::shader_int(dst.strides[size_t(i)], "a stride") : 0;
   }
-  const uint32_t target = dst.dtype == i32 ? 6 : 0;
-  list.bind(a.device->pipeline({"copy", {uint32_t(source), target, uint32_t(rank), src.ids ? 1u : 0u}, 4, sizeof push}));
+  list.bind(a.device->pipeline({"copy", {uint32_t(source), uint32_t(target), uint32_t(rank), src.ids ? 1u : 0u}, 4, sizeof push}));
   list.bind_buffers({src.binding(), dst.binding(), src.ids ? src.ids->binding() : src.binding(), vulkan::words_binding(a)});
   list.push_constants(push);
   list.dispatch(vulkan::groups(std::max<int64_t>(1, element_count(dst.shape)), 64));

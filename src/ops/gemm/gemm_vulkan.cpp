@@ -1,7 +1,7 @@
-// GEMM, ProjectionGEMM and GEMV on the Vulkan device (matmul.comp): f32 activations and outputs,
-// weights of every format the CPU reads, the planner's folded norm, residual and epilogue; a
-// step of several weights is a dispatch per weight, and a SwiGLU merged in one more (the
-// elementwise shader) after a barrier.
+// GEMM, ProjectionGEMM and GEMV on the Vulkan device (matmul.comp): activations, outputs and
+// residuals of f32, f16 or bf16, weights of every format the CPU reads, the planner's folded
+// norm, residual and epilogue; a step of several weights is a dispatch per weight, and a SwiGLU
+// merged in one more (the elementwise shader) after a barrier.
 #include <map>
 
 #include "devices/vulkan/kernel.hpp"
@@ -32,12 +32,8 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
   const bool col_maj = p.contains("b_col_maj") ? p.flag("b_col_maj") : true;
   const bool silu_mul = p.text("then") == "silu_mul";
   const vulkan::Operand& x = a.in.at(0);
-  if (x.dtype != f32) vulkan::unsupported(op, "activations of " + std::string(name(x.dtype)));
-  for (const vulkan::Operand& o : a.out)
-    if (o.dtype != f32) vulkan::unsupported(op, "an output of " + std::string(name(o.dtype)));
-  if (residual && a.in.at(2).dtype != f32) vulkan::unsupported(op, "a residual of " + std::string(name(a.in.at(2).dtype)));
+  const uint32_t x_kind = vulkan::float_kind(op, x);
   const vulkan::Operand* g = norm && weighted ? &a.in.back() : nullptr;
-  if (g && g->dtype != f32) vulkan::unsupported(op, "a norm weight of " + std::string(name(g->dtype)));
 
   // A workgroup is one subgroup, which sums its lanes' products with subgroupAdd; a device
   // without subgroup arithmetic (or IRON_VULKAN_SUBGROUPS=0, which tests that path) takes 64
@@ -66,7 +62,10 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
            float(norm ? p.number("norm_epsilon") : 0.0)};
     const uint32_t norm_kind = norm ? (weighted ? 2 : 1) : 0;
     list.bind(a.device->pipeline(
-        {shader, {kind, epilogue_kind(op), residual ? 1u : 0u, norm_kind, col_maj ? 1u : 0u, lanes, tile}, 6, sizeof push}));
+        {shader,
+         {kind, epilogue_kind(op), residual ? 1u : 0u, norm_kind, col_maj ? 1u : 0u, lanes, tile, x_kind,
+          vulkan::float_kind(op, y), vulkan::float_kind(op, r), vulkan::float_kind(op, gn)},
+         6, sizeof push}));
     list.bind_buffers({x.binding(), w.binding(), y.binding(), r.binding(), gn.binding(), vulkan::words_binding(a)});
     list.push_constants(push);
     list.dispatch(uint32_t(std::clamp<int64_t>(n, 1, 65535)), uint32_t(std::min<int64_t>((max_rows + tile - 1) / tile, 65535)));
@@ -74,7 +73,7 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
   if (silu_mul) {
     // y = silu(gate) * up over the two parts' outputs, once both are written.
     list.barrier();
-    record_elementwise(VulkanElementwise::silu_mul, a.out.at(0), a.out.at(1), a.out.at(2), a, list);
+    record_elementwise(op, VulkanElementwise::silu_mul, a.out.at(0), a.out.at(1), a.out.at(2), a, list);
   }
 }
 

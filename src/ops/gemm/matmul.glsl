@@ -8,22 +8,32 @@
 //   specialization constants: 0 W's dtype (load.glsl's kinds: 0 f32 .. 5 q4_1, 7 q5_0 .. 11 q6_k),
 //   1 the epilogue (0 none, 1 relu, 2 silu, 3 gelu, 4 gelu_tanh), 2 a residual, 3 the norm
 //   (0 none, 1 unweighted, 2 weighted), 4 W is (N, K) (else (K, N), float kinds only), 5 the
-//   workgroup size (matmul.comp: the subgroup size), 6 rows of a per workgroup
-//   bindings: a (f32), W (raw words), y (f32), r (f32), the norm's weight (f32), the words
+//   workgroup size (matmul.comp: the subgroup size), 6 rows of a per workgroup, 7-10 the kinds
+//   of a, y, r and the norm's weight (f32, f16 or bf16: elements.glsl)
+//   bindings: a, W, y, r, the norm's weight (words), the words
 layout(constant_id = 0) const int kWeight = 0;
 layout(constant_id = 1) const int kEpilogue = 0;
 layout(constant_id = 2) const bool kResidual = false;
 layout(constant_id = 3) const int kNorm = 0;
 layout(constant_id = 4) const bool kColumnMajor = true;
+layout(constant_id = 7) const int kA = 0;
+layout(constant_id = 8) const int kY = 0;
+layout(constant_id = 9) const int kR = 0;
+layout(constant_id = 10) const int kG = 0;
 
-layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
+layout(std430, set = 0, binding = 0) readonly buffer A { uint a_words[]; };
 layout(std430, set = 0, binding = 1) readonly buffer W { uint w[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
-layout(std430, set = 0, binding = 3) readonly buffer R { float r[]; };
-layout(std430, set = 0, binding = 4) readonly buffer G { float g[]; };
+layout(std430, set = 0, binding = 2) buffer Y { uint y_words[]; };
+layout(std430, set = 0, binding = 3) readonly buffer R { uint r_words[]; };
+layout(std430, set = 0, binding = 4) readonly buffer G { uint g_words[]; };
 #define WORDS_BINDING 5
 #include "devices/vulkan/shaders/words.glsl"
 #include "devices/vulkan/shaders/math.glsl"
+#include "devices/vulkan/shaders/elements.glsl"
+ELEMENT_LOAD(load_a, a_words)
+ELEMENT_LOAD(load_r, r_words)
+ELEMENT_LOAD(load_g, g_words)
+ELEMENT_STORE(store_y, y_words)
 #define RAW w
 #include "devices/vulkan/shaders/load.glsl"
 
@@ -34,7 +44,7 @@ layout(push_constant) uniform Push {
   float epsilon;
 } p;
 
-float r_at(uint i) { return r[uint(p.r_base + word(p.r_offset)) + i]; }
+float r_at(uint i) { return load_r(kR, uint(p.r_base + word(p.r_offset)) + i); }
 
 float finish(float v) {
   if (kEpilogue == 1) return max(v, 0.0);
@@ -65,7 +75,10 @@ void main() {
   if (kNorm != 0) {
     for (uint r = 0; r < tile; ++r) {
       float ss = 0.0;
-      for (uint i = t; i < k; i += lanes) ss += a[a0 + r * k + i] * a[a0 + r * k + i];
+      for (uint i = t; i < k; i += lanes) {
+        const float x = load_a(kA, a0 + r * k + i);
+        ss += x * x;
+      }
       scale[r] = inversesqrt(lane_sum(ss) / float(k) + p.epsilon);
     }
   }
@@ -74,9 +87,9 @@ void main() {
     for (uint r = 0; r < kTile; ++r) sum[r] = 0.0;
     for (uint i = t; i < k; i += lanes) {
       const float wi = load(kWeight, kColumnMajor ? w0 + n * k + i : w0 + i * width + n);
-      const float gi = kNorm == 2 ? g[g0 + i] : 1.0;
+      const float gi = kNorm == 2 ? load_g(kG, g0 + i) : 1.0;
       for (uint r = 0; r < tile; ++r) {
-        float x = a[a0 + r * k + i];
+        float x = load_a(kA, a0 + r * k + i);
         if (kNorm != 0) x = x * scale[r] * gi;
         sum[r] += x * wi;
       }
@@ -87,7 +100,7 @@ void main() {
         const uint m = m0 + r;
         float v = finish(total);
         if (kResidual) v += r_at(m * width + n);
-        y[uint(p.y_base + word(p.y_offset)) + m * width + n] = v;
+        store_y(kY, uint(p.y_base + word(p.y_offset)) + m * width + n, v);
       }
     }
   }

@@ -62,6 +62,35 @@ TEST(VulkanGraph, AGraphStaysOnOneDeviceUntilReleased) {
   EXPECT_EQ(v({a, b, row}).outputs[0].to_floats(), g.reference({a, b, row}).outputs[0].to_floats());
 }
 
+// The device's own clock: each full run adds its time between the timestamps around its
+// commands (lavapipe writes them); the CPU keeps no such clock.
+TEST(VulkanGraph, EachRunAddsItsDeviceTime) {
+  IRON_NEEDS_VULKAN();
+  Sums g, on_cpu;
+  const iron::Shapes shapes{{"a", {4, 8}}, {"b", {4, 8}}, {"row", {1, 8}}};
+  auto& gpu = g.compile(shapes, {.device = "vulkan"});
+  auto& cpu = on_cpu.compile(shapes, {.device = "cpu"});
+  const iron::Tensor a = pattern(4, 8, 1), b = pattern(4, 8, 2), row = pattern(1, 8, 3);
+  EXPECT_EQ(gpu.device_time().runs, 0);
+  for (int call = 0; call < 3; ++call) {
+    gpu({a, b, row});
+    cpu({a, b, row});
+  }
+  EXPECT_EQ(cpu.device_time().runs, 0);
+  const iron::DeviceTime t = gpu.device_time();
+  if (t.runs == 0) GTEST_SKIP() << "this Vulkan device writes no timestamps on its compute queue";
+  EXPECT_EQ(t.runs, 3);
+  EXPECT_GT(t.seconds, 0);
+  EXPECT_LT(t.seconds, 10);
+  EXPECT_GE(t.dispatches, 4);  // (a + b) * b - a and a / row: at least one dispatch each
+  // A relink (the arena's scratch grown by a larger version) keeps the runs counted so far.
+  auto& larger = g.compile({{"a", {64, 8}}, {"b", {64, 8}}, {"row", {1, 8}}});
+  larger({pattern(64, 8, 1), pattern(64, 8, 2), row});
+  gpu({a, b, row});
+  EXPECT_EQ(gpu.device_time().runs, 4);
+  EXPECT_GE(gpu.device_time().seconds, t.seconds);
+}
+
 TEST(VulkanGraph, AnUnknownDeviceIsNamed) {
   Sums g;
   try {

@@ -37,6 +37,25 @@ TEST(VulkanStories260K, GreedyFromBosGivesThePublishedTokens) {
   }
 }
 
+// The cache in 16 bits on the device, as on the CPU: the copy rounds keys and values into it
+// as the CPU's does, and attention reads them back; greedy tokens are the CPU's at each type.
+TEST(VulkanStories260K, SmallerCachesGiveTheCpusTokens) {
+  IRON_NEEDS_STORIES();
+  IRON_WHOLE_MODEL_ON_VULKAN();
+  for (DType cache : {f16, bf16}) {
+    std::vector<int32_t> tokens[2];
+    for (int d = 0; d < 2; ++d) {
+      RunnerOptions o;
+      o.device = d == 0 ? "cpu" : "vulkan";
+      o.model.context = 256;
+      o.model.k_cache_dtype = o.model.v_cache_dtype = cache;
+      auto runner = LlamaRunner::open(stories_path(), o);
+      tokens[d] = generate(*runner, runner->prompt_ids("Once upon a time", false), 80);
+    }
+    EXPECT_EQ(tokens[1], tokens[0]) << name(cache);
+  }
+}
+
 TEST(VulkanStories260K, ChunkedPrefillThenDecodeEqualsDecodingTokenByToken) {
   IRON_NEEDS_STORIES();
   IRON_WHOLE_MODEL_ON_VULKAN();
