@@ -1,8 +1,11 @@
-// Bytes as a Hugging Face config.json -> read_json_file -> llama_config_from_hf.
+// Bytes as a Hugging Face config.json -> read_json_file -> llama_config_from_hf, and
+// bert_config_from_hf; the same bytes as the sentence-transformers files (modules.json, the
+// pooling config, sentence_bert_config.json) -> sentence_config_from_dir.
 #include <nlohmann/json.hpp>
 
 #include "fuzz_util.hpp"
 #include "iron/io/safetensors.hpp"
+#include "iron/models/bert.hpp"
 #include "iron/models/llama_config.hpp"
 #include "targets.hpp"
 
@@ -19,6 +22,16 @@ void hf_config(const uint8_t* data, size_t size) {
     models::validate(config);
     IRON_FUZZ_CHECK(!config.describe().empty());
   });
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  std::filesystem::create_directories(temp_dir() / "1_Pooling");
+  for (const char* name : {"modules.json", "1_Pooling/config.json", "sentence_bert_config.json"}) write_temp(name, bytes);
+  expect_ok_or_error([&] {
+    const models::BertConfig config = models::bert_config_from_hf(io::read_json_file(path));
+    IRON_FUZZ_CHECK(config.dim > 0 && config.heads > 0 && config.dim % config.heads == 0 && config.eps > 0);
+    const models::SentenceConfig s = models::sentence_config_from_dir(temp_dir().string(), config);
+    IRON_FUZZ_CHECK(s.max_seq_length >= 2 && s.max_seq_length <= config.max_positions);
+  });
+  for (const char* name : {"modules.json", "1_Pooling/config.json", "sentence_bert_config.json"}) remove_temp(name);
 }
 
 }  // namespace iron::fuzz

@@ -282,6 +282,11 @@ def main():
             "num_key_value_heads": 3, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
             "rope_theta": 100000, "tie_word_embeddings": True, "vocab_size": 49152, "torch_dtype": "bfloat16"}
     write("hf_config", "smollm2_like.json", json.dumps(smol, indent=2))
+    write("hf_config", "minilm.json", json.dumps({
+        "model_type": "bert", "vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
+        "num_attention_heads": 12, "intermediate_size": 1536, "max_position_embeddings": 512,
+        "type_vocab_size": 2, "hidden_act": "gelu", "layer_norm_eps": 1e-12, "max_seq_length": 256,
+        "pooling_mode_mean_tokens": True}))
     write("hf_config", "head_dim.json", json.dumps(dict(smol, head_dim=64, rope_scaling=None)))
     write("hf_config", "minimal.json", json.dumps({k: smol[k] for k in [
         "hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers",
@@ -335,6 +340,26 @@ def main():
         write("tokenizer_json", f"{name}.json",
               json.dumps(dict(base, pre_tokenizer=pre, model=dict(base["model"], merges=pair_merges,
                                                                  ignore_merges=True))))
+
+    # A WordPiece (BERT) tokenizer.json: a small vocabulary with continuation pieces, both
+    # post-processor forms.
+    wp_tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "it", "'", "s",
+                 "un", "##aff", "##able", "!", ".", ":", "1", "##2", "##3", "e", "\u20ac"]
+    wp_post = {"type": "TemplateProcessing",
+               "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                          {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+               "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                                  "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}}
+    wordpiece = {"version": "1.0",
+                 "added_tokens": [{"id": i, "content": t, "special": True} for i, t in enumerate(wp_tokens[:5])],
+                 "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                                "strip_accents": None, "lowercase": True},
+                 "pre_tokenizer": {"type": "BertPreTokenizer"}, "post_processor": wp_post,
+                 "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                           "max_input_chars_per_word": 100, "vocab": {t: i for i, t in enumerate(wp_tokens)}}}
+    write("tokenizer_json", "wordpiece.json", json.dumps(wordpiece))
+    write("tokenizer_json", "wordpiece_bert_processing.json", json.dumps(dict(
+        wordpiece, post_processor={"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]})))
 
     # ---- texts for the real tokenizers ----
     texts = {"english.txt": "Once upon a time, there was a little girl named Lily. She loved to play outside.",

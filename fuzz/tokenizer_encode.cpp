@@ -1,5 +1,6 @@
 // Arbitrary bytes as text into the real tokenizers (stories260K, and SmolLM2 and Gemma 3 when
-// present): encode, decode, stream-decode; all round-trip the text exactly.
+// present): encode, decode, stream-decode; all round-trip the text exactly. all-MiniLM-L6-v2's
+// WordPiece (when present) normalises, so it is held to well-formed sentences instead.
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -13,7 +14,7 @@ namespace iron::fuzz {
 namespace {
 
 struct RealTokenizers {
-  std::unique_ptr<text::Tokenizer> stories, smollm2, gemma3;
+  std::unique_ptr<text::Tokenizer> stories, smollm2, gemma3, minilm;
   // Bytes that come back from encoding them alone: a byte-level vocabulary may lack the
   // characters of bytes no UTF-8 text holds (SmolLM2 has none for 0xC0, 0xC1, 0xF5..0xFF), and
   // those encode as the unknown token.
@@ -33,7 +34,14 @@ const RealTokenizers& tokenizers() {
     RealTokenizers r{load(shared_model_path("stories260K.gguf")),
                      load(local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf")),
                      load(local_model_path("gemma-3-270m-q4_k_m.gguf")),
+                     nullptr,
                      {}};
+    const std::string minilm = local_model_path("all-MiniLM-L6-v2/tokenizer.json");
+    if (std::filesystem::exists(minilm)) {
+      r.minilm = std::make_unique<text::Tokenizer>(text::from_hf_tokenizer_json(minilm));
+    } else {
+      std::fprintf(stderr, "tokenizer_encode: %s is absent; skipped\n", minilm.c_str());
+    }
     for (int b = 0; b < 256 && r.smollm2; ++b) {
       const std::string one(1, char(b));
       r.smollm2_lossless[size_t(b)] =
@@ -72,6 +80,13 @@ void tokenizer_encode(const uint8_t* data, size_t size) {
       return tokenizers().smollm2_lossless[uint8_t(c)];
     });
     if (lossless) IRON_FUZZ_CHECK(smollm2->decode(ids) == text);
+  }
+  if (const auto& minilm = tokenizers().minilm) {
+    exercise(*minilm, text);
+    const std::vector<int32_t> ids = minilm->encode_sentence(text, 256);
+    IRON_FUZZ_CHECK(ids.size() >= 2 && ids.size() <= 256);
+    IRON_FUZZ_CHECK(ids.front() == minilm->bos_id() && ids.back() == minilm->eos_id());
+    for (const int32_t id : ids) IRON_FUZZ_CHECK(id >= 0 && id < minilm->vocab_size());
   }
 }
 

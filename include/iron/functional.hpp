@@ -78,6 +78,17 @@ Handle scalar(const std::vector<Affine>& terms);
 /// the last `window` positions up to its own, and only those are read.
 Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Affine& start,
                  std::optional<double> scale = {}, int64_t window = 0);
+/// An encoder's bidirectional attention over a padded batch: q (rows, heads, head_dim), k and v
+/// (rows, kv_heads, head_dim), the rows in segments of `segment` (one sentence each). Row r of
+/// segment b attends to rows [b * segment, b * segment + lengths[b]) of k and v, where `lengths`
+/// (rows / segment,) i32 is read per call (a graph input; each held to [0, segment]); rows at or
+/// past their segment's length are zero. Softmax of `scale` (none: 1/sqrt(head_dim)) times q.k.
+Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, const Handle& lengths,
+                         int64_t segment, std::optional<double> scale = {});
+/// Mean pooling over a padded batch: x (rows, N) in segments of `segment` rows; row b of the
+/// result (rows / segment, N) is the mean of the first lengths[b] rows of segment b (lengths as
+/// in segment_attention(); an empty segment gives zeros).
+Handle segment_mean(const Handle& x, const Handle& lengths, int64_t segment);
 /// A dense copy of any view (strided, gathered), optionally cast to `dtype`.
 Handle copy(const Handle& x, std::optional<DType> dtype = {});
 

@@ -250,6 +250,47 @@ Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, 
               Precision::highest, {start});
 }
 
+Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, const Handle& lengths,
+                         int64_t segment, std::optional<double> scale) {
+  if (!q.defined() || !k.defined() || !v.defined() || !lengths.defined())
+    type_error("segment_attention() of an undefined handle");
+  if (q.rank() != 3 || k.rank() != 3 || k.shape() != v.shape() || q.dim(0) != k.dim(0))
+    value_error("segment_attention(): q " + q.str() + ", k " + k.str() + " and v " + v.str() +
+                " are not (rows, heads, head_dim) of the same rows");
+  const int64_t rows = q.dim(0), heads = q.dim(1), d = q.dim(2), kv_heads = k.dim(1);
+  if (k.dim(2) != d || heads % kv_heads != 0)
+    value_error("segment_attention(): q " + q.str() + " and k " + k.str() +
+                " need one head_dim and kv_heads dividing heads");
+  if (segment <= 0 || rows % segment != 0)
+    value_error("segment_attention(): segments of " + std::to_string(segment) + " rows do not tile " +
+                std::to_string(rows) + " rows");
+  if (lengths.dtype() != i32 || lengths.shape() != Shape{rows / segment})
+    value_error("segment_attention(): lengths " + lengths.str() + " is not (" +
+                std::to_string(rows / segment) + ",) i32");
+  if (scale && !(*scale > 0)) value_error("segment_attention(): scale is positive");
+  Fields p{{"heads", heads},
+           {"kv_heads", kv_heads},
+           {"head_dim", d},
+           {"ctx", rows},
+           {"scale", scale.value_or(1.0 / std::sqrt(double(d)))},
+           {"window", int64_t(0)},
+           {"segment", segment}};
+  return step("Attention", p, {q, k, v, lengths}, q.shape(), activation_dtype(q), q.bounds(),
+              Precision::highest, {Affine(0)});
+}
+
+Handle segment_mean(const Handle& x, const Handle& lengths, int64_t segment) {
+  if (!x.defined() || !lengths.defined()) type_error("segment_mean() of an undefined handle");
+  if (x.rank() != 2 || segment <= 0 || x.dim(0) % segment != 0)
+    value_error("segment_mean(): x " + x.str() + " is not (rows, N) of whole segments of " +
+                std::to_string(segment) + " rows");
+  const int64_t batch = x.dim(0) / segment;
+  if (lengths.dtype() != i32 || lengths.shape() != Shape{batch})
+    value_error("segment_mean(): lengths " + lengths.str() + " is not (" + std::to_string(batch) + ",) i32");
+  return step("SegmentMean", {{"segment", segment}, {"N", x.dim(1)}}, {x, lengths}, {batch, x.dim(1)},
+              activation_dtype(x), {});
+}
+
 Handle copy(const Handle& x, std::optional<DType> dtype) {
   Recorder& r = Recorder::require("copy()");
   Handle out = r.scratch("copy", x.shape(), dtype.value_or(x.dtype())).with_bounds(x.bounds());

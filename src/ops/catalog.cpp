@@ -16,6 +16,7 @@ CatalogEntry sample_entry();
 CatalogEntry scalar_entry();
 CatalogEntry emit_entry();
 CatalogEntry attention_entry();
+CatalogEntry segment_mean_entry();
 }  // namespace ops
 
 const std::map<std::string, CatalogEntry, std::less<>>& catalog() {
@@ -37,6 +38,7 @@ const std::map<std::string, CatalogEntry, std::less<>>& catalog() {
     add(ops::scalar_entry());
     add(ops::emit_entry());
     add(ops::attention_entry());
+    add(ops::segment_mean_entry());
     return c;
   }();
   return entries;

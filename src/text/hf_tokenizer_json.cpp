@@ -76,6 +76,120 @@ int64_t token_id(const json& id) {
   return id.get<int64_t>();
 }
 
+/// A post-processor's special token: TemplateProcessing's {"SpecialToken": {"id": NAME}} item,
+/// looked up in its special_tokens table, or BertProcessing's [NAME, ID] pair; its one id.
+int64_t post_processor_token(const json& post, const json& item, const char* what) {
+  if (item.is_array() && item.size() == 2 && item[1].is_number()) return token_id(item[1]);
+  if (item.is_object() && item.contains("SpecialToken") && item["SpecialToken"].is_object()) {
+    const std::string name = item["SpecialToken"].value("id", "");
+    const json& table = post.value("special_tokens", json::object());
+    if (table.is_object() && table.contains(name) && table[name].is_object()) {
+      const json& ids = table[name].value("ids", json::array());
+      if (ids.is_array() && ids.size() == 1) return token_id(ids[0]);
+    }
+  }
+  value_error(std::string("tokenizer.json: the post_processor's ") + what +
+              " token is not one special token with one id");
+}
+
+/// A WordPiece (BERT) tokenizer.json: vocab, [UNK], BertNormalizer, BertPreTokenizer and a
+/// post-processor that wraps one sequence in [CLS] ... [SEP].
+TokenizerData read_wordpiece(const json& root) {
+  const json& model = root["model"];
+  TokenizerData data;
+  data.model = "wordpiece";
+  WordPieceOptions& o = data.wordpiece;
+  o.prefix = model.value("continuing_subword_prefix", "##");
+  const json& max_chars = model.value("max_input_chars_per_word", json(100));
+  const int64_t max = token_id(max_chars);
+  if (max < 1) value_error("tokenizer.json: max_input_chars_per_word must be positive");
+  o.max_chars_per_word = size_t(max);
+
+  const json normalizer = root.value("normalizer", json());
+  if (type_of(normalizer) != "BertNormalizer") {
+    value_error("tokenizer.json: a WordPiece model needs the BertNormalizer (found " +
+                escaped(normalizer.is_null() ? "none" : type_of(normalizer)) + ")");
+  }
+  const auto flag = [&](const char* key, bool fallback) {
+    if (!normalizer.contains(key) || normalizer[key].is_null()) return fallback;
+    if (!normalizer[key].is_boolean()) {
+      value_error(std::string("tokenizer.json: BertNormalizer's ") + key + " is not a boolean");
+    }
+    return normalizer[key].get<bool>();
+  };
+  o.clean_text = flag("clean_text", true);
+  o.chinese_chars = flag("handle_chinese_chars", true);
+  o.lowercase = flag("lowercase", true);
+  o.strip_accents = flag("strip_accents", o.lowercase);  // null: follow lowercase, as BERT does
+  const json pre = root.value("pre_tokenizer", json());
+  if (type_of(pre) != "BertPreTokenizer") {
+    value_error("tokenizer.json: a WordPiece model needs the BertPreTokenizer (found " +
+                escaped(pre.dump().substr(0, 100)) + ")");
+  }
+
+  // The vocabulary: ids dense from 0, as in the BPE reader; added tokens must repeat entries.
+  const json& vocab = model.at("vocab");
+  if (!vocab.is_object()) value_error("tokenizer.json: the WordPiece vocab is not an object");
+  std::vector<std::optional<std::string>> by_id(vocab.size());
+  for (const auto& [text, id_json] : vocab.items()) {
+    const int64_t id = token_id(id_json);
+    if (id < 0 || size_t(id) >= by_id.size()) {
+      value_error("tokenizer.json: WordPiece token id " + std::to_string(id) +
+                  " is outside the vocabulary of " + std::to_string(by_id.size()));
+    }
+    by_id[size_t(id)] = text;
+  }
+  for (size_t i = 0; i < by_id.size(); ++i) {
+    if (!by_id[i]) value_error("tokenizer.json: no token has id " + std::to_string(i));
+    data.tokens.push_back(std::move(*by_id[i]));
+  }
+  data.token_types.assign(data.tokens.size(), int32_t(TokenType::normal));
+  if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
+    for (const json& added : root["added_tokens"]) {
+      const int64_t id = token_id(added.at("id"));
+      const std::string content = added.at("content").get<std::string>();
+      if (id < 0 || size_t(id) >= data.tokens.size() || data.tokens[size_t(id)] != content) {
+        value_error("tokenizer.json: added token \"" + escaped(content) +
+                    "\" is not the vocabulary's entry at its id");
+      }
+      data.token_types[size_t(id)] =
+          int32_t(added.value("special", false) ? TokenType::control : TokenType::user_defined);
+    }
+  }
+  const std::string unk = model.value("unk_token", "[UNK]");
+  for (size_t i = 0; i < data.tokens.size(); ++i) {
+    if (data.tokens[i] == unk) data.unk_id = int32_t(i);
+  }
+  if (!data.unk_id) value_error("tokenizer.json: the unknown token \"" + escaped(unk) + "\" is not in the vocabulary");
+
+  const json post = root.value("post_processor", json());
+  int64_t cls = -1, sep = -1;
+  if (type_of(post) == "BertProcessing") {
+    cls = post_processor_token(post, post.value("cls", json()), "[CLS]");
+    sep = post_processor_token(post, post.value("sep", json()), "[SEP]");
+  } else if (type_of(post) == "TemplateProcessing") {
+    const json& single = post.value("single", json());
+    if (!single.is_array() || single.size() != 3 || !single[1].is_object() ||
+        !single[1].contains("Sequence")) {
+      value_error("tokenizer.json: the post_processor's single template is not [CLS] $A [SEP]");
+    }
+    cls = post_processor_token(post, single[0], "first");
+    sep = post_processor_token(post, single[2], "last");
+  } else {
+    value_error("tokenizer.json: a WordPiece model needs a BertProcessing or TemplateProcessing "
+                "post_processor (found " + escaped(type_of(post)) + ")");
+  }
+  if (cls < 0 || sep < 0 || size_t(cls) >= data.tokens.size() ||
+      size_t(sep) >= data.tokens.size()) {
+    value_error("tokenizer.json: the post_processor's [CLS] or [SEP] id is outside the vocabulary");
+  }
+  data.bos_id = int32_t(cls);
+  data.eos_id = int32_t(sep);
+  data.add_bos = false;
+  data.add_space_prefix = false;
+  return data;
+}
+
 }  // namespace
 
 TokenizerData read_hf_tokenizer_json(const std::string& path) {
@@ -86,8 +200,10 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
     }
     const json& model = root["model"];
     const std::string kind = type_of(model);
+    if (kind == "WordPiece") return read_wordpiece(root);
     if (kind != "BPE") {
-      value_error("tokenizer.json: unsupported model type \"" + escaped(kind) + "\" (only BPE)");
+      value_error("tokenizer.json: unsupported model type \"" + escaped(kind) +
+                  "\" (BPE or WordPiece)");
     }
     if (root.contains("normalizer") && !root["normalizer"].is_null()) {
       value_error("tokenizer.json: normalizers are not supported (found " +

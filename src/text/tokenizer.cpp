@@ -109,9 +109,21 @@ Tokenizer Tokenizer::build(TokenizerData data) {
     t.kind = ModelKind::sentencepiece_bpe;
   } else if (data.model == "gpt2") {
     t.kind = ModelKind::byte_level_bpe;
+  } else if (data.model == "wordpiece") {
+    t.kind = ModelKind::wordpiece;
   } else {
     value_error("tokenizer: unsupported tokenizer model \"" + escaped(data.model) +
-                "\" (supported: llama, gpt2)");
+                "\" (supported: llama, gpt2, wordpiece)");
+  }
+  if (t.kind == ModelKind::wordpiece) {
+    if (!data.unk_id) value_error("tokenizer: a WordPiece model needs an unknown token");
+    if (data.wordpiece.prefix.empty()) {
+      value_error("tokenizer: WordPiece's continuing_subword_prefix is empty");
+    }
+    if (data.wordpiece.max_chars_per_word == 0) {
+      value_error("tokenizer: WordPiece's max_input_chars_per_word is 0");
+    }
+    t.wordpiece = data.wordpiece;
   }
   if (t.kind == ModelKind::byte_level_bpe) {
     if (data.pre == "gpt2") {
@@ -141,6 +153,7 @@ Tokenizer Tokenizer::build(TokenizerData data) {
   check_optional_id(data.pad_id, "padding", n);
 
   const bool spm = t.kind == ModelKind::sentencepiece_bpe;
+  const bool wordpiece = t.kind == ModelKind::wordpiece;
   t.tokens = std::move(data.tokens);
   t.scores = data.scores.empty() ? std::vector<float>(n, 0.0f) : std::move(data.scores);
   t.types.resize(n, TokenType::normal);
@@ -175,6 +188,12 @@ Tokenizer Tokenizer::build(TokenizerData data) {
       }
       t.texts[i] = std::string(1, char(b));
       if (t.byte_token[size_t(b)] < 0) t.byte_token[size_t(b)] = id;
+    } else if (type == TokenType::normal && wordpiece) {
+      // A continuation piece joins the word before it; any other piece starts a word.
+      const std::string& prefix = t.wordpiece.prefix;
+      t.texts[i] = s.compare(0, prefix.size(), prefix) == 0 && s.size() > prefix.size()
+                       ? s.substr(prefix.size())
+                       : " " + s;
     } else if (type == TokenType::normal) {
       t.texts[i] = spm ? replace_all(s, kSpaceMarker, " ") : byte_level_bytes(s);
     } else if (type == TokenType::user_defined && spm) {
@@ -185,7 +204,7 @@ Tokenizer Tokenizer::build(TokenizerData data) {
     if (spm && (type == TokenType::normal || type == TokenType::user_defined)) {
       t.piece_id.emplace(s, id);
     }
-    if (!spm && type == TokenType::normal) {
+    if (t.kind == ModelKind::byte_level_bpe && type == TokenType::normal) {
       const detail::Utf8Unit u = detail::decode_utf8(s, 0);
       const int b =
           (!s.empty() && u.valid && u.len == s.size()) ? detail::unicode_to_byte(u.cp) : -1;
@@ -204,7 +223,7 @@ Tokenizer Tokenizer::build(TokenizerData data) {
       return t.tokens[size_t(a)].size() > t.tokens[size_t(b)].size();
     });
   }
-  if (!spm) build_merges(t, data.merges);
+  if (t.kind == ModelKind::byte_level_bpe) build_merges(t, data.merges);
 
   if (t.eos) t.end_ids.push_back(*t.eos);
   for (const char* end_text : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>"}) {
@@ -262,6 +281,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
       std::string s = (t.add_space_prefix && after_special) ? " " : "";
       s += piece;
       t.encode_sentencepiece(replace_all(s, " ", kSpaceMarker), out);
+    } else if (t.kind == ModelKind::wordpiece) {
+      t.encode_wordpiece(piece, out);
     } else {
       t.encode_byte_level(piece, out);
     }
@@ -293,6 +314,19 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
   }
   encode_text(text.substr(text_start));
   return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_sentence(std::string_view text, size_t max_tokens) const {
+  const Impl& t = *impl_;
+  if (t.kind != ModelKind::wordpiece || !t.bos || !t.eos) {
+    value_error("tokenizer: encode_sentence needs a WordPiece model with [CLS] and [SEP] tokens");
+  }
+  if (max_tokens < 2) value_error("tokenizer: encode_sentence needs room for [CLS] and [SEP]");
+  std::vector<int32_t> ids = encode(text, /*add_bos=*/false);
+  if (ids.size() > max_tokens - 2) ids.resize(max_tokens - 2);
+  ids.insert(ids.begin(), *t.bos);
+  ids.push_back(*t.eos);
+  return ids;
 }
 
 std::string_view Tokenizer::Impl::decode_piece(int32_t id, const DecodeOptions& options,

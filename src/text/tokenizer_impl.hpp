@@ -14,7 +14,7 @@
 
 namespace iron::text {
 
-enum class ModelKind { sentencepiece_bpe, byte_level_bpe };
+enum class ModelKind { sentencepiece_bpe, byte_level_bpe, wordpiece };
 enum class PreTokenizerKind { none, gpt2, smollm, llama3, qwen2 };
 
 /// A gpt2 merge: the pair (left, right) becomes `result`; lower rank merges first.
@@ -50,6 +50,9 @@ struct Tokenizer::Impl {
   std::array<int32_t, 256> byte_char_token{};  // -1 when missing
   std::unordered_map<uint64_t, MergeRule> merges;
 
+  // WordPiece: the settings; pieces are looked up in id_of.
+  WordPieceOptions wordpiece;
+
   // Words already encoded (byte-level BPE); encode() is const and may run on many threads.
   mutable std::mutex cache_mutex;
   mutable std::unordered_map<std::string, std::vector<int32_t>> word_cache;
@@ -65,7 +68,16 @@ struct Tokenizer::Impl {
   void encode_sentencepiece(std::string_view text, std::vector<int32_t>& out) const;
   void encode_byte_level(std::string_view text, std::vector<int32_t>& out) const;
   void encode_byte_level_word(std::string_view word, std::vector<int32_t>& out) const;
+  void encode_wordpiece(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_wordpiece_word(std::string_view word, std::vector<int32_t>& out) const;
 };
+
+/// BERT's normaliser (the WordPieceOptions flags) over UTF-8 text; invalid bytes become U+FFFD
+/// first, which clean_text then drops as Hugging Face drops it.
+std::string bert_normalize(std::string_view text, const WordPieceOptions& options);
+/// BERT's pre-tokeniser: words split at white space (dropped) and around each punctuation
+/// character (kept as a word of its own).
+std::vector<std::string_view> bert_pretokenize(std::string_view normalized);
 
 /// Splits text into the words byte-level BPE merges within (gpt2's regex, by hand).
 std::vector<std::string_view> pretokenize(std::string_view text, PreTokenizerKind kind);

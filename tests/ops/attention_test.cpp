@@ -81,12 +81,14 @@ struct Direct {
   DType cache;
   Fields tunables;
   int64_t window = 0;  // a sliding window's keys (0: none)
+  int64_t segment = 0;  // segments of rows (then rows == ctx), each `lengths` long
+  std::vector<int32_t> lengths = {};
 
   std::string str() const {
     return "heads " + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " d " + std::to_string(s.d) +
            " ctx " + std::to_string(ctx) + " rows " + std::to_string(rows) + " start " + std::to_string(start) +
            " cache rows " + std::to_string(cache_rows) + " " + std::string(name(cache)) + " window " +
-           std::to_string(window) + " " + tunables.str();
+           std::to_string(window) + " segment " + std::to_string(segment) + " " + tunables.str();
   }
 };
 
@@ -102,7 +104,8 @@ void check_direct(const Direct& c, const cpu::Features& features, uint32_t seed)
                                             {"kv_heads", c.s.kv_heads},
                                             {"head_dim", c.s.d},
                                             {"ctx", c.ctx},
-                                            {"window", c.window}},
+                                            {"window", c.window},
+                                            {"segment", c.segment}},
                                            c.tunables);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-2, 2);
@@ -131,12 +134,17 @@ void check_direct(const Direct& c, const cpu::Features& features, uint32_t seed)
              gemm_testing::operand(c.cache, cs, bytes[1].data(), {1, 0})};
   args.out = {gemm_testing::operand(f32, qs, reinterpret_cast<char*>(y.data()), {0, 0})};
   args.scalars = {{2, 0}};
+  std::vector<int32_t> lengths = c.lengths;
+  std::vector<float> lengths_seen(lengths.begin(), lengths.end());
+  const Shape ls{int64_t(lengths.size())};
+  if (c.segment > 0) args.in.push_back(cpu::dense_operand(i32, ls, reinterpret_cast<char*>(lengths.data())));
   args.features = &features;
   std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
 
   RefCall call;
   call.in = {{q.data(), qs, qs, f32}, {seen[0].data(), cs, {c.cache_rows, c.s.kv_heads, c.s.d}, c.cache},
              {seen[1].data(), cs, {c.cache_rows, c.s.kv_heads, c.s.d}, c.cache}};
+  if (c.segment > 0) call.in.push_back({lengths_seen.data(), ls, ls, i32});
   call.out = {{want.data(), qs, qs, f32}};
   call.scalars = {c.start};
   op->reference(call);
@@ -237,6 +245,19 @@ TEST(Attention, SlidingWindowReadsOnlyItsKeys) {
       }
 }
 
+// Segments on every dispatch path and thread count: MiniLM's heads (12 of 32), grouped heads,
+// a ragged head_dim, segments of one tile and of several, lengths from 0 to past the segment.
+TEST(Attention, SegmentsOnEveryPath) {
+  uint32_t seed = 1500;
+  for (const cpu::Features& f : feature_sets())
+    for (const Shape3& s : {Shape3{12, 12, 32}, Shape3{9, 3, 64}, Shape3{6, 2, 72}})
+      for (DType cache : {f32, bf16}) {
+        check_direct({s, 96, 96, 0, 96, cache, {}, 0, 32, {32, 17, 1}}, f, seed++);
+        check_direct({s, 96, 96, 0, 96, cache, {{"tile", int64_t(16)}}, 0, 48, {0, 45}}, f, seed++);
+        check_direct({s, 96, 96, 0, 90, cache, {}, 0, 8, {8, 3, 0, 5, 99, -1, 8, 2, 7, 8, 1, 6}}, f, seed++);
+      }
+}
+
 TEST(Attention, PerHeadPathMatchesReference) {
   uint32_t seed = 1300;
   for (const cpu::Features& f : feature_sets())
@@ -309,6 +330,77 @@ TEST(Attention, GroupedHeadsReadTheirKvHead) {
   c.out = {dense({1, 4, 1})};
   c.scalars = {0};
   expect_near(run_case(c).ref[0], {10, 10, 20, 20}, 0);
+}
+
+// ---- segments: an encoder's bidirectional attention over a padded batch ----------------------
+
+Case segment_case(int64_t segment, std::vector<float> lengths, int64_t heads, int64_t kv_heads, int64_t d,
+                  int64_t valid_rows = -1) {
+  const int64_t batch = int64_t(lengths.size()), rows = segment * batch;
+  Case c;
+  c.op = "Attention";
+  c.params = {{"heads", heads}, {"kv_heads", kv_heads}, {"head_dim", d}, {"ctx", rows}, {"segment", segment}};
+  const Shape valid = valid_rows < 0 ? Shape{} : Shape{valid_rows, heads, d};
+  c.in = {ranged(dense({rows, heads, d}, f32, valid), -2, 2), ranged(dense({rows, kv_heads, d}), -2, 2),
+          dense({rows, kv_heads, d}), given({batch}, std::move(lengths), i32)};
+  c.out = {dense({rows, heads, d}, f32, valid)};
+  c.scalars = {0};
+  return c;
+}
+
+TEST(Attention, SegmentsMatchReference) {
+  uint32_t seed = 1300;
+  // Full, partial, one-row and empty segments; MiniLM's 12 heads of 32; segments longer than a
+  // tile (the tile tunable's 64 query vectors are 5 rows of 12 heads); grouped heads; lengths
+  // past the segment or negative are held to it.
+  for (const Case& base : {segment_case(8, {8, 3, 1, 0}, 4, 2, 16), segment_case(16, {16, 11}, 12, 12, 32),
+                           segment_case(32, {29, 32, 7}, 12, 12, 32), segment_case(8, {40, -3}, 4, 4, 8),
+                           segment_case(8, {5, 8, 2}, 4, 2, 16, /*valid_rows=*/13)}) {
+    for (int64_t tile : {16, 64}) {
+      Case c = base;
+      c.tunables = {{"tile", tile}};
+      c.seed = seed++;
+      Result res = run_case(c);
+      // Padding rows are zeros; a segment's valid rows are not.
+      const int64_t segment = c.params.integer("segment"), row = c.params.integer("heads") * c.params.integer("head_dim");
+      const std::vector<float>& lengths = c.in[3].values;
+      const int64_t valid = c.in[0].valid.empty() ? segment * int64_t(lengths.size()) : c.in[0].valid[0];
+      for (int64_t r = 0; r < valid; ++r) {
+        const int64_t length = std::clamp<int64_t>(int64_t(lengths[size_t(r / segment)]), 0, segment);
+        const bool padding = r % segment >= length;
+        float largest = 0;
+        for (int64_t e = 0; e < row; ++e) largest = std::max(largest, std::abs(res.two_threads[0][size_t(r * row + e)]));
+        EXPECT_EQ(largest == 0, padding) << "row " << r;
+      }
+    }
+  }
+}
+
+TEST(Attention, SegmentRowsSeeTheirWholeSegmentOnly) {
+  // Two segments of two rows, one head of one dimension, scale 1: row 0 attends to rows 0 and 1
+  // (bidirectional: row 0 reads row 1's key too), row 2 to row 2 alone (length 1), row 3 is
+  // padding. q = 1 everywhere, keys 1 and 0: weights e/(e+1) and 1/(e+1) on values 10 and 20.
+  Case c;
+  c.op = "Attention";
+  c.params = {{"heads", int64_t(1)}, {"kv_heads", int64_t(1)}, {"head_dim", int64_t(1)}, {"ctx", int64_t(4)},
+              {"scale", 1.0}, {"segment", int64_t(2)}};
+  c.in = {given({4, 1, 1}, {1, 1, 1, 1}), given({4, 1, 1}, {1, 0, 5, 5}), given({4, 1, 1}, {10, 20, 30, 40}),
+          given({2}, {2, 1}, i32)};
+  c.out = {dense({4, 1, 1})};
+  c.scalars = {0};
+  const double w = 0.2689414213699951;  // 1/(e+1)
+  expect_near(run_case(c).ref[0], {10 + 10 * w, 10 + 10 * w, 30, 0}, 1e-6);
+}
+
+TEST(Attention, SegmentsRefuseBadShapes) {
+  const auto make = [](Fields p) { return catalog_entry("Attention").make(std::move(p), {}); };
+  const Fields base{{"heads", int64_t(2)}, {"kv_heads", int64_t(2)}, {"head_dim", int64_t(8)}, {"ctx", int64_t(12)}};
+  Fields ragged = base, windowed = base;
+  ragged.set("segment", int64_t(5));  // does not divide ctx
+  windowed.set("segment", int64_t(4));
+  windowed.set("window", int64_t(3));
+  EXPECT_THROW(make(ragged), Error);
+  EXPECT_THROW(make(windowed), Error);
 }
 
 TEST(Attention, RefusesBadShapes) {

@@ -178,7 +178,7 @@ TEST(GgufTokenizer, MistypedKeysAreNamed) {
 
 TEST(GgufTokenizer, BuildErrorsNameTheFile) {
   GgufWriter w;
-  w.kv_string("tokenizer.ggml.model", "wordpiece");
+  w.kv_string("tokenizer.ggml.model", "rwkv");
   w.raw_kv("tokenizer.ggml.tokens", 9, GgufWriter::string_array({"a"}));
   expect_error([&] { tokenizer_from_gguf(parse(w)); }, "tok.gguf: tokenizer: unsupported");
 }

@@ -203,7 +203,7 @@ TEST(TokenizerValidation, RejectsMalformedData) {
                        d.token_types.clear();
                      }),
                      "empty");
-  expect_value_error(build_with([](TokenizerData& d) { d.model = "wordpiece"; }), "wordpiece");
+  expect_value_error(build_with([](TokenizerData& d) { d.model = "rwkv"; }), "rwkv");
   expect_value_error(build_with([](TokenizerData& d) { d.pre = "mystery"; }), "mystery");
   expect_value_error(build_with([](TokenizerData& d) { d.scores = {1.0f}; }), "scores");
   expect_value_error(build_with([](TokenizerData& d) { d.token_types.pop_back(); }), "types");

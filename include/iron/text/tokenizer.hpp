@@ -1,5 +1,5 @@
-// Tokenizers for LLMs: SentencePiece BPE ("llama", as in llama.cpp's SPM tokenizer) and GPT-2
-// byte-level BPE ("gpt2"), built from plain data (the arrays a GGUF file or a Hugging Face
+// Tokenizers: SentencePiece BPE ("llama", as in llama.cpp's SPM tokenizer), GPT-2 byte-level
+// BPE ("gpt2") and BERT's WordPiece ("wordpiece", for encoders), built from plain data (the arrays a GGUF file or a Hugging Face
 // tokenizer.json holds), with streaming decode and ChatML chat formatting.
 //
 // Token data comes from model files and is untrusted: build() validates it and every id given to
@@ -29,9 +29,19 @@ enum class TokenType : int32_t {
   byte = 6,  // SentencePiece byte fallback <0xNN>
 };
 
+/// WordPiece's settings: Hugging Face's BertNormalizer flags and the WordPiece model's.
+struct WordPieceOptions {
+  bool clean_text = true;     // drop control characters and U+FFFD, white space becomes ' '
+  bool chinese_chars = true;  // a CJK ideograph is a word of its own
+  bool strip_accents = true;  // canonical decomposition, then non-spacing marks dropped
+  bool lowercase = true;
+  std::string prefix = "##";  // what a word's later pieces start with
+  size_t max_chars_per_word = 100;  // a longer word is [UNK] whole
+};
+
 /// Everything a tokenizer is built from.
 struct TokenizerData {
-  std::string model;  // "llama" (SentencePiece BPE) or "gpt2" (byte-level BPE)
+  std::string model;  // "llama" (SentencePiece BPE), "gpt2" (byte-level BPE) or "wordpiece"
   std::string pre;    // gpt2 only: the pre-tokenizer, "gpt2", "smollm", "llama-bpe" or "qwen2"
   std::vector<std::string> tokens;
   std::vector<float> scores;         // llama: merge priority (higher merges first); may be empty
@@ -42,6 +52,8 @@ struct TokenizerData {
   std::optional<bool> add_space_prefix;  // default: true for llama, false for gpt2
   bool ignore_merges = false;  // gpt2: a word that is a whole token is not merged (HF's flag)
   std::optional<std::string> chat_template;
+  // wordpiece: bos_id and eos_id are the post-processor's [CLS] and [SEP], unk_id is required.
+  WordPieceOptions wordpiece;
 };
 
 struct DecodeOptions {
@@ -82,6 +94,10 @@ class Tokenizer {
   /// With `parse_special`, control tokens written literally ("<|im_start|>") become single
   /// tokens; user-defined tokens always do.
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = true) const;
+
+  /// An encoder's input (WordPiece models): [CLS], the text's ids, [SEP], the text's ids cut so
+  /// that the whole holds at most `max_tokens` (>= 2), as sentence-transformers truncates.
+  std::vector<int32_t> encode_sentence(std::string_view text, size_t max_tokens) const;
 
   /// The bytes the ids stand for (not necessarily valid UTF-8 when cut mid-character).
   std::string decode(const std::vector<int32_t>& ids, const DecodeOptions& options = {}) const;
@@ -154,8 +170,11 @@ std::string format_chat(const std::optional<std::string>& chat_template,
                         const std::string& bos_text = {});
 
 /// Reads a Hugging Face tokenizer.json holding a byte-level BPE model (vocab, merges as "a b"
-/// strings or [a, b] pairs, added_tokens) whose pre-tokenizer is one of the four above; other
-/// models, pre-tokenizers and normalizers are refused. A
+/// strings or [a, b] pairs, added_tokens) whose pre-tokenizer is one of the four above, or a
+/// WordPiece model with BertNormalizer, BertPreTokenizer and a [CLS] $A [SEP] post-processor
+/// (TemplateProcessing or BertProcessing); other models, pre-tokenizers and normalizers are
+/// refused. The file's own truncation and padding are the pipeline's, not the model's, and are
+/// not read. A
 /// tokenizer_config.json next to it, when present, gives bos/eos tokens, add_bos_token and the
 /// chat template.
 TokenizerData read_hf_tokenizer_json(const std::string& path);

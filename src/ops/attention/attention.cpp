@@ -6,9 +6,18 @@
 // (Gemma's local layers) only to the last `window` of them, its own included, and only those are
 // read. Rows of q may be bounded per call; rows past the bound are not written. `scale` 0 (the
 // default) is 1/sqrt(head_dim).
+//
+// With `segment` S > 0 it is an encoder's bidirectional attention over a padded batch instead:
+// q, k and v hold the same rows (ctx of them), in segments of S rows (one sentence each), and a
+// fourth operand, `lengths` (ctx / S,) i32, gives each segment's valid rows this call (a graph
+// input, read per call; each held to [0, S]). Row r of segment b attends to rows
+// [b S, b S + lengths[b]) whatever its own place; rows at or past their segment's length (the
+// padding) are written as zeros. The start scalar and the window are not read.
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "iron/handle.hpp"
@@ -27,7 +36,8 @@ const Declaration kAttention{"Attention",
                               {"head_dim", std::nullopt},
                               {"ctx", std::nullopt},
                               {"scale", 0.0},
-                              {"window", int64_t(0)}},
+                              {"window", int64_t(0)},
+                              {"segment", int64_t(0)}},
                              {// A decode step's keys per partial, at least (rounded to 16).
                               {"split", int64_t(128), {int64_t(64), int64_t(128), int64_t(256), int64_t(512)}},
                               // A prefill's query vectors per tile: whole rows of every head
@@ -46,7 +56,8 @@ constexpr int64_t kMaxPartials = 32;
 struct Dims {
   int64_t heads, kv_heads, d, ctx;
   double scale;
-  int64_t window = 0;  // 0: every earlier position
+  int64_t window = 0;   // 0: every earlier position
+  int64_t segment = 0;  // > 0: bidirectional within segments of this many rows (lengths operand)
   int64_t group() const { return heads / kv_heads; }
   /// The first element of key (or value) `j` of kv head `g` in a cache.
   int64_t at(int64_t j, int64_t g) const { return (j * kv_heads + g) * d; }
@@ -104,8 +115,9 @@ class Kernel final : public cpu::Kernel {
         v_(a.in.at(2)),
         y_(a.out.at(0)),
         start_(a.scalars.at(0)),
-        // The baseline path reads every earlier key: a sliding window takes the grouped tiles.
-        per_head_(tunables.text("path") == "per_head" && dims.window == 0),
+        // The baseline path reads every earlier key: a sliding window or segments take the
+        // grouped tiles.
+        per_head_(tunables.text("path") == "per_head" && dims.window == 0 && dims.segment == 0),
         block_(std::max<int64_t>(1, tunables.integer("block"))),
         split_(std::max<int64_t>(1, tunables.integer("split"))),
         width_((d_.d + 15) / 16 * 16),
@@ -118,6 +130,16 @@ class Kernel final : public cpu::Kernel {
     if (k_.shape[0] != d_.ctx || v_.shape[0] != d_.ctx)
       value_error("Attention: caches of " + std::to_string(d_.ctx) + " rows, got " +
                   to_string(k_.shape) + " and " + to_string(v_.shape));
+    if (d_.segment > 0) {
+      if (a.in.size() < 4) value_error("Attention: segments need the lengths operand");
+      lengths_ = a.in.at(3);
+      if (q_.shape[0] != d_.ctx || lengths_.dtype != DType::i32 || lengths_.rank() != 1 ||
+          lengths_.shape[0] != d_.ctx / d_.segment)
+        value_error("Attention: segments of " + std::to_string(d_.segment) + " rows need q of " +
+                    std::to_string(d_.ctx) + " rows (got " + to_string(q_.shape) +
+                    ") and i32 lengths of " + std::to_string(d_.ctx / d_.segment) + " (got " +
+                    to_string(lengths_.shape) + " " + std::string(name(lengths_.dtype)) + ")");
+    }
     for (const cpu::Operand* c : {&k_, &v_})
       if (c->dtype != f32 && c->dtype != f16 && c->dtype != bf16 && c->dtype != DType::q8_0)
         value_error("Attention: a cache of " + std::string(name(c->dtype)) + " (f32, f16, bf16 or q8_0 are read)");
@@ -142,6 +164,8 @@ class Kernel final : public cpu::Kernel {
     const int64_t cache_rows = std::min(k_.extent(0, w), v_.extent(0, w));
     if (per_head_)
       run_per_head(w, rows, start, cache_rows, thread, threads);
+    else if (d_.segment > 0)
+      segments(w, rows, cache_rows, thread, threads);
     else if (rows == 1)
       decode(w, start, cache_rows, thread, threads);
     else
@@ -189,8 +213,14 @@ class Kernel final : public cpu::Kernel {
       std::fill(s.acc + m * wd, s.acc + (m + 1) * wd, 0.0f);
       s.max[m] = -std::numeric_limits<float>::infinity();
       s.sum[m] = 0;
-      s.limit[m] = std::min(end, d_.keys(start + r0 + r, cache_rows));
-      s.from[m] = d_.first(start + r0 + r);
+      if (d_.segment > 0) {
+        const auto [first, last] = segment_keys(w, r0 + r, cache_rows);
+        s.limit[m] = std::min(end, last);
+        s.from[m] = first;
+      } else {
+        s.limit[m] = std::min(end, d_.keys(start + r0 + r, cache_rows));
+        s.from[m] = d_.first(start + r0 + r);
+      }
     }
     s.tile = {s.q,      d_.kv_heads, count * d_.group(), k_.base, v_.base, k_.offset.get(w), v_.offset.get(w),
               d_.kv_heads * d_.d, d_.d, wd, begin, end, s.limit, s.from, s.max, s.sum, s.acc,
@@ -226,6 +256,48 @@ class Kernel final : public cpu::Kernel {
       const int64_t r0 = t * per, count = last_row(t) + 1 - r0;
       State s = state(w, thread, r0, count, d_.first(start + r0), d_.keys(start + r0 + count - 1, cache_rows), start,
                       cache_rows);
+      run_tile(s.tile);
+      for (int64_t m = 0; m < count * d_.heads; ++m) {
+        auto [r, h] = row_and_head(m, count);
+        finish(w, r0 + r, h, s.acc + m * width_, s.sum[m]);
+      }
+    }
+  }
+
+  // The keys [first, last) row r of a segmented call attends to: its segment's valid rows, or
+  // none for a padding row.
+  std::pair<int64_t, int64_t> segment_keys(const int64_t* w, int64_t r, int64_t cache_rows) const {
+    const int64_t b = r / d_.segment, first = b * d_.segment;
+    const int64_t length = std::clamp<int64_t>(lengths_.data<int32_t>(w)[b], 0, d_.segment);
+    if (r - first >= length) return {first, first};
+    return {first, std::max(first, std::min(first + length, cache_rows))};
+  }
+
+  // A segmented call: tiles of rows that stay within one segment, each over its segment's
+  // valid keys; padding rows read none. Tiles are balanced across threads by the keys they read.
+  void segments(const int64_t* w, int64_t rows, int64_t cache_rows, int thread, int threads) const {
+    const int64_t per = std::min(rows_per_tile_, d_.segment);
+    const int64_t per_segment = (d_.segment + per - 1) / per;
+    const int64_t tiles = (rows + d_.segment - 1) / d_.segment * per_segment;
+    auto rows_of = [&](int64_t t) {
+      const int64_t r0 = t / per_segment * d_.segment + t % per_segment * per;
+      const int64_t end = std::min({r0 + per, (t / per_segment + 1) * d_.segment, rows});
+      return std::pair<int64_t, int64_t>{r0, std::max<int64_t>(0, end - r0)};
+    };
+    auto cost = [&](int64_t t) {
+      const auto [r0, count] = rows_of(t);
+      if (count == 0) return int64_t(0);
+      const auto [first, last] = segment_keys(w, r0, cache_rows);
+      return last - first + 8;
+    };
+    auto [begin, end] = balanced_split(tiles, cost, thread, threads);
+    for (int64_t t = begin; t < end; ++t) {
+      const auto [r0, count] = rows_of(t);
+      if (count == 0) continue;
+      const int64_t b = r0 / d_.segment;
+      const int64_t length = std::clamp<int64_t>(lengths_.data<int32_t>(w)[b], 0, d_.segment);
+      const int64_t first = b * d_.segment, last = std::min(first + length, cache_rows);
+      State s = state(w, thread, r0, count, first, std::max(first, last), 0, cache_rows);
       run_tile(s.tile);
       for (int64_t m = 0; m < count * d_.heads; ++m) {
         auto [r, h] = row_and_head(m, count);
@@ -350,6 +422,7 @@ class Kernel final : public cpu::Kernel {
 
   Dims d_;
   cpu::Operand q_, k_, v_, y_;
+  cpu::Operand lengths_;  // segments only
   cpu::WordRef start_;
   bool per_head_;
   int64_t block_, split_;
@@ -380,6 +453,19 @@ struct Attention : Operator {
     if (d_.scale == 0) d_.scale = 1.0 / std::sqrt(double(d_.d));
     d_.window = params_.integer("window");
     if (d_.window < 0) value_error("Attention: window is a count of keys (0: no window), not " + params_.str());
+    d_.segment = params_.integer("segment");
+    if (d_.segment < 0 || (d_.segment > 0 && (d_.ctx % d_.segment != 0 || d_.window != 0)))
+      value_error("Attention: segment is a count of rows dividing ctx, without a window (0: causal), not " +
+                  params_.str());
+  }
+
+  // Row r's keys [first, end) in a segmented call: its segment's valid rows, none for padding.
+  static std::pair<int64_t, int64_t> segment_keys(const Dims& d, const RefOperand& lengths, int64_t r,
+                                                  int64_t cache_rows) {
+    const int64_t b = r / d.segment, first = b * d.segment;
+    const int64_t length = std::clamp<int64_t>(int64_t(lengths.data[b]), 0, d.segment);
+    if (r - first >= length) return {first, first};
+    return {first, std::max(first, std::min(first + length, cache_rows))};
   }
 
   void reference(const RefCall& c) const override {
@@ -390,8 +476,9 @@ struct Attention : Operator {
     std::vector<double> scores, out(static_cast<size_t>(d));
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t h = 0; h < d_.heads; ++h) {
-        const int64_t g = h / d_.group(), keys = d_.keys(start + r, cache_rows);
-        const int64_t first = std::min(d_.first(start + r), keys);
+        const int64_t g = h / d_.group();
+        int64_t keys = d_.keys(start + r, cache_rows), first = std::min(d_.first(start + r), keys);
+        if (d_.segment > 0) std::tie(first, keys) = segment_keys(d_, c.in.at(3), r, cache_rows);
         const float* qr = q.data + (r * d_.heads + h) * d;
         float* yr = y.data + (r * d_.heads + h) * d;
         scores.assign(size_t(keys), 0.0);

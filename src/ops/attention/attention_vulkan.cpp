@@ -1,5 +1,6 @@
 // Attention on the Vulkan device (attention.comp): queries and results of f32, f16 or bf16, caches
-// of those or q8_0, head_dim up to 128, a sliding window or none.
+// of those or q8_0, head_dim up to 128, a sliding window or none; segments (Attention's
+// bidirectional case, with its lengths operand) are refused.
 #include <cmath>
 
 #include "devices/vulkan/kernel.hpp"
@@ -9,6 +10,7 @@ namespace iron::ops {
 
 void record_attention(const Operator& op, const vulkan::KernelArgs& a, vulkan::CommandList& list) {
   const Fields& p = op.params();
+  if (p.integer("segment") > 0) vulkan::unsupported(op, "segments (an encoder's bidirectional attention)");
   const int64_t heads = p.integer("heads"), kv_heads = p.integer("kv_heads"), d = p.integer("head_dim");
   if (d > 128) vulkan::unsupported(op, "a head_dim above 128");
   const double scale = p.number("scale") == 0 ? 1.0 / std::sqrt(double(d)) : p.number("scale");

@@ -124,3 +124,25 @@ TEST(VulkanGraph, OutOfDeviceMemoryIsAClearError) {
 }
 
 }  // namespace
+
+namespace {
+// An encoder's attention over two sentences of four rows (functional::segment_attention).
+struct SegmentAttention : iron::Graph {
+  iron::Input q = input("q"), k = input("k"), v = input("v"), lengths = input("lengths");
+  iron::Outputs body() override { return {iron::functional::segment_attention(q, k, v, lengths, 4)}; }
+};
+}  // namespace
+
+// The shader is causal only: a segmented Attention is refused by name, never run as a causal one.
+TEST(VulkanGraph, RefusesSegmentAttentionByName) {
+  IRON_NEEDS_VULKAN();
+  SegmentAttention g;
+  const iron::Shapes shapes{{"q", {8, 2, 8}}, {"k", {8, 2, 8}}, {"v", {8, 2, 8}}, {"lengths", {{2}, iron::i32}}};
+  try {
+    g.compile(shapes, {.device = "vulkan"});
+    FAIL() << "compiled segment attention for Vulkan";
+  } catch (const iron::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("segments (an encoder's bidirectional attention)"), std::string::npos)
+        << e.what();
+  }
+}

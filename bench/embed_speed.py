@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Sentence embeddings: IRON against sentence-transformers on torch (CPU, f32), same machine, same
+run, same thread count, alternating. Sentences/s for batches of 1 and 32 sentences of about 20
+and about 128 tokens (all-MiniLM-L6-v2's tokens, [CLS] and [SEP] included); IRON at --precision
+(medium by default), each figure the median of --reps timed passes with the spread (min-max),
+and the ratio IRON / sentence-transformers. Then the accuracy: cosine between IRON's vectors
+(at highest and at medium, through `iron embed`) and sentence-transformers' own for the 207
+golden sentences of tests/golden/minilm_embeddings.json.
+
+The first use installs sentence-transformers and torch into .venv (scripts/python-env.sh; PyPI's
+torch is large, so this stays out of CI). Not a test: it measures, it does not pass or fail.
+
+    bench/embed_speed.py [-m models/all-MiniLM-L6-v2] [-t 2] [--reps 3] [--precision medium]
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+WORDS = ("the of and to in is was for on that with as by at from his her it an were are which this be has had "
+         "or one their not but new first two after who its year city school river music war film album world "
+         "team game history season family village university church station house water light").split()
+
+
+def texts(n, words, seed):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(words)) for _ in range(n)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "all-MiniLM-L6-v2"))
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--precision", default="medium")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    a = ap.parse_args()
+    if os.environ.get("IRON_EMBED_BENCH_CHILD") != "1":
+        # Re-run inside .venv with sentence-transformers and torch (installed on first use).
+        py = subprocess.run([os.path.join(ROOT, "scripts", "python-env.sh"), "numpy", "torch", "sentence-transformers"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+        os.environ["IRON_EMBED_BENCH_CHILD"] = "1"
+        os.execv(py, [py] + sys.argv)
+
+    import numpy as np
+    import torch
+    import sentence_transformers
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(a.threads)
+    torch.set_num_interop_threads(1)
+    st = SentenceTransformer(a.model, device="cpu")
+    tok = st.tokenizer
+    bench = os.path.join(a.build, "bench", "bench_embed_speed")
+    iron = os.path.join(a.build, "iron")
+
+    # ~20 and ~128 tokens: 18 and 126 one-token words, checked with the model's own tokenizer.
+    sets = {20: texts(64, 18, 1), 128: texts(64, 126, 2)}
+    for n, ts in sets.items():
+        lengths = [len(tok(t)["input_ids"]) for t in ts]
+        print("texts of ~%d tokens: %d to %d tokens" % (n, min(lengths), max(lengths)))
+    print("machine: %s; shared with other work while measured (noisy): spreads are min-max of %d passes"
+          % (os.uname().nodename, a.reps))
+    print("sentence-transformers %s, torch %s (%d threads); IRON at %s, %d threads\n"
+          % (sentence_transformers.__version__, torch.__version__, a.threads, a.precision, a.threads))
+
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for n, ts in sets.items():
+            path = os.path.join(work, "texts%d.txt" % n)
+            with open(path, "w") as f:
+                f.write("".join(t + "\n" for t in ts))
+            for batch in (1, 32):
+                count = 16 if batch == 1 else 64  # batch 1 on fewer sentences: the same per-sentence work
+                sub = ts[:count]
+                sub_path = os.path.join(work, "sub%d_%d.txt" % (n, batch))
+                with open(sub_path, "w") as f:
+                    f.write("".join(t + "\n" for t in sub))
+                st.encode(sub[:batch], batch_size=batch)  # warm-up
+                iron_rates, st_rates = [], []
+                for _ in range(a.reps):
+                    out = subprocess.run([bench, a.model, sub_path, str(batch), "1", str(a.threads), a.precision],
+                                         check=True, capture_output=True, text=True).stdout.split()
+                    iron_rates.append(int(out[3]) / float(out[1]))
+                    t0 = time.perf_counter()
+                    st.encode(sub, batch_size=batch)
+                    st_rates.append(len(sub) / (time.perf_counter() - t0))
+                rows.append((n, batch, iron_rates, st_rates))
+                im, sm = statistics.median(iron_rates), statistics.median(st_rates)
+                print("~%3d tokens, batch %2d: IRON %8.1f sentences/s (%.1f-%.1f), sentence-transformers %8.1f (%.1f-%.1f): %.2fx"
+                      % (n, batch, im, min(iron_rates), max(iron_rates), sm, min(st_rates), max(st_rates), im / sm))
+                sys.stdout.flush()
+
+        print("\n| tokens | batch | IRON (%s) sentences/s | sentence-transformers sentences/s | ratio |" % a.precision)
+        print("|---|---|---|---|---|")
+        for n, batch, ir, sr in rows:
+            im, sm = statistics.median(ir), statistics.median(sr)
+            print("| ~%d | %d | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.2fx |"
+                  % (n, batch, im, min(ir), max(ir), sm, min(sr), max(sr), im / sm))
+
+        # Accuracy against sentence-transformers itself, on the golden sentences.
+        golden = json.load(open(os.path.join(ROOT, "tests", "golden", "minilm_embeddings.json")))
+        gtexts = [c["text"] for c in golden["cases"]]
+        ref = st.encode(gtexts, batch_size=32, convert_to_numpy=True).astype(np.float64)
+        path = os.path.join(work, "golden.txt")
+        # One text per line: the golden's texts with a newline inside are left to the C++ test.
+        keep = [i for i, t in enumerate(gtexts) if "\n" not in t and "\r" not in t and "\x0b" not in t
+                and "\x0c" not in t and "\x1c" not in t and "\x1d" not in t and "\x1e" not in t
+                and "\x85" not in t and "\u2028" not in t and "\u2029" not in t]
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join(gtexts[i] + "\n" for i in keep))
+        print()
+        for precision in ("highest", "medium"):
+            out = subprocess.run([iron, "embed", "-m", a.model, "-f", path, "--format", "tsv", "-t", str(a.threads),
+                                  "--precision", precision], check=True, capture_output=True, text=True).stdout
+            ours = np.array([[float(x) for x in line.split("\t")] for line in out.splitlines()])
+            r = ref[keep]
+            cos = (ours * r).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(r, axis=1)
+            print("cosine against sentence-transformers at %s: %d sentences, worst %.9f (1 - %.1e), mean 1 - %.1e"
+                  % (precision, len(keep), cos.min(), 1 - cos.min(), 1 - cos.mean()))
+
+
+if __name__ == "__main__":
+    main()
