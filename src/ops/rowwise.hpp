@@ -37,30 +37,41 @@ class RowwiseOp : public Operator {
     Kernel(const RowwiseOp& op, const cpu::KernelArgs& a)
         : op_(op), x_(a.in.at(0)), y_(a.out.at(0)), n_(op.n_) {
       if (op.weighted()) {
-        weight_.resize(size_t(n_));
-        const cpu::Operand& w = a.in.at(1);
-        // The weight is resident and never changes: convert it once.
-        to_f32(w.dtype, w.address(nullptr), weight_.data(), n_);
+        g_ = a.in.at(1);
+        // A weight (a param: `prepared` is set for weights alone) at a fixed place never
+        // changes while this kernel lives: converted once. Any other weight row (a graph input,
+        // a state, a step's output) is read each call.
+        if (g_.prepared && !g_.offset.per_call()) {
+          weight_.resize(size_t(n_));
+          to_f32(g_.dtype, g_.address(nullptr), weight_.data(), n_);
+        }
       }
-      scratch_ = cpu::Scratch(size_t(2 * n_));
+      scratch_ = cpu::Scratch(size_t(3 * n_));
     }
     void run(const int64_t* w, int thread, int threads) const override {
       int64_t rows = x_.shape.size() < 2 ? 1 : x_.rows(w) * (x_.row_elements() / n_);
       auto [begin, end] = cpu::split(rows, thread, threads);
+      if (begin >= end) return;
       float* xr = scratch_.get(thread);
       float* yr = xr + n_;
+      const float* weight = weight_.empty() ? nullptr : weight_.data();
+      if (op_.weighted() && !weight) {
+        float* per_call = yr + n_;
+        load_row(g_, w, 0, per_call, n_);
+        weight = per_call;
+      }
       for (int64_t r = begin; r < end; ++r) {
         load_row(x_, w, r * n_, xr, n_);
-        op_.row(xr, weight_.empty() ? nullptr : weight_.data(), yr, n_);
+        op_.row(xr, weight, yr, n_);
         store_row(y_, w, r * n_, yr, n_);
       }
     }
 
    private:
     const RowwiseOp& op_;
-    cpu::Operand x_, y_;
+    cpu::Operand x_, y_, g_;
     int64_t n_;
-    std::vector<float> weight_;
+    std::vector<float> weight_;  // a weight converted once, else empty
     cpu::Scratch scratch_;
   };
 

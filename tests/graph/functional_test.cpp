@@ -186,3 +186,24 @@ TEST(Functional, LinearResidualEqualsLinearPlusTheResidual) {
 }
 
 }  // namespace
+
+namespace {
+
+// A norm's weight need not be a param: given as an input it is read each call (the kernel
+// converts a param's weight once, when it is made, since a param does not change).
+TEST(Functional, NormWeightsGivenAsInputsAreReadEachCall) {
+  struct Norms : Graph {
+    Input x = input("x"), w = input("w"), b = input("b");
+    Outputs body() override { return {F::rms_norm(x, 32, w, 1e-5), F::layer_norm(x, 32, w, b, 1e-5)}; }
+  } g;
+  const Tensor x = random_tensor({3, 32}, f32, 1);
+  CompiledGraph& v = g.compile({{"x", {3, 32}}, {"w", {32}}, {"b", {32}}});
+  for (int call = 0; call < 2; ++call) {
+    const Tensor w = random_tensor({32}, f32, 10 + call), b = random_tensor({32}, f32, 20 + call);
+    const auto& got = v({x, w, b});
+    const auto want = g.reference({x, w, b});
+    for (size_t k = 0; k < 2; ++k) expect_close(got.outputs[k], want.outputs[k], 1e-5, 1e-5);
+  }
+}
+
+}  // namespace
