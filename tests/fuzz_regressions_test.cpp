@@ -38,7 +38,10 @@ class FuzzRegressions : public ::testing::TestWithParam<iron::fuzz::NamedTarget>
 TEST_P(FuzzRegressions, SavedInputsAreAcceptedOrRefusedWithIronError) {
   const auto& target = GetParam();
   const std::vector<fs::path> files = inputs_of(std::string(target.name));
-  EXPECT_FALSE(files.empty()) << "no seeds or regressions for " << target.name;
+  // The binary seeds (GGUF, safetensors) are git-ignored: fuzz/make_corpus.py writes them, as
+  // scripts/test.sh does before it builds.
+  EXPECT_FALSE(files.empty()) << "no seeds or regressions for " << target.name
+                              << " (binary seeds are made by python3 fuzz/make_corpus.py: run it first)";
   for (const fs::path& file : files) {
     SCOPED_TRACE(file.string());
     const std::vector<uint8_t> bytes = read_all(file);
