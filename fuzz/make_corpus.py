@@ -317,6 +317,9 @@ def main():
         "prompt": ["Once upon a time"], "max_tokens": 8, "temperature": 0, "stop": "girl", "n": 1,
         "seed": 18446744073709551615, "return_tokens": True, "ignore_eos": True}))
     write("serve_request", "wrong_types.json", "\x00" + json.dumps({"prompt": 5, "max_tokens": "8"}))
+    write("serve_request", "embeddings.json", "\x02" + json.dumps({
+        "model": "m", "input": ["A man is eating food.", "", "\u00e9t\u00e9"], "encoding_format": "base64",
+        "user": "u"}))
 
     # ---- tokenizer.json ----
     tokens, types, merges = gpt2_vocab()

@@ -1,6 +1,7 @@
-// Bytes as a request body of `iron serve` -> parse_request (the first byte picks the endpoint:
-// chat when odd). A body it takes must give settings the sampler takes; one it refuses must be
-// an ApiError whose JSON error object parses.
+// Bytes as a request body of `iron serve` -> parse_request or parse_embedding_request (the first
+// byte picks the endpoint: embeddings when its bit 1 is set, else chat when odd). A completion
+// it takes must give settings the sampler takes, an embeddings request one to 2048 texts; one it
+// refuses must be an ApiError whose JSON error object parses.
 #include <nlohmann/json.hpp>
 
 #include "fuzz_util.hpp"
@@ -15,6 +16,11 @@ void serve_request(const uint8_t* data, size_t size) {
   const auto endpoint = data[0] & 1 ? serve::Endpoint::chat : serve::Endpoint::completion;
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
+    if (data[0] & 2) {
+      const serve::EmbeddingRequest e = serve::parse_embedding_request(body);
+      IRON_FUZZ_CHECK(!e.inputs.empty() && e.inputs.size() <= serve::kMaxEmbeddingInputs);
+      return;
+    }
     const serve::CompletionRequest r = serve::parse_request(body, endpoint);
     IRON_FUZZ_CHECK(r.temperature >= 0 && r.temperature <= 2);
     IRON_FUZZ_CHECK(r.top_p > 0 && r.top_p <= 1);

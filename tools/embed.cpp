@@ -15,6 +15,7 @@
 #include "iron/error.hpp"
 #include "iron/io/files.hpp"
 #include "iron/models/bert.hpp"
+#include "serve/embeddings.hpp"
 
 namespace iron::tools {
 
@@ -37,16 +38,9 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
-// Enough digits to read back the same float (a vector's values are f32).
-std::string number(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.9g", x);
-  return buffer;
-}
-
 std::string joined(const std::vector<float>& v, const char* separator) {
   std::string line;
-  for (size_t j = 0; j < v.size(); ++j) line += (j ? separator : "") + number(v[j]);
+  for (size_t j = 0; j < v.size(); ++j) line += (j ? separator : "") + serve::f32_text(v[j]);
   return line;
 }
 
@@ -64,7 +58,8 @@ void add_embed_command(CLI::App& app, bool execute) {
   struct Options {
     std::string model, file, format = "json", precision = "highest";
     std::vector<std::string> prompts;
-    std::optional<bool> normalize;
+    std::optional<bool> normalize;  // unset: as the model says
+    bool normalize_flag = false, no_normalize_flag = false;
     bool similarity = false;
     int threads = 0;
     int64_t batch = 32;
@@ -85,8 +80,11 @@ void add_embed_command(CLI::App& app, bool execute) {
                   "tab-separated values per input")
       ->check(CLI::IsMember({"json", "tsv"}))
       ->capture_default_str();
-  cmd->add_flag("--normalize,!--no-normalize", o->normalize,
-                "L2-normalise the vectors (default: as the model's sentence-transformers modules.json says)");
+  // Two flags: CLI11 writes a flag pair's std::optional<bool> as false when neither is given,
+  // which overrode the model's own modules.json.
+  CLI::Option* normalize = cmd->add_flag(
+      "--normalize", o->normalize_flag, "L2-normalise the vectors (default: as the model's sentence-transformers modules.json says)");
+  cmd->add_flag("--no-normalize", o->no_normalize_flag, "Leave the pooled vectors as they are")->excludes(normalize);
   cmd->add_flag("--similarity", o->similarity, "Print the cosine similarity matrix of the inputs (two or more)");
   add_integer(*cmd, "-t,--threads", o->threads, 0, 256, "Threads to use (0: every core)");
   cmd->add_option("--precision", o->precision,
@@ -96,6 +94,8 @@ void add_embed_command(CLI::App& app, bool execute) {
   add_integer(*cmd, "-b,--batch-size", o->batch, 1, 4096, "Sentences per call at most");
   cmd->callback([o, execute] {
     if (!execute) return;
+    if (o->normalize_flag) o->normalize = true;
+    if (o->no_normalize_flag) o->normalize = false;
     std::vector<std::string> texts = o->prompts;
     if (!o->file.empty()) {
       std::vector<std::string> lines = read_lines(o->file);
@@ -140,21 +140,14 @@ void add_embed_command(CLI::App& app, bool execute) {
       } else {
         for (const auto& row : m) {
           std::string line;
-          for (size_t j = 0; j < row.size(); ++j) line += (j ? "\t" : "") + number(row[j]);
+          for (size_t j = 0; j < row.size(); ++j) line += (j ? "\t" : "") + serve::f32_text(row[j]);
           write(line + "\n");
         }
       }
       return;
     }
     if (o->format == "json") {
-      // OpenAI's shape, in its order; the vectors written as f32 values (nlohmann would print
-      // each as the double it widens to, 17 digits).
-      write("{\"object\":\"list\",\"data\":[");
-      for (size_t i = 0; i < vectors.size(); ++i)
-        write(std::string(i ? "," : "") + "{\"object\":\"embedding\",\"index\":" + std::to_string(i) +
-              ",\"embedding\":[" + joined(vectors[i], ",") + "]}");
-      write("],\"model\":" + nlohmann::json(model_name).dump() + ",\"usage\":{\"prompt_tokens\":" +
-            std::to_string(tokens) + ",\"total_tokens\":" + std::to_string(tokens) + "}}\n");
+      write(serve::embeddings_json(vectors, model_name, tokens) + "\n");
     } else {
       for (const auto& v : vectors) write(joined(v, "\t") + "\n");
     }

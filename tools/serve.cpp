@@ -20,7 +20,8 @@ void add_serve_command(CLI::App& app, bool execute) {
   CLI::App* cmd = app.add_subcommand(
       "serve",
       "Serve the model over HTTP with OpenAI's API: POST /v1/chat/completions and /v1/completions "
-      "(whole or streamed as server-sent events), GET /v1/models, /health and /metrics (Prometheus). "
+      "(whole or streamed as server-sent events) for a decoder, POST /v1/embeddings for a sentence encoder "
+      "(a BERT-family directory such as all-MiniLM-L6-v2), GET /v1/models, /health and /metrics (Prometheus). "
       "Stops on SIGTERM or SIGINT after the requests in flight finish (or the grace period ends).");
   add_model_options(*cmd, o->common);
   cmd->add_option("--host", o->server.host, "The address to listen on (loopback unless told otherwise)")
@@ -54,13 +55,22 @@ void add_serve_command(CLI::App& app, bool execute) {
     // Before any thread starts (the model's pool included), so that the signals reach only the
     // thread serve() waits for them on.
     serve::block_shutdown_signals();
+    serve::ServerOptions server = o->server;
+    server.model_name = std::filesystem::path(o->common.model).filename().string();
+    if (models::is_sentence_encoder(o->common.model)) {
+      // An encoder: POST /v1/embeddings (its sentences cut at max_seq_length, not -c).
+      models::EncoderOptions options;
+      options.precision = precision_from_name(o->common.precision);
+      options.threads = o->common.threads;
+      auto encoder = models::SentenceEncoder::open(o->common.model, options);
+      serve::serve(nullptr, encoder.get(), server);
+      return;
+    }
     models::RunnerOptions options = runner_options(o->common);
     options.model.context = o->context;
     options.model.chunk = o->chunk;
     auto runner = models::LlamaRunner::open(o->common.model, options);
-    serve::ServerOptions server = o->server;
-    server.model_name = std::filesystem::path(o->common.model).filename().string();
-    serve::serve(*runner, server);
+    serve::serve(runner.get(), nullptr, server);
   });
 }
 

@@ -218,6 +218,17 @@ Outputs BertModel::body() {
 
 // ---- the host side ----------------------------------------------------------------------------
 
+bool is_sentence_encoder(const std::string& path) {
+  try {
+    const fs::path config = fs::path(path) / "config.json";
+    if (!fs::is_directory(path) || !fs::is_regular_file(config)) return false;
+    const json c = io::read_json_file(config.string());
+    return c.is_object() && c.value("model_type", json("")) == json("bert");
+  } catch (const std::exception&) {
+    return false;  // unreadable or not JSON: not an encoder's, and whoever opens it says why
+  }
+}
+
 std::unique_ptr<SentenceEncoder> SentenceEncoder::open(const std::string& dir, const EncoderOptions& options) {
   const fs::path root(dir);
   if (!fs::is_directory(root))

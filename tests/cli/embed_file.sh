@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `iron embed -f FILE` on a long file: one tsv line per input line (empty lines included), progress
-# on stderr, and each line's vector equal to the same text given alone with -p.
+# on stderr, and each line's vector equal to the same text given alone with -p; unasked, the
+# vectors are normalised as the model's modules.json says (all-MiniLM-L6-v2: length 1), and
+# --no-normalize leaves them as pooled.
 #   tests/cli/embed_file.sh IRON MODEL_DIR
 set -eu
 iron=$1
@@ -29,4 +31,8 @@ fields=$(head -n 1 "$work/out.tsv" | awk -F'\t' '{print NF}')
 sed -n 3p "$work/out.tsv" > "$work/batched.tsv"
 sed -n 1p "$work/out.tsv" >> "$work/batched.tsv"
 cmp "$work/alone.tsv" "$work/batched.tsv" || { echo "FAIL: batched lines differ from the texts alone"; exit 1; }
-echo "ok: 300 lines, progress shown, batched equals alone"
+length() { awk -F'\t' '{s = 0; for (i = 1; i <= NF; ++i) s += $i * $i; printf "%.4f\n", sqrt(s)}'; }
+[ "$(sed -n 3p "$work/out.tsv" | length)" = "1.0000" ] || { echo "FAIL: a default vector's length is not 1"; exit 1; }
+pooled=$("$iron" embed -m "$model" -p "Sentence number 3 is about the river and the mountain." --format tsv --no-normalize | length)
+[ "$pooled" != "1.0000" ] || { echo "FAIL: --no-normalize gave a unit vector"; exit 1; }
+echo "ok: 300 lines, progress shown, batched equals alone, normalised as the model says (pooled length $pooled)"

@@ -97,4 +97,38 @@ TEST(ServeRequest, ReadsOpenAIsFieldsAndRefusesBadOnes) {
   EXPECT_EQ(status_of(R"({"prompt":"a"})", Endpoint::chat), 400);  // a chat takes messages
 }
 
+// POST /v1/embeddings: texts, one or many; token arrays, nothing, too many or a bad format
+// refused with a 400 naming the field.
+TEST(ServeRequest, ReadsEmbeddingRequests) {
+  using iron::serve::parse_embedding_request;
+  auto one = parse_embedding_request(R"({"model":"m","input":"hello","user":"u"})");
+  EXPECT_EQ(one.inputs, std::vector<std::string>{"hello"});
+  EXPECT_FALSE(one.base64);
+  EXPECT_EQ(one.ignored, std::vector<std::string>{"user"});
+  auto many = parse_embedding_request(R"({"input":["a","",  "c"],"encoding_format":"base64"})");
+  EXPECT_EQ(many.inputs, (std::vector<std::string>{"a", "", "c"}));
+  EXPECT_TRUE(many.base64);
+  auto refused = [](const std::string& body) {
+    try {
+      parse_embedding_request(body);
+      return std::string("taken");
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      return e.param();
+    }
+  };
+  EXPECT_EQ(refused(R"({"model":"m"})"), "input");
+  EXPECT_EQ(refused(R"({"input":[]})"), "input");
+  EXPECT_EQ(refused(R"({"input":[1,2,3]})"), "input");
+  EXPECT_EQ(refused(R"({"input":[[1,2]]})"), "input");
+  EXPECT_EQ(refused(R"({"input":5})"), "input");
+  EXPECT_EQ(refused(R"({"input":["a",5]})"), "input");
+  EXPECT_EQ(refused(R"({"input":"a","encoding_format":"int8"})"), "encoding_format");
+  EXPECT_EQ(refused(R"({"input":"a","dimensions":64})"), "dimensions");
+  EXPECT_EQ(refused("not json"), "");
+  std::string big = R"({"input":[)";
+  for (int i = 0; i < 2049; ++i) big += std::string(i ? "," : "") + "\"x\"";
+  EXPECT_EQ(refused(big + "]}"), "input");
+}
+
 }  // namespace

@@ -3,12 +3,13 @@
 sockets for the faults. Each server is started by this script on an ephemeral port of 127.0.0.1
 and always killed at the end; every wait is bounded.
 
-  serve_test.py IRON MODEL [--chat-model GGUF] [--gemma-model GGUF]
+  serve_test.py IRON MODEL [--chat-model GGUF] [--gemma-model GGUF] [--embed-model DIR]
 
 MODEL (stories260K, no chat template) runs the completion, fault and load cases; --chat-model
 (SmolLM2) the chat cases, a client that leaves mid-stream and a SIGTERM past the grace period,
 which need a model slow enough to be caught mid-answer; --gemma-model (Gemma 3) its own chat
-template. Greedy answers are compared with
+template; --embed-model (all-MiniLM-L6-v2) POST /v1/embeddings, whose vectors are compared with
+`iron embed`'s for the same texts. Greedy answers are compared with
 `iron generate --ids` for the same prompt, and every answer of the load with the same request
 sent alone.
 """
@@ -18,6 +19,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -200,23 +202,27 @@ def completion_cases(iron, model):
     slow.close()
     check(s.post("/v1/completions", {"prompt": "a", "max_tokens": 2}).status_code == 200, "served after it")
 
-    # More requests at once than slots and queue hold (--queue 12, one slot; 20 sent): 503 with
-    # Retry-After for the rest, every other one answered.
+    # More requests at once than slots and queue hold: 503 with Retry-After for the rest, every
+    # other one answered. A server of its own with one slot and one queue place, so that 12
+    # requests overflow it however slowly this machine lets the clients send them (the first
+    # server's queue of 12 is the load test's).
+    small = Server(iron, model, "-c", "512", "--queue", "1")
     statuses, retry = [], []
-    gate = threading.Barrier(20)
+    gate = threading.Barrier(12)
     def one():
         gate.wait()
-        r = s.post("/v1/completions", {"prompt": "Once", "max_tokens": 1500, "ignore_eos": True, "temperature": 0})
+        r = small.post("/v1/completions", {"prompt": "Once", "max_tokens": 1500, "ignore_eos": True, "temperature": 0})
         statuses.append(r.status_code)
         if r.status_code == 503:
             retry.append(r.headers.get("Retry-After"))
-    threads = [threading.Thread(target=one) for _ in range(20)]
+    threads = [threading.Thread(target=one) for _ in range(12)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(TIMEOUT)
-    check(statuses.count(503) > 0 and set(statuses) <= {200, 503} and all(retry),
-          "a full queue answers 503 with Retry-After (%d of 20)" % statuses.count(503))
+    check(statuses.count(503) > 0 and statuses.count(200) > 0 and set(statuses) <= {200, 503} and all(retry),
+          "a full queue answers 503 with Retry-After (%d of 12)" % statuses.count(503))
+    small.stop()
 
     load_cases(s)
     m, text = s.metrics()
@@ -359,12 +365,50 @@ def api_key_cases(iron, model):
     check(code == 0 and took < 5, "SIGTERM while idle: exit %s in %.1f s (idle keep-alive connections close)" % (code, took))
 
 
+def embedding_cases(iron, model, decoder_model):
+    texts = ["A man is eating food.", "A man is eating a piece of bread.", "", "Un homme mange. \u4e2d\u6587"]
+    out = subprocess.run([iron, "embed", "-m", model, "--format", "json", "-t", "2", *sum((["-p", t] for t in texts), [])],
+                         capture_output=True, text=True, timeout=120)
+    check(out.returncode == 0, "iron embed runs: " + out.stderr[-200:])
+    # As f32, the values the vectors hold: text prints each with 9 digits, which read back the same
+    # f32 but not the same double that base64's bytes widen to.
+    f32 = lambda v: list(struct.unpack("%df" % len(v), struct.pack("%df" % len(v), *v)))
+    want = [f32(d["embedding"]) for d in json.loads(out.stdout)["data"]]
+    s = Server(iron, model)
+    client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", timeout=TIMEOUT, max_retries=0)
+    # PyPI's openai asks for base64 by default and decodes it: the same f32 values either way.
+    got = client.embeddings.create(model="minilm", input=texts)
+    vectors = [f32(d.embedding) for d in got.data]
+    check(vectors == want, "openai embeddings (base64) equal iron embed's vectors bit for bit")
+    check([d.index for d in got.data] == [0, 1, 2, 3] and got.usage.prompt_tokens > 8,
+          "embeddings: indices in order, usage counted (%d prompt tokens)" % got.usage.prompt_tokens)
+    r = s.post("/v1/embeddings", {"input": texts[0], "encoding_format": "float"})
+    check(r.status_code == 200 and f32(r.json()["data"][0]["embedding"]) == want[0], "one text, as floats, via requests")
+    curl = subprocess.run(["curl", "-s", "-H", "Content-Type: application/json", "-d", json.dumps({"input": texts[:2]}),
+                           s.url + "/v1/embeddings"], capture_output=True, text=True, timeout=TIMEOUT)
+    check(f32(json.loads(curl.stdout)["data"][1]["embedding"]) == want[1], "curl gets the same vectors")
+    for body, what in [({"input": []}, "an empty input"), ({"input": [1, 2]}, "token ids"), ({"model": "m"}, "no input"),
+                       ({"input": "a", "encoding_format": "int8"}, "an unknown encoding")]:
+        r = s.post("/v1/embeddings", body)
+        check(r.status_code == 400 and "error" in r.json(), "embeddings refuse %s (400)" % what)
+    r = s.post("/v1/completions", {"prompt": "Once"})
+    check(r.status_code == 400 and r.json()["error"]["code"] == "model_not_a_decoder", "an encoder refuses completions")
+    metrics, _ = s.metrics()
+    check(metrics.get("iron_embeddings_total") == 7, "metrics count the texts embedded (%s)" % metrics.get("iron_embeddings_total"))
+    check(s.stop() == 0, "the encoder's server stops on SIGTERM")
+    d = Server(iron, decoder_model)
+    r = d.post("/v1/embeddings", {"input": "a"})
+    check(r.status_code == 400 and r.json()["error"]["code"] == "model_not_an_encoder", "a decoder refuses embeddings")
+    d.stop()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("iron")
     p.add_argument("model")
     p.add_argument("--chat-model")
     p.add_argument("--gemma-model")
+    p.add_argument("--embed-model")
     a = p.parse_args()
     try:
         completion_cases(a.iron, a.model)
@@ -373,6 +417,8 @@ def main():
             chat_cases(a.iron, a.chat_model)
         if a.gemma_model:
             gemma_cases(a.iron, a.gemma_model)
+        if a.embed_model:
+            embedding_cases(a.iron, a.embed_model, a.model)
     finally:
         for s in servers:
             if s.proc.poll() is None:

@@ -194,4 +194,48 @@ CompletionRequest parse_request(std::string_view body, Endpoint endpoint) {
   return r;
 }
 
+EmbeddingRequest parse_embedding_request(std::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) bad_request("the request body is not valid JSON");
+  if (!j.is_object()) bad_request(std::string("the request body must be a JSON object, not ") + kind(j));
+  EmbeddingRequest r;
+  bool has_input = false;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const json& v = it.value();
+    if (key == "model") {
+      r.model = string(v, key);
+    } else if (key == "input") {
+      has_input = true;
+      if (v.is_string()) {
+        r.inputs.push_back(v.get<std::string>());
+        continue;
+      }
+      if (!v.is_array()) wrong_type(key, "a string or an array of strings", v);
+      if (v.empty()) bad_request("'input' is empty", key);
+      if (v.size() > kMaxEmbeddingInputs)
+        bad_request("'input' holds at most " + std::to_string(kMaxEmbeddingInputs) + " texts, got " +
+                        std::to_string(v.size()),
+                    key);
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i].is_number() || v[i].is_array())
+          bad_request("'input' takes texts: token ids are the model's own tokenizer's to make", key);
+        r.inputs.push_back(string(v[i], "input[" + std::to_string(i) + "]"));
+      }
+    } else if (key == "encoding_format") {
+      if (v.is_null()) continue;
+      const std::string& f = string(v, key);
+      if (f != "float" && f != "base64")
+        bad_request("'encoding_format' must be float or base64, not '" + escaped(f, 40) + "'", key);
+      r.base64 = f == "base64";
+    } else if (key == "dimensions") {
+      if (!v.is_null()) bad_request("'dimensions' is not taken: the model's vectors have the size it gives them", key);
+    } else {
+      r.ignored.push_back(key);
+    }
+  }
+  if (!has_input) bad_request("'input' is missing", "input");
+  return r;
+}
+
 }  // namespace iron::serve

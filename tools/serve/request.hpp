@@ -1,5 +1,5 @@
-// What a completion request asks for, read from its JSON body and checked: the one parser of
-// outside input in the server (fuzz/serve_request.cpp runs it on anything). OpenAI's field names;
+// What a completion or an embeddings request asks for, read from its JSON body and checked: the
+// one parser of outside input in the server (fuzz/serve_request.cpp runs it on anything). OpenAI's field names;
 // fields it does not know are listed (the server logs them) and otherwise ignored.
 #pragma once
 
@@ -60,5 +60,18 @@ struct CompletionRequest {
 /// out of range, a missing prompt or messages are each an ApiError (400) naming the field.
 /// `max_body` bounds what is read (the server refuses a longer body with 413 before this).
 CompletionRequest parse_request(std::string_view body, Endpoint endpoint);
+
+/// What POST /v1/embeddings asks for: texts (`input`: a string or an array of strings; OpenAI's
+/// token-id arrays are refused, since an encoder's ids come from its own tokenizer), and how the
+/// vectors are written back.
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<std::string> inputs;  // at least one, at most kMaxEmbeddingInputs
+  bool base64 = false;              // encoding_format "base64": little-endian f32 bytes
+  std::vector<std::string> ignored;
+};
+inline constexpr size_t kMaxEmbeddingInputs = 2048;  // OpenAI's own limit
+
+EmbeddingRequest parse_embedding_request(std::string_view body);
 
 }  // namespace iron::serve

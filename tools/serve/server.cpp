@@ -1,7 +1,9 @@
 // The HTTP front of `iron serve` (server.hpp): routes, the API-key check, OpenAI's response and
 // event shapes, /metrics, and the shutdown on SIGTERM. cpp-httplib's thread pool gives each
 // connection a thread; a completion's thread waits on its Sequence while the scheduler's thread
-// runs the model.
+// runs the model. With a sentence encoder loaded instead of a decoder, POST /v1/embeddings
+// answers (each request's texts as one batched call, calls one at a time) and the completion
+// routes say what this server is.
 #include "serve/server.hpp"
 
 #include <signal.h>
@@ -19,6 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include "iron/log.hpp"
+#include "iron/models/bert.hpp"
+#include "serve/embeddings.hpp"
 #include "serve/request.hpp"
 #include "serve/scheduler.hpp"
 #include "serve/stop.hpp"
@@ -88,26 +92,37 @@ class Reader {
 
 class Api {
  public:
-  Api(models::LlamaRunner& runner, const ServerOptions& o)
-      : runner_(runner), options_(o), scheduler_(runner, o.parallel, o.queue < 0 ? 4 * o.parallel : o.queue),
-        created_(std::time(nullptr)) {}
+  Api(models::LlamaRunner* runner, models::SentenceEncoder* encoder, const ServerOptions& o)
+      : runner_(runner), encoder_(encoder), options_(o), created_(std::time(nullptr)) {
+    if (runner_) scheduler_ = std::make_unique<Scheduler>(*runner_, o.parallel, o.queue < 0 ? 4 * o.parallel : o.queue);
+  }
 
   void install(httplib::Server& s);
   /// Stops taking completions (503), as after SIGTERM.
   void drain() { draining_.store(true); }
   /// Completions whose response is not yet written to the end.
   int64_t open() const { return open_.load(); }
-  Scheduler& scheduler() { return scheduler_; }
+  /// Sequences queued or decoding (none with an encoder, whose requests are all open()).
+  int64_t in_flight() const { return scheduler_ ? scheduler_->in_flight() : 0; }
+  void cancel_all() {
+    if (scheduler_) scheduler_->cancel_all();
+  }
 
  private:
   bool authorised(const httplib::Request& req, httplib::Response& res) const;
   void complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+  void embed(const httplib::Request& req, httplib::Response& res);
+  /// False (after answering 503) once the server is shutting down.
+  bool taking(httplib::Response& res) const;
   std::string metrics() const;
   void count(const std::string& path, int status);
 
-  models::LlamaRunner& runner_;
+  models::LlamaRunner* runner_;        // a decoder: completions
+  models::SentenceEncoder* encoder_;   // or an encoder: embeddings
   ServerOptions options_;
-  Scheduler scheduler_;
+  std::unique_ptr<Scheduler> scheduler_;  // with a decoder
+  std::mutex encoder_mutex_;              // one embeddings call at a time
+  std::atomic<int64_t> embedded_{0}, embedded_tokens_{0};
   std::time_t created_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> open_{0}, next_id_{0};
@@ -126,7 +141,8 @@ bool same_key(const std::string& a, const std::string& b) {
 }
 
 void Api::count(const std::string& path, int status) {
-  static const char* const kPaths[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"};
+  static const char* const kPaths[] = {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models",
+                                       "/health", "/metrics"};
   std::string known = "other";
   for (const char* p : kPaths)
     if (path == p) known = p;
@@ -159,8 +175,9 @@ void Api::install(httplib::Server& s) {
   });
   s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (!authorised(req, res)) return;
+    const int64_t context = runner_ ? runner_->options().model.context : encoder_->sentence_config().max_seq_length;
     json model{{"id", options_.model_name}, {"object", "model"}, {"created", created_}, {"owned_by", "iron"},
-               {"context_length", runner_.options().model.context}};
+               {"context_length", context}};
     res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
   });
   s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
@@ -173,6 +190,7 @@ void Api::install(httplib::Server& s) {
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     complete(req, res, Endpoint::completion);
   });
+  s.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { embed(req, res); });
   // httplib's own refusals (no route, a body over the limit, a malformed request) as OpenAI's
   // error objects.
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -201,11 +219,68 @@ void Api::install(httplib::Server& s) {
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) { count(req.path, res.status); });
 }
 
+bool Api::taking(httplib::Response& res) const {
+  if (!draining_) return true;
+  res.set_header("Retry-After", "1");
+  answer_error(res, ApiError(503, "server_error", "the server is shutting down"));
+  return false;
+}
+
+void log_ignored(const std::string& path, const std::vector<std::string>& ignored) {
+  if (ignored.empty()) return;
+  std::string names;
+  for (const std::string& n : ignored) names += (names.empty() ? "'" : ", '") + escaped(n, 60) + "'";
+  log(LogLevel::warning, "serve: " + path + ": ignoring unknown field(s) " + names);
+}
+
+void Api::embed(const httplib::Request& req, httplib::Response& res) {
+  if (!authorised(req, res) || !taking(res)) return;
+  if (!encoder_) {
+    answer_error(res, ApiError(400, "invalid_request_error",
+                               "this server's model is a decoder (a language model): embeddings need a sentence "
+                               "encoder (iron serve -m a BERT-family directory, e.g. all-MiniLM-L6-v2)",
+                               {}, "model_not_an_encoder"));
+    return;
+  }
+  EmbeddingRequest r;
+  try {
+    r = parse_embedding_request(req.body);
+  } catch (const ApiError& e) {
+    answer_error(res, e);
+    return;
+  }
+  log_ignored(req.path, r.ignored);
+  ++open_;
+  std::vector<std::vector<float>> vectors;
+  int64_t tokens = 0;
+  try {
+    std::vector<std::vector<int32_t>> ids;
+    ids.reserve(r.inputs.size());
+    for (const std::string& text : r.inputs) {
+      ids.push_back(encoder_->ids(text));
+      tokens += int64_t(ids.back().size());
+    }
+    std::lock_guard lock(encoder_mutex_);
+    vectors = encoder_->embed_ids(ids);
+  } catch (const std::exception& e) {
+    --open_;
+    answer_error(res, ApiError(500, "server_error", std::string("the model failed: ") + e.what()));
+    return;
+  }
+  embedded_ += int64_t(vectors.size());
+  embedded_tokens_ += tokens;
+  --open_;
+  res.set_content(embeddings_json(vectors, r.model.empty() ? options_.model_name : r.model, tokens, r.base64),
+                  "application/json");
+}
+
 void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
-  if (!authorised(req, res)) return;
-  if (draining_) {
-    res.set_header("Retry-After", "1");
-    answer_error(res, ApiError(503, "server_error", "the server is shutting down"));
+  if (!authorised(req, res) || !taking(res)) return;
+  if (!runner_) {
+    answer_error(res, ApiError(400, "invalid_request_error",
+                               "this server's model is a sentence encoder: it answers POST /v1/embeddings, not "
+                               "completions",
+                               {}, "model_not_a_decoder"));
     return;
   }
   CompletionRequest r;
@@ -215,19 +290,15 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
     answer_error(res, e);
     return;
   }
-  if (!r.ignored.empty()) {
-    std::string names;
-    for (const std::string& n : r.ignored) names += (names.empty() ? "'" : ", '") + escaped(n, 60) + "'";
-    log(LogLevel::warning, "serve: " + req.path + ": ignoring unknown field(s) " + names);
-  }
+  log_ignored(req.path, r.ignored);
   const bool chat = endpoint == Endpoint::chat;
-  const text::Tokenizer& tokenizer = runner_.tokenizer();
+  const text::Tokenizer& tokenizer = runner_->tokenizer();
   std::vector<int32_t> prompt;
   try {
     if (chat) {
       prompt = tokenizer.encode(tokenizer.apply_chat_template(r.messages, true, text::ChatTemplateFallback::error), false);
     } else {
-      prompt = runner_.prompt_ids(r.prompt, false);
+      prompt = runner_->prompt_ids(r.prompt, false);
     }
   } catch (const Error& e) {
     answer_error(res, ApiError(400, "invalid_request_error",
@@ -237,7 +308,7 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
                                chat ? "messages" : "prompt", chat ? "unsupported_chat_template" : ""));
     return;
   }
-  const int64_t context = runner_.options().model.context;
+  const int64_t context = runner_->options().model.context;
   if (int64_t(prompt.size()) >= context) {
     answer_error(res, ApiError(400, "invalid_request_error",
                                "the prompt has " + std::to_string(prompt.size()) + " tokens; this server's context holds " +
@@ -246,7 +317,7 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
     return;
   }
   try {
-    runner_.check_sampling({r.temperature, r.top_k, r.top_p, 0});
+    runner_->check_sampling({r.temperature, r.top_k, r.top_p, 0});
   } catch (const Error& e) {
     // The device cannot draw with these settings (Vulkan: top_k 1 to 256 at a temperature).
     answer_error(res, ApiError(400, "invalid_request_error", e.what(), "top_k"));
@@ -264,7 +335,7 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
     seed = seeds_();
   }
   job.sampling = {r.temperature, r.top_k, r.top_p, seed};
-  std::shared_ptr<Sequence> seq = scheduler_.submit(std::move(job));
+  std::shared_ptr<Sequence> seq = scheduler_->submit(std::move(job));
   if (!seq) {
     res.set_header("Retry-After", "1");
     answer_error(res, ApiError(503, "server_error", "the server is busy: every slot and queue place is taken"));
@@ -380,7 +451,7 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
 }
 
 std::string Api::metrics() const {
-  const SchedulerStats s = scheduler_.stats();
+  const SchedulerStats s = scheduler_ ? scheduler_->stats() : SchedulerStats{};
   std::ostringstream out;
   out << "# HELP iron_requests_total HTTP requests answered, by path and status.\n"
          "# TYPE iron_requests_total counter\n";
@@ -398,6 +469,8 @@ std::string Api::metrics() const {
   metric("iron_queue_depth", "gauge", "Requests waiting for a slot.", s.queued);
   metric("iron_active_sequences", "gauge", "Sequences decoding.", s.active);
   metric("iron_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s.", s.tokens_per_second);
+  metric("iron_embeddings_total", "counter", "Texts embedded.", embedded_.load());
+  metric("iron_embedding_tokens_total", "counter", "Tokens of the texts embedded.", embedded_tokens_.load());
   return out.str();
 }
 
@@ -413,9 +486,10 @@ void block_shutdown_signals() {
   signal(SIGPIPE, SIG_IGN);
 }
 
-int serve(models::LlamaRunner& runner, const ServerOptions& options) {
+int serve(models::LlamaRunner* runner, models::SentenceEncoder* encoder, const ServerOptions& options) {
   if (options.parallel < 1) value_error("--parallel is at least 1");
-  Api api(runner, options);
+  if (!runner == !encoder) value_error("serve: one model, a decoder or a sentence encoder");
+  Api api(runner, encoder, options);
   httplib::Server server;
   // A thread per connection that can be waiting on the model (every slot and queue place) and
   // a few for /health and /metrics beside them.
@@ -451,11 +525,11 @@ int serve(models::LlamaRunner& runner, const ServerOptions& options) {
                    sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)api.open(), options.grace);
       api.drain();
       const auto deadline = Clock::now() + std::chrono::microseconds(int64_t(options.grace * 1e6));
-      while ((api.scheduler().in_flight() > 0 || api.open() > 0) && Clock::now() < deadline)
+      while ((api.in_flight() > 0 || api.open() > 0) && Clock::now() < deadline)
         std::this_thread::sleep_for(20ms);
-      if (api.scheduler().in_flight() > 0 || api.open() > 0) {
+      if (api.in_flight() > 0 || api.open() > 0) {
         std::fprintf(stderr, "serve: grace over: cancelling %lld request(s)\n", (long long)api.open());
-        api.scheduler().cancel_all();
+        api.cancel_all();
         const auto last = Clock::now() + 2s;
         while (api.open() > 0 && Clock::now() < last) std::this_thread::sleep_for(20ms);
       }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "iron/models/bert.hpp"
 #include "iron/models/runner.hpp"
 
 namespace iron::serve {
@@ -24,7 +25,9 @@ struct ServerOptions {
 /// `grace` seconds, cancels the rest), then returns 0. Prints "listening on http://HOST:PORT"
 /// on standard error once requests are taken. SIGTERM and SIGINT must already be blocked in
 /// every thread (block_shutdown_signals(), before the model's threads start).
-int serve(models::LlamaRunner& runner, const ServerOptions& options);
+/// The model is a decoder (`runner`: completions) or a sentence encoder (`encoder`: embeddings);
+/// the other is null.
+int serve(models::LlamaRunner* runner, models::SentenceEncoder* encoder, const ServerOptions& options);
 
 /// Blocks SIGTERM and SIGINT in the calling thread and the threads it starts later: serve()
 /// waits for them on a thread of its own.

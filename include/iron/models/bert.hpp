@@ -71,6 +71,10 @@ struct EncoderOptions {
   int64_t max_batch = 32;  // sentences per call at most
 };
 
+/// Whether `path` is a sentence encoder's directory: config.json there says model_type "bert"
+/// (what a command given either kind of model, `iron serve`, opens it as). Never throws.
+bool is_sentence_encoder(const std::string& path);
+
 /// A sentence encoder opened from a Hugging Face directory: config.json, model.safetensors,
 /// tokenizer.json (WordPiece) and, optionally, the sentence-transformers configs.
 class SentenceEncoder {
