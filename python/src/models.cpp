@@ -99,7 +99,8 @@ void bind_models(nb::module_& m) {
           nb::gil_scoped_release release;
           std::lock_guard<std::mutex> lock(device_mutex());
           s = r.runner->generate(prompt, max_tokens, [&](int32_t id) {
-            std::string piece = stream ? stream->push(id) : std::string();
+            // The end of sequence is an id, not text (as `iron generate` prints nothing for it).
+            std::string piece = stream && !r.runner->tokenizer().is_end(id) ? stream->push(id) : std::string();
             nb::gil_scoped_acquire gil;
             on_token(id, nb::bytes(piece.data(), piece.size()));
           }, stop_at_end, start, &r.interrupt);

@@ -43,6 +43,18 @@ def test_same_tokens_and_text_as_iron_generate(stories):
     assert model.detokenize(ids) == text
 
 
+def test_an_answer_ends_without_its_end_token_as_text():
+    smollm2 = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not smollm2.is_file():
+        pytest.skip(f"{smollm2} is missing (scripts/fetch-model.sh)")
+    model = iron.models.load(smollm2, context=256)
+    text = "".join(model.generate("What is the capital of France?", max_tokens=64, chat=True))
+    assert model.stats["stop"] == "end of sequence"
+    assert "<|im_end|>" not in text and "Paris" in text
+    printed = run_cli("generate", "-m", str(smollm2), "-p", "What is the capital of France?", "--chat", "-n", "64")
+    assert printed.rstrip("\n") == text
+
+
 def test_leaving_early_stops_the_decode(stories):
     model = iron.models.load(stories, context=256)
     for k, _ in enumerate(model.generate("Once", max_tokens=-1)):
