@@ -235,13 +235,16 @@ std::unique_ptr<SentenceEncoder> SentenceEncoder::open(const std::string& dir, c
     value_error(dir + (fs::exists(root) ? ": a file (decoders come as GGUF or safetensors files); " : ": not found; ") +
                 "a sentence encoder is a Hugging Face directory (config.json, model.safetensors, tokenizer.json) "
                 "of a BERT-family model");
-  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"})
+  if (!fs::exists(root / "config.json")) value_error(dir + ": no config.json (a sentence encoder's directory needs it)");
+  // The config first: a decoder's directory is named as one whatever else it holds.
+  const BertConfig config = bert_config_from_hf(io::read_json_file((root / "config.json").string()));
+  for (const char* f : {"model.safetensors", "tokenizer.json"})
     if (!fs::exists(root / f)) value_error(dir + ": no " + f + " (a sentence encoder's directory needs it)");
   if (options.max_batch < 1 || options.max_batch > 4096)
     value_error("sentence encoder: a batch of 1 to 4096 sentences, not " + std::to_string(options.max_batch));
   std::unique_ptr<SentenceEncoder> e(new SentenceEncoder());
   e->options_ = options;
-  e->config_ = bert_config_from_hf(io::read_json_file((root / "config.json").string()));
+  e->config_ = config;
   e->sentence_ = sentence_config_from_dir(dir, e->config_);
   e->normalize_ = options.normalize.value_or(e->sentence_.normalize);
   e->tokenizer_ = std::make_unique<text::Tokenizer>(text::from_hf_tokenizer_json((root / "tokenizer.json").string()));
