@@ -92,12 +92,18 @@ std::string content(const json& v, const std::string& field) {
   return text;
 }
 
-}  // namespace
-
-CompletionRequest parse_request(std::string_view body, Endpoint endpoint) {
+// The body as a JSON object, or a 400 saying what it is instead.
+json body_object(std::string_view body) {
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) bad_request("the request body is not valid JSON");
   if (!j.is_object()) bad_request(std::string("the request body must be a JSON object, not ") + kind(j));
+  return j;
+}
+
+}  // namespace
+
+CompletionRequest parse_request(std::string_view body, Endpoint endpoint) {
+  const json j = body_object(body);
   CompletionRequest r;
   r.endpoint = endpoint;
   bool has_input = false;
@@ -195,9 +201,7 @@ CompletionRequest parse_request(std::string_view body, Endpoint endpoint) {
 }
 
 EmbeddingRequest parse_embedding_request(std::string_view body) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) bad_request("the request body is not valid JSON");
-  if (!j.is_object()) bad_request(std::string("the request body must be a JSON object, not ") + kind(j));
+  const json j = body_object(body);
   EmbeddingRequest r;
   bool has_input = false;
   for (auto it = j.begin(); it != j.end(); ++it) {
