@@ -9,7 +9,7 @@
 # The Release build includes the Python package, whose pytest suite is one of its ctest tests.
 # IRON_QUICK=1 stops after that ctest. Each stage prints the time so far. From a fresh clone on
 # the 2 cores, beside other builds (2026-12-01), the whole script took 38 min: Release build 4.7,
-# its ctest 3.1 (379 tests, the Python suite and the whole-model runs among them), ASan build
+# its ctest 3.1 (377 tests, the Python suite and the whole-model runs among them), ASan build
 # 13.2, ASan tests 1.0, TSan build 5.5, TSan tests 0.6, fuzz build and 12 x 30 s fuzzing 9.5;
 # with the build folders kept, 15 min. CI allows 45.
 set -euo pipefail
