@@ -27,7 +27,8 @@ class CarriedLoop {
   }
 
   /// Steps of `body`, each index yielded once that run is complete. Ending the iteration early
-  /// (leaving the loop, destroying the range) waits out the runs in flight.
+  /// (leaving the loop, destroying the range) drops the runs in flight the device has not begun
+  /// (Run::cancel) and waits out the one running: the steps left unread cost nothing more.
   class Steps {
    public:
     class iterator {

@@ -161,6 +161,11 @@ class Run {
   /// fails with the same error.
   const RunResult& wait();
   bool done() const;
+  /// Drops this run and the runs started after it on the same call, those the device has not
+  /// begun (a run in progress finishes): they complete without running, and their wait() throws
+  /// a value error saying so. What a loop left early uses, so the steps it no longer wants cost
+  /// nothing.
+  void cancel();
 
  private:
   friend class CompiledGraph;

@@ -45,8 +45,10 @@ void CarriedLoop::Steps::top_up() {
 }
 
 CarriedLoop::Steps::~Steps() {
-  // Closing early waits out the runs in flight; a failure among them was the host's to see at
-  // its step, and a destructor does not throw.
+  // Closing early drops the runs in flight the device has not begun (their steps are not
+  // wanted: a decode that met its end of sequence) and waits out the one running; a failure
+  // among them was the host's to see at its step, and a destructor does not throw.
+  if (!in_flight_.empty()) in_flight_.front().cancel();
   for (Run& run : in_flight_) try {
       run.wait();
     } catch (const std::exception&) {

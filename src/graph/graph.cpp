@@ -416,6 +416,10 @@ const RunResult& Run::wait() {
 
 bool Run::done() const { return queue_ && queue_->complete(ticket_); }
 
+void Run::cancel() {
+  if (queue_) queue_->cancel(ticket_);
+}
+
 const std::shared_ptr<detail::RunQueue>& Graph::queue() {
   if (!queue_) queue_ = std::make_shared<detail::RunQueue>();
   return queue_;

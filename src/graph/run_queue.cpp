@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "iron/error.hpp"
 #include "iron/graph.hpp"
 
 namespace iron::detail {
@@ -52,6 +53,13 @@ void RunQueue::drain() {
   waiting_for_.store(-1);
 }
 
+void RunQueue::cancel(int64_t ticket) {
+  std::lock_guard lock(failure_mutex_);
+  cancel_from_ = ticket;
+  cancel_to_ = pushed_.load();
+  cancel_pending_.store(ticket < cancel_to_);
+}
+
 // The device side: runs tasks in order. A waiting host is woken (a futex call, and on a machine
 // with as many busy threads as cores, a compute thread displaced) only when the device has
 // nothing left to run, when at most half the runs that were in flight as the host began to
@@ -75,6 +83,22 @@ void RunQueue::device() {
       device_idle_.store(false);
     }
     if (stop_.load()) return;
+    if (cancel_pending_.load()) {
+      // Runs the host no longer wants: completed unrun, as a failure drops the runs after it.
+      std::lock_guard lock(failure_mutex_);
+      // Kept for a range still ahead of the device; done with once it is reached or passed.
+      if (k >= cancel_from_) cancel_pending_.store(false);
+      if (k >= cancel_from_ && k < cancel_to_) {
+        failure_ = std::make_exception_ptr(Error(ErrorKind::value, "the run was cancelled before it began"));
+        failed_from_ = k;
+        failed_to_ = cancel_to_;
+        for (int64_t t = k; t < failed_to_; ++t) slots_[size_t(t % kSlots)] = Task{};
+        any_failure_.store(true);
+        completed_.store(failed_to_);
+        completed_.notify_all();
+        continue;
+      }
+    }
     Task task = std::move(slots_[size_t(k % kSlots)]);
     try {
       std::vector<ValueArg> values;

@@ -46,6 +46,9 @@ class RunQueue {
   bool complete(int64_t ticket) const { return completed_.load() > ticket; }
   /// Waits until every run started so far is complete (their failures stay with their tickets).
   void drain();
+  /// Drops the runs from `ticket` up to the last one pushed now that the device has not begun:
+  /// they complete without running, failed with a cancellation error.
+  void cancel(int64_t ticket);
   int64_t pushed() const { return pushed_.load(); }
 
 
@@ -65,6 +68,10 @@ class RunQueue {
   std::mutex push_mutex_;     // callers that start runs on several threads take turns
   std::mutex failure_mutex_;  // guards the failure, taken only when there is one
   std::atomic<bool> any_failure_{false};
+  // A cancelled range [cancel_from_, cancel_to_), read by the device before each run when
+  // cancel_pending_ says there is one (both under failure_mutex_).
+  std::atomic<bool> cancel_pending_{false};
+  int64_t cancel_from_ = 0, cancel_to_ = 0;
   std::exception_ptr failure_;
   int64_t failed_from_ = 0, failed_to_ = 0;  // tickets that failed or were dropped after one did
   std::atomic<int64_t> pushed_{0};

@@ -2,6 +2,10 @@
 // Emit carries the next node and step index into the next run.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "iron/iron.hpp"
 #include "test_util.hpp"
 
@@ -111,3 +115,46 @@ TEST(CarriedLoop, RefusesWhatTheSpecRefuses) {
 }
 
 }  // namespace
+
+namespace iron::test {
+namespace {
+
+// Run::cancel drops the started runs the device has not begun: a run in progress finishes, the
+// rest complete unrun and their wait() says they were cancelled. Each run here takes 20 ms on
+// the host, so 12 started runs are still queued when cancel() comes.
+TEST(CarriedLoop, CancelDropsTheRunsNotBegun) {
+  static std::atomic<int> ran{0};
+  ran = 0;
+  struct Slow : Graph {
+    Input x = input("x");
+    Slow() : Graph("slow") {}
+    Outputs body() override {
+      Handle y = Handle(x) + Handle(x);
+      on_host([](std::span<Tensor>) {
+        ++ran;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }, {y}, {});
+      return {y};
+    }
+  } g;
+  CompiledGraph& v = g.compile({{"x", {4}}});
+  const Tensor x = Tensor::from(std::vector<float>{1, 2, 3, 4}, {4});
+  std::vector<iron::Run> runs;
+  for (int i = 0; i < 12; ++i) runs.push_back(v.start({x}));
+  runs[2].cancel();
+  runs[0].wait();
+  int cancelled = 0;
+  for (size_t i = 2; i < runs.size(); ++i) try {
+      runs[i].wait();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cancelled"), std::string::npos) << e.what();
+      ++cancelled;
+    }
+  EXPECT_GE(cancelled, 8);  // at most runs 0..3 had begun when cancel() came
+  EXPECT_EQ(ran.load() + cancelled, 12);
+  // The graph runs as before afterwards.
+  EXPECT_EQ(v({x}).outputs[0].to_floats(), (std::vector<float>{2, 4, 6, 8}));
+}
+
+}  // namespace
+}  // namespace iron::test
