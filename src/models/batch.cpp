@@ -14,7 +14,7 @@ BatchDecoder::BatchDecoder(DecoderModel& model, CompileOptions compile) : model_
 
 std::vector<int32_t> BatchDecoder::run(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
                                        const std::vector<int32_t>& slots, const std::vector<int32_t>& pick,
-                                       const std::vector<int32_t>& steps, const std::vector<Sampling>& sampling) {
+                                       const std::vector<int32_t>& draws, const std::vector<Sampling>& sampling) {
   const int64_t rows = int64_t(tokens.size()), picked = int64_t(pick.size());
   Tensor settings = Tensor::zeros({picked, F::kSampleSettingsWords}, i32);
   for (int64_t p = 0; p < picked; ++p) {
@@ -22,16 +22,16 @@ std::vector<int32_t> BatchDecoder::run(const std::vector<int32_t>& tokens, const
     const Tensor row = F::sample_settings(s.temperature, s.top_k, s.top_p, s.seed);
     std::memcpy(settings.mutable_data_as<int32_t>() + p * F::kSampleSettingsWords, row.data(), size_t(row.nbytes()));
   }
-  // In the order the graph declares its inputs: tokens, sampling, positions, slots, pick, steps.
+  // In the order the graph declares its inputs: tokens, sampling, positions, slots, pick, draws.
   const Tensor inputs[] = {Tensor::from_ints(tokens, {rows}),     settings,
                            Tensor::from_ints(positions, {rows}),  Tensor::from_ints(slots, {rows}),
-                           Tensor::from_ints(pick, {picked}),     Tensor::from_ints(steps, {picked})};
+                           Tensor::from_ints(pick, {picked}),     Tensor::from_ints(draws, {picked, 2})};
   const Shapes shapes{{"tokens", InputSpec({rows}, i32)},
                       {"sampling", InputSpec({picked, F::kSampleSettingsWords}, i32)},
                       {"positions", InputSpec({rows}, i32)},
                       {"slots", InputSpec({rows}, i32)},
                       {"pick", InputSpec({picked}, i32)},
-                      {"steps", InputSpec({picked}, i32)}};
+                      {"draws", InputSpec({picked, 2}, i32)}};
   const auto& result = model_.compile(shapes, compile_)(std::span<const Tensor>(inputs));
   logits_ = result.outputs.at(0);
   const int32_t* next = result.outputs.at(1).data_as<int32_t>();
@@ -56,7 +56,10 @@ int32_t BatchDecoder::prefill(int64_t slot, int64_t position, std::span<const in
     std::vector<int32_t> positions(static_cast<size_t>(n));
     const std::vector<int32_t> slots(static_cast<size_t>(n), int32_t(slot));
     for (int64_t r = 0; r < n; ++r) positions[size_t(r)] = int32_t(position + at + r);
-    next = run(tokens, positions, slots, {int32_t(n - 1)}, {int32_t(step)}, {sampling})[0];
+    // The first token is drawn at the position where LlamaRunner::generate's last prompt call
+    // (chunks of `chunk` rows) begins, as its prefill draws: one seed, one answer either way.
+    const int32_t draw_at = int32_t(position + (total - 1) / chunk * chunk);
+    next = run(tokens, positions, slots, {int32_t(n - 1)}, {int32_t(step), draw_at}, {sampling})[0];
     at += n;
   }
   return next;
@@ -65,7 +68,7 @@ int32_t BatchDecoder::prefill(int64_t slot, int64_t position, std::span<const in
 std::vector<int32_t> BatchDecoder::step(std::span<const Row> rows) {
   if (rows.empty()) return {};
   const size_t n = rows.size();
-  std::vector<int32_t> tokens(n), positions(n), slots(n), pick(n), steps(n);
+  std::vector<int32_t> tokens(n), positions(n), slots(n), pick(n), draws(2 * n);
   std::vector<Sampling> sampling(n);
   for (size_t b = 0; b < n; ++b) {
     const Row& r = rows[b];
@@ -73,10 +76,11 @@ std::vector<int32_t> BatchDecoder::step(std::span<const Row> rows) {
     positions[b] = int32_t(r.position);
     slots[b] = int32_t(r.slot);
     pick[b] = int32_t(b);
-    steps[b] = int32_t(r.step);
+    draws[2 * b] = int32_t(r.step);
+    draws[2 * b + 1] = int32_t(r.position);
     sampling[b] = r.sampling;
   }
-  return run(tokens, positions, slots, pick, steps, sampling);
+  return run(tokens, positions, slots, pick, draws, sampling);
 }
 
 }  // namespace iron::models

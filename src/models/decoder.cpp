@@ -66,7 +66,7 @@ DecoderModel::DecoderModel(const std::string& name, const LlamaConfig& config, c
   positions = input("positions", /*optional=*/true);
   slots = input("slots", /*optional=*/true);
   pick = input("pick", /*optional=*/true);
-  steps = input("steps", /*optional=*/true);
+  draws = input("draws", /*optional=*/true);
   rows = scratchpad("rows", 1);
   position = carried("position");
   token = carried("token");
@@ -143,9 +143,9 @@ Outputs DecoderModel::batch_body() {
   if (!pick || pick.shape().size() != 1 || pick->dtype() != i32)
     value_error(name() + ": a batched call takes pick (P,) i32, the rows whose logits and tokens it returns");
   const int64_t picked = pick.shape()[0];
-  if (!steps || steps.shape() != Shape{picked} || steps->dtype() != i32)
-    value_error(name() + ": a batched call picking " + std::to_string(picked) + " rows takes steps (" +
-                std::to_string(picked) + ",) i32");
+  if (!draws || draws.shape() != Shape{picked, 2} || draws->dtype() != i32)
+    value_error(name() + ": a batched call picking " + std::to_string(picked) + " rows takes draws (" +
+                std::to_string(picked) + ", 2) i32: each draw's counter and position");
   if (!sampling || sampling.shape() != Shape{picked, F::kSampleSettingsWords} || sampling->dtype() != i32)
     value_error(name() + ": a batched call picking " + std::to_string(picked) + " rows takes sampling (" +
                 std::to_string(picked) + ", " + std::to_string(F::kSampleSettingsWords) +
@@ -165,12 +165,12 @@ Outputs DecoderModel::batch_body() {
   // gather whose ids the host checks against the call's rows.
   Handle last = F::copy(x[Handle(pick)]);
   Handle logits = F::linear(F::rms_norm(last, c.dim, norm, c.rms_eps), output, {}, options_.precision);
-  Handle draw_at = F::copy(Handle(positions)[Handle(pick)]);
-  return Outputs({logits, F::sample_rows(logits, sampling, steps, draw_at)});
+  const Handle keys = Handle(draws);
+  return Outputs({logits, F::sample_rows(logits, sampling, F::copy(keys[{all, 0}]), F::copy(keys[{all, 1}]))});
 }
 
 Outputs DecoderModel::body() {
-  if (positions || slots || steps || pick) return batch_body();
+  if (positions || slots || draws || pick) return batch_body();
   const LlamaConfig& c = config_;
   const bool prefill = bool(tokens);
   const int64_t n = prefill ? tokens.shape()[0] : 1;

@@ -22,9 +22,10 @@ class BatchDecoder {
   int64_t slots() const { return model_.options().slots; }
 
   /// Writes `ids` into slot `slot` from position `position` and returns the token drawn after the
-  /// last with `sampling` and the sampler's counter `step`. The ids go in calls of `chunk` rows,
-  /// the rest in calls of the powers of two below it, largest first: a prompt is always cut the
-  /// same way, so what it leaves in the cache does not depend on other sequences.
+  /// last with `sampling` and the sampler's counter `step` (at the position LlamaRunner::generate
+  /// draws it: its last chunk's first). The ids go in calls of `chunk` rows, the rest in calls of
+  /// the powers of two below it, largest first: a prompt is always cut the same way, so what it
+  /// leaves in the cache does not depend on other sequences.
   int32_t prefill(int64_t slot, int64_t position, std::span<const int32_t> ids, const Sampling& sampling,
                   int64_t step = 0);
 
@@ -49,7 +50,7 @@ class BatchDecoder {
   // Runs the batched version of tokens.size() rows, returning the picked rows' tokens.
   std::vector<int32_t> run(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
                            const std::vector<int32_t>& slots, const std::vector<int32_t>& pick,
-                           const std::vector<int32_t>& steps, const std::vector<Sampling>& sampling);
+                           const std::vector<int32_t>& draws, const std::vector<Sampling>& sampling);
 
   DecoderModel& model_;
   CompileOptions compile_;

@@ -79,7 +79,8 @@ class DecoderBlock : public Module {
 /// inputs `tokens`, `positions` and `slots` (B,) i32, row b embedding tokens[b] at position
 /// positions[b] of cache slot slots[b]; `pick` (P,) i32, the rows whose logits and tokens it
 /// returns (every row of a decode step, a prompt chunk's last), each drawn with its own row of
-/// `sampling` (P, kSampleSettingsWords) i32, its counter `steps` (P,) i32 and its row's position.
+/// `sampling` (P, kSampleSettingsWords) i32, and keyed by its row of `draws` (P, 2) i32: the
+/// sampler's counter and the position it mixes in (ops::sample_uniform).
 /// Outputs: the logits (P, vocab) and the tokens (P,) i32; it carries nothing (the host holds
 /// each sequence's place). A position outside [0, context), a slot outside [0, slots) or a pick
 /// outside [0, B) is an IndexError before the call runs.
@@ -91,7 +92,7 @@ class DecoderModel : public Graph {
   const LlamaOptions& options() const { return options_; }
 
   Input tokens, sampling;
-  Input positions, slots, pick, steps;  // a batched call's
+  Input positions, slots, pick, draws;  // a batched call's
   Scratchpad rows;
   Carried position, token, step;
   Param embed, norm, output;

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -63,6 +64,24 @@ const Declaration kAttention{"Attention",
 // A decode step's keys are split into at most this many partials: enough to share them among
 // many threads; the partials take kMaxPartials * heads * (head_dim + 2) floats per kernel.
 constexpr int64_t kMaxPartials = 32;
+
+// Decode partials of at least `floats`, shared by every Attention kernel: a kernel's partials
+// live only within its own run, and no two Attention kernels run at once (the pool serves one
+// run at a time, and one layer's attention reads what the one before it wrote, so two are never
+// in one phase). A batched prefill of 64 rows needs 64 rows' worth (5 MiB for SmolLM2); one
+// buffer instead of one per layer. Grown at construction under a mutex; an outgrown buffer is
+// kept (a kernel made before still points into it) until exit.
+float* shared_partials(size_t floats) {
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<float[]>> kept;
+  static size_t size = 0;
+  std::lock_guard lock(mutex);
+  if (kept.empty() || floats > size) {
+    kept.push_back(std::make_unique<float[]>(floats));
+    size = floats;
+  }
+  return kept.back().get();
+}
 
 struct Dims {
   int64_t heads, kv_heads, d, ctx;
@@ -185,7 +204,7 @@ class Kernel final : public cpu::Kernel {
     }
     if (avx512 && k_.dtype == v_.dtype) tile_ = attention::avx512_tile(k_.dtype, d_.d);
     scratch_ = cpu::Scratch(size_t(state_floats() + attention::work_floats(width_, d_.kv_heads, queries_ / d_.kv_heads)));
-    partials_.assign(size_t(finished_rows_ * kMaxPartials * d_.heads * (width_ + 2)), 0.0f);
+    partials_ = shared_partials(size_t(finished_rows_ * kMaxPartials * d_.heads * (width_ + 2)));
   }
 
   // Each query row against every key of the cache and its value, at most.
@@ -429,7 +448,7 @@ class Kernel final : public cpu::Kernel {
 
   // Partial c of head h of row b: its maximum, its sum, its weighted values (head_dim floats).
   float* partial(int64_t b, int64_t c, int64_t h) const {
-    return partials_.data() + ((b * kMaxPartials + c) * d_.heads + h) * (width_ + 2);
+    return partials_ + ((b * kMaxPartials + c) * d_.heads + h) * (width_ + 2);
   }
   void keep_partial(int64_t b, int64_t c, int64_t h, const State& s, int64_t m) const {
     float* p = partial(b, c, h);
@@ -534,7 +553,7 @@ class Kernel final : public cpu::Kernel {
   attention::RowFn row_ = nullptr;    // the per-head path's AVX-512 row loop, for f32 caches
   // A decode step's partials (per row of a batched decode), and how many of each row's are
   // finished this call.
-  mutable std::vector<float> partials_;
+  float* partials_ = nullptr;
   int64_t finished_rows_ = 1;
   std::unique_ptr<std::atomic<int64_t>[]> finished_;
 };
