@@ -96,7 +96,7 @@ def sse(response):
 
 
 def completion_cases(iron, model):
-    s = Server(iron, model, "-c", "512", "--read-timeout", "1", "--queue", "12")
+    s = Server(iron, model, "-c", "512", "--read-timeout", "1", "--queue", "12", "--parallel", "4")
     client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", timeout=TIMEOUT, max_retries=0)
     check(requests.get(s.url + "/health", timeout=TIMEOUT).json() == {"status": "ok"}, "GET /health")
     models = client.models.list()
@@ -235,8 +235,9 @@ def completion_cases(iron, model):
 
 
 def load_cases(s):
-    """8 clients x 3 mixed requests (streamed and not, lengths, greedy and seeded), each answer
-    equal to the same request sent alone."""
+    """8 clients x 3 mixed requests (streamed and not, lengths, greedy and seeded) on a server of
+    4 slots, so rows join and leave a decoding batch: each answer equal to the same request sent
+    alone (batch invariance at highest, the default precision)."""
     prompts = ["Once upon a time", "The little dog", "Lily and Ben went", "One day"]
     requests_ = []
     for c in range(8):
