@@ -40,28 +40,33 @@ std::vector<int32_t> BatchDecoder::run(const std::vector<int32_t>& tokens, const
 
 int32_t BatchDecoder::prefill(int64_t slot, int64_t position, std::span<const int32_t> ids, const Sampling& sampling,
                               int64_t step) {
+  int64_t at = 0;
+  for (;;)
+    if (auto next = prefill_part(slot, position, ids, at, sampling, step)) return *next;
+}
+
+std::optional<int32_t> BatchDecoder::prefill_part(int64_t slot, int64_t position, std::span<const int32_t> ids,
+                                                  int64_t& at, const Sampling& sampling, int64_t step) {
+  const int64_t context = model_.options().context, total = int64_t(ids.size());
   if (ids.empty()) value_error("BatchDecoder::prefill: no ids");
-  const int64_t context = model_.options().context;
-  if (position < 0 || position + int64_t(ids.size()) > context)
+  if (position < 0 || position + total > context)
     value_error("BatchDecoder::prefill: " + std::to_string(ids.size()) + " ids from position " +
                 std::to_string(position) + " do not fit a context of " + std::to_string(context));
+  if (at < 0 || at >= total) value_error("BatchDecoder::prefill_part: no ids left from " + std::to_string(at));
   const int64_t chunk = model_.options().chunk;
-  int64_t at = 0, total = int64_t(ids.size());
-  int32_t next = 0;
-  while (at < total) {
-    int64_t n = chunk;
-    while (n > total - at) n /= 2;  // the largest power of two below chunk that fits, down to 1
-    if (n < 1) n = 1;
-    const std::vector<int32_t> tokens(ids.begin() + at, ids.begin() + at + n);
-    std::vector<int32_t> positions(static_cast<size_t>(n));
-    const std::vector<int32_t> slots(static_cast<size_t>(n), int32_t(slot));
-    for (int64_t r = 0; r < n; ++r) positions[size_t(r)] = int32_t(position + at + r);
-    // The first token is drawn at the position where LlamaRunner::generate's last prompt call
-    // (chunks of `chunk` rows) begins, as its prefill draws: one seed, one answer either way.
-    const int32_t draw_at = int32_t(position + (total - 1) / chunk * chunk);
-    next = run(tokens, positions, slots, {int32_t(n - 1)}, {int32_t(step), draw_at}, {sampling})[0];
-    at += n;
-  }
+  int64_t n = chunk;
+  while (n > total - at) n /= 2;  // the largest power of two below chunk that fits, down to 1
+  if (n < 1) n = 1;
+  const std::vector<int32_t> tokens(ids.begin() + at, ids.begin() + at + n);
+  std::vector<int32_t> positions(static_cast<size_t>(n));
+  const std::vector<int32_t> slots(static_cast<size_t>(n), int32_t(slot));
+  for (int64_t r = 0; r < n; ++r) positions[size_t(r)] = int32_t(position + at + r);
+  // The first token is drawn at the position where LlamaRunner::generate's last prompt call
+  // (chunks of `chunk` rows) begins, as its prefill draws: one seed, one answer either way.
+  const int32_t draw_at = int32_t(position + (total - 1) / chunk * chunk);
+  const int32_t next = run(tokens, positions, slots, {int32_t(n - 1)}, {int32_t(step), draw_at}, {sampling})[0];
+  at += n;
+  if (at < total) return std::nullopt;
   return next;
 }
 

@@ -113,11 +113,13 @@ void Scheduler::note(int64_t n) {
 void Scheduler::batched_loop() {
   models::BatchDecoder& batch = runner_.batch();
   const int64_t context = runner_.options().model.context;
-  // A sequence in the batch: its slot, its tokens so far, and the position its last token takes.
+  // A sequence in the batch: its slot, its tokens so far, the position its last token takes,
+  // and while its prompt goes in, how much of it is in (fed < the prompt's length).
   struct Row {
     std::shared_ptr<Sequence> seq;
-    int64_t slot = 0, produced = 0, position = 0;
+    int64_t slot = 0, produced = 0, position = 0, fed = 0;
     int32_t last = 0;
+    bool prefilling() const { return fed < int64_t(seq->job_.prompt.size()); }
   };
   std::vector<Row> rows;
   std::vector<int64_t> free_slots;
@@ -154,52 +156,61 @@ void Scheduler::batched_loop() {
         totals_.prompt_tokens += joining->prompt_tokens_;
       }
     }
-    // A new sequence's prompt goes in between two steps; it joins the batch at the next one.
     if (joining) {
-      Row r{joining, free_slots.back(), 0, 0, 0};
+      rows.push_back({joining, free_slots.back(), 0, 0, 0, 0});
       free_slots.pop_back();
-      rows.push_back(r);
-      Row& row = rows.back();
-      if (row.seq->cancelled()) {
-        leave(rows.size() - 1, "cancelled", {});
-      } else {
-        try {
-          const Job& j = row.seq->job_;
-          row.last = batch.prefill(row.slot, 0, j.prompt, j.sampling);
-          row.produced = 1;
-          row.position = int64_t(j.prompt.size());
-          row.seq->push(row.last);
-          note(1);
-          if (auto finish = ended(row)) leave(rows.size() - 1, *finish, {});
-        } catch (const std::exception& e) {
-          log(LogLevel::error, std::string("serve: a sequence failed: ") + e.what());
-          leave(rows.size() - 1, "error", e.what());
-        }
-      }
     }
     // Cancelled rows leave before the step, not after it.
     for (size_t i = rows.size(); i-- > 0;)
       if (rows[i].seq->cancelled()) leave(i, "cancelled", {});
-    if (rows.empty()) continue;
+    // One prompt chunk between two decode steps (the oldest prompt first): a sequence joins the
+    // batch at the step after its last chunk.
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (!rows[i].prefilling()) continue;
+      Row& row = rows[i];
+      try {
+        const Job& j = row.seq->job_;
+        if (auto first = batch.prefill_part(row.slot, 0, j.prompt, row.fed, j.sampling)) {
+          row.last = *first;
+          row.produced = 1;
+          row.position = int64_t(j.prompt.size());
+          row.seq->push(row.last);
+          note(1);
+          if (auto finish = ended(row)) leave(i, *finish, {});
+        }
+      } catch (const std::exception& e) {
+        log(LogLevel::error, std::string("serve: a sequence failed: ") + e.what());
+        leave(i, "error", e.what());
+      }
+      break;
+    }
+    std::vector<size_t> decoding;
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (!rows[i].prefilling()) decoding.push_back(i);
+    if (decoding.empty()) continue;
     std::vector<models::BatchDecoder::Row> step;
-    for (const Row& r : rows) step.push_back({r.slot, r.position, r.last, r.produced, r.seq->job_.sampling});
+    for (size_t i : decoding) {
+      const Row& r = rows[i];
+      step.push_back({r.slot, r.position, r.last, r.produced, r.seq->job_.sampling});
+    }
     std::vector<int32_t> next;
     try {
       next = batch.step(step);
     } catch (const std::exception& e) {
       log(LogLevel::error, std::string("serve: a decode step failed: ") + e.what());
-      while (!rows.empty()) leave(rows.size() - 1, "error", e.what());
+      for (size_t k = decoding.size(); k-- > 0;) leave(decoding[k], "error", e.what());
       continue;
     }
     note(int64_t(next.size()));
-    for (size_t i = 0; i < rows.size(); ++i) {
-      rows[i].last = next[i];
-      ++rows[i].produced;
-      ++rows[i].position;
-      rows[i].seq->push(next[i]);
+    for (size_t k = 0; k < decoding.size(); ++k) {
+      Row& r = rows[decoding[k]];
+      r.last = next[k];
+      ++r.produced;
+      ++r.position;
+      r.seq->push(next[k]);
     }
-    for (size_t i = rows.size(); i-- > 0;)
-      if (auto finish = ended(rows[i])) leave(i, *finish, {});
+    for (size_t k = decoding.size(); k-- > 0;)
+      if (auto finish = ended(rows[decoding[k]])) leave(decoding[k], *finish, {});
   }
 }
 

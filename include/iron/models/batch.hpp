@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -28,6 +29,11 @@ class BatchDecoder {
   /// leaves in the cache does not depend on other sequences.
   int32_t prefill(int64_t slot, int64_t position, std::span<const int32_t> ids, const Sampling& sampling,
                   int64_t step = 0);
+  /// One of prefill()'s calls: the ids from `at` that its next call takes (cut as prefill() cuts
+  /// them), `at` moved past them; the token drawn once the last id is in, else nothing. What a
+  /// scheduler runs between decode steps, so a long prompt does not hold the other rows.
+  std::optional<int32_t> prefill_part(int64_t slot, int64_t position, std::span<const int32_t> ids, int64_t& at,
+                                      const Sampling& sampling, int64_t step = 0);
 
   /// One row of a decode step: `token` goes in at `position` of `slot`; the next token is drawn
   /// with `sampling` and the counter `step` (a sequence's own: 0 at its first token, + 1 a step).
