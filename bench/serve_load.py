@@ -112,6 +112,7 @@ def main():
     p.add_argument("--iron", help="start `iron serve` from this binary")
     p.add_argument("-m", "--model", help="the model for --iron")
     p.add_argument("-t", "--threads", type=int, default=2, help="--iron's threads (2)")
+    p.add_argument("--precision", default="highest", help="--iron's precision (highest; medium rounds to int8 blocks)")
     p.add_argument("-c", "--concurrency", default="1,4", help="comma-separated client counts (1,4)")
     p.add_argument("-r", "--requests", type=int, default=3, help="requests per client at each level (3)")
     p.add_argument("-n", "--max-tokens", type=int, default=64, help="tokens per answer (64)")
@@ -124,7 +125,7 @@ def main():
         if not (a.iron and a.model):
             p.error("give --url, or --iron and -m")
         server = subprocess.Popen([a.iron, "serve", "-m", a.model, "--port", "0", "-t", str(a.threads),
-                                   "--parallel", str(max(levels)), "-c", "2048"],
+                                   "--parallel", str(max(levels)), "-c", "2048", "--precision", a.precision],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for line in server.stderr:
             m = re.match(r"listening on (http://\S+)", line)

@@ -89,6 +89,21 @@ Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, cons
 /// result (rows / segment, N) is the mean of the first lengths[b] rows of segment b (lengths as
 /// in segment_attention(); an empty segment gives zeros).
 Handle segment_mean(const Handle& x, const Handle& lengths, int64_t segment);
+/// Where each row of a batched decode sits in a cache of `slots` regions of `slot_rows` rows:
+/// slots[b] * slot_rows + positions[b] as (B,) i32, from slots and positions (B,) i32 (graph
+/// inputs, checked on the host before each call to lie in [0, slots) and [0, slot_rows)). The
+/// rows a scatter writes a call's keys to: `cache[slot_rows(...)].assign(k)`.
+Handle slot_rows(const Handle& slots, const Handle& positions, int64_t slots_count, int64_t slot_rows);
+/// A batched decode's attention: q (B, heads, head_dim), row b at position positions[b] of cache
+/// slot slots[b] (both (B,) i32, read per call) of caches (slots * slot_rows, kv_heads, head_dim),
+/// attends to its slot's keys up to its position (the last `window` of them, if given), as
+/// attention() of that slot's rows alone at that start computes it, bit for bit.
+Handle slot_attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Handle& positions,
+                      const Handle& slots, int64_t slot_rows, std::optional<double> scale = {}, int64_t window = 0);
+/// A batch of draws: logits (B, vocab), `settings` (B, kSampleSettingsWords) i32 (a row of
+/// sample_settings() each), and each row's counter `steps` and `positions` (B,) i32; row b draws
+/// as sample(logits[b], settings[b], steps[b], positions[b]) would. (B,) i32.
+Handle sample_rows(const Handle& logits, const Handle& settings, const Handle& steps, const Handle& positions);
 /// A dense copy of any view (strided, gathered), optionally cast to `dtype`.
 Handle copy(const Handle& x, std::optional<DType> dtype = {});
 

@@ -279,6 +279,71 @@ Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, cons
               Precision::highest, {Affine(0)});
 }
 
+namespace {
+// A per-row i32 input of a batch: (rows,) i32.
+void require_rows(const char* what, const char* name, const Handle& h, int64_t rows) {
+  if (!h.defined() || h.dtype() != i32 || h.shape() != Shape{rows})
+    value_error(std::string(what) + ": " + name + " " + (h.defined() ? h.str() : std::string("(none)")) +
+                " is not (" + std::to_string(rows) + ",) i32");
+}
+}  // namespace
+
+Handle slot_rows(const Handle& slots, const Handle& positions, int64_t slots_count, int64_t rows_per_slot) {
+  if (!slots.defined()) type_error("slot_rows() of an undefined handle");
+  require_rows("slot_rows()", "slots", slots, slots.dim(0));
+  require_rows("slot_rows()", "positions", positions, slots.dim(0));
+  if (slots_count <= 0 || rows_per_slot <= 0 || slots_count * rows_per_slot >= (int64_t(1) << 31))
+    value_error("slot_rows(): slots and rows per slot are positive and their product fits i32");
+  Recorder& r = Recorder::require("slot_rows()");
+  r.limit_ids(slots, slots_count, "a cache slot (of " + std::to_string(slots_count) + ")");
+  r.limit_ids(positions, rows_per_slot, "a position in a cache slot of " + std::to_string(rows_per_slot) + " rows");
+  return step("SlotRows", {{"slots", slots_count}, {"slot_rows", rows_per_slot}}, {slots, positions},
+              {slots.dim(0)}, i32, {});
+}
+
+Handle slot_attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Handle& positions,
+                      const Handle& slots, int64_t slot_rows, std::optional<double> scale, int64_t window) {
+  if (!q.defined() || !k_cache.defined() || !v_cache.defined())
+    type_error("slot_attention() of an undefined handle");
+  if (q.rank() != 3 || k_cache.rank() != 3 || k_cache.shape() != v_cache.shape())
+    value_error("slot_attention(): q " + q.str() + " is not (rows, heads, head_dim) or the caches " + k_cache.str() +
+                " and " + v_cache.str() + " are not both (ctx, kv_heads, head_dim)");
+  const int64_t rows = q.dim(0), heads = q.dim(1), d = q.dim(2), ctx = k_cache.dim(0), kv_heads = k_cache.dim(1);
+  if (k_cache.dim(2) != d || heads % kv_heads != 0)
+    value_error("slot_attention(): q " + q.str() + " and caches " + k_cache.str() +
+                " need one head_dim and kv_heads dividing heads");
+  if (slot_rows <= 0 || ctx % slot_rows != 0)
+    value_error("slot_attention(): slots of " + std::to_string(slot_rows) + " rows do not tile a cache of " +
+                std::to_string(ctx));
+  require_rows("slot_attention()", "positions", positions, rows);
+  require_rows("slot_attention()", "slots", slots, rows);
+  if (scale && !(*scale > 0)) value_error("slot_attention(): scale is positive");
+  if (window < 0) value_error("slot_attention(): window is a count of positions (0: none)");
+  Recorder& r = Recorder::require("slot_attention()");
+  r.limit_ids(slots, ctx / slot_rows, "a cache slot (of " + std::to_string(ctx / slot_rows) + ")");
+  r.limit_ids(positions, slot_rows, "a position in a cache slot of " + std::to_string(slot_rows) + " rows");
+  Fields p{{"heads", heads},
+           {"kv_heads", kv_heads},
+           {"head_dim", d},
+           {"ctx", ctx},
+           {"scale", scale.value_or(1.0 / std::sqrt(double(d)))},
+           {"window", window},
+           {"slot_rows", slot_rows}};
+  return step("Attention", p, {q, k_cache, v_cache, positions, slots}, q.shape(), activation_dtype(q), q.bounds(),
+              Precision::highest, {Affine(0)});
+}
+
+Handle sample_rows(const Handle& logits, const Handle& settings, const Handle& steps, const Handle& positions) {
+  if (!logits.defined() || logits.rank() != 2) value_error("sample_rows(): logits are (rows, vocab)");
+  const int64_t rows = logits.dim(0);
+  if (!settings.defined() || settings.dtype() != i32 || settings.shape() != Shape{rows, kSampleSettingsWords})
+    value_error("sample_rows(): settings " + (settings.defined() ? settings.str() : std::string("(none)")) +
+                " are not (" + std::to_string(rows) + ", " + std::to_string(kSampleSettingsWords) + ") i32");
+  require_rows("sample_rows()", "steps", steps, rows);
+  require_rows("sample_rows()", "positions", positions, rows);
+  return step("Sample", {{"N", logits.dim(1)}, {"rows", rows}}, {logits, settings, steps, positions}, {rows}, i32, {});
+}
+
 Handle segment_mean(const Handle& x, const Handle& lengths, int64_t segment) {
   if (!x.defined() || !lengths.defined()) type_error("segment_mean() of an undefined handle");
   if (x.rank() != 2 || segment <= 0 || x.dim(0) % segment != 0)

@@ -388,7 +388,9 @@ Handle Handle::at(const AccessPattern& pattern, const Shape& shape,
 
 void Handle::assign(const Handle& source) const {
   Recorder& recorder = Recorder::require("assigning into a view");
-  if (layout_ == Layout::gather) value_error("cannot copy into gathered rows " + str());
+  // Rows picked per call (cache[rows] = x) are a scatter: row i of the source goes to row
+  // ids[i]. Fixed ids would be a constant scatter nothing needs yet.
+  if (layout_ == Layout::gather && !ids_) value_error("cannot copy into rows gathered by fixed ids " + str());
   if (source.shape() != shape_)
     value_error("cannot copy " + source.str() + " into " + str() + ": shapes differ");
   if (buffer_->role == Role::weight) value_error("cannot write into weight " + str());

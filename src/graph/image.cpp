@@ -136,6 +136,11 @@ void Image::check_host_ids() {
     for (int64_t k = 0; k < n; ++k)
       if (ids[k] < 0 || ids[k] >= c.table_rows) {
         std::ostringstream m;
+        if (!c.what.empty()) {
+          m << recording_.graph << ": value " << ids[k] << " at position " << c.ids.offset.get(words) + k
+            << " of input '" << c.input << "' is outside [0, " << c.table_rows << "): " << c.what;
+          index_error(m.str());
+        }
         m << recording_.graph << ": id " << ids[k] << " at position " << c.ids.offset.get(words) + k
           << " of input '" << c.input << "' is outside " << c.table << "'s " << c.table_rows
           << " rows [0, " << c.table_rows << ")";

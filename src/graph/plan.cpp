@@ -55,7 +55,9 @@ VersionPlan::VersionPlan(const Recording& recording) : recording_(recording), ta
     for (const auto* handles : {&step.in, &step.out})
       for (const Handle& h : *handles)
         if (h.ids() && h.ids()->buffer()->role == Role::input)
-          host_ids_.push_back({make_view(*h.ids()), h.buffer()->shape.at(0), h.buffer()->name, h.ids()->buffer()->name});
+          host_ids_.push_back({make_view(*h.ids()), h.buffer()->shape.at(0), h.buffer()->name, h.ids()->buffer()->name, ""});
+  for (const IdLimit& l : recording_.id_limits)
+    host_ids_.push_back({make_view(l.ids), l.rows, "", l.ids.buffer()->name, l.what});
   for (const Handle& h : recording_.outputs) outputs_.push_back(make_view(h));
   if (recording_.emitted.defined()) emitted_ = make_view(recording_.emitted);
   for (const Constraint& c : recording_.constraints) constraints_.push_back({table_.ref(c.value), c.lo, c.hi, &c});

@@ -90,6 +90,7 @@ struct HostIds {
   View ids;  // the i32 ids (its leading bound: how many are read)
   int64_t table_rows;
   std::string table, input;
+  std::string what;  // set for a limit on an input's values (IdLimit): what they index
 };
 
 /// A bound on the words each call must meet.

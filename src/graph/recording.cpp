@@ -111,6 +111,11 @@ void Recorder::limit(const Affine& value, int64_t lo, int64_t hi, const std::str
   recording_.constraints.push_back({value, lo, hi, what});
 }
 
+void Recorder::limit_ids(const Handle& ids, int64_t rows, const std::string& what) {
+  if (ids.dtype() != i32 || ids.rank() != 1) type_error(what + ": ids are a 1-D i32 handle, not " + ids.str());
+  if (ids.buffer()->role == Role::input) recording_.id_limits.push_back({ids, rows, what});
+}
+
 Handle dense(const Handle& h) {
   if (h.layout() == Layout::dense) return h;
   Recorder& r = Recorder::require("copying a view");

@@ -75,6 +75,15 @@ struct Constraint {
   std::string what;
 };
 
+/// An i32 graph input whose values must each lie in [0, rows) every call, checked on the host
+/// before a run as a gather's ids are: the per-row cache slots and positions of a batched
+/// decode, which index a state without any table to gather from.
+struct IdLimit {
+  Handle ids;
+  int64_t rows;
+  std::string what;  // what the values index, for the error
+};
+
 struct CarryItem {
   PerCall target;
   std::variant<Affine, Handle> next;
@@ -90,6 +99,7 @@ struct Recording {
   std::vector<HostStep> host;
   std::vector<PerCall> values;  // every per-call value the graph declares
   std::vector<Constraint> constraints;
+  std::vector<IdLimit> id_limits;
   std::vector<CarryItem> carry;
   /// The Emit step's output: each carried value's next value, in carry order (undefined
   /// without carried values).
@@ -123,6 +133,9 @@ class Recorder {
   void add_step(Step step);
   /// `value` must lie in [lo, hi) each call.
   void limit(const Affine& value, int64_t lo, int64_t hi, const std::string& what);
+  /// Each value of `ids`, when it is a graph input, must lie in [0, rows) each call (a value
+  /// the device makes is in range by construction, as a sampled token is).
+  void limit_ids(const Handle& ids, int64_t rows, const std::string& what);
 
   /// While a graph called inside this body records, what its per-call values stand for: by
   /// slot, the caller's expression, or none (then using it is an error naming it).

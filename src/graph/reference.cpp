@@ -55,6 +55,17 @@ RunResult run_reference(const Recording& recording, std::span<const Tensor> tens
   if (k != tensors.size())
     type_error(recording.graph + ": takes " + std::to_string(k) + " tensor(s), got " +
                std::to_string(tensors.size()));
+  for (const IdLimit& l : recording.id_limits) {
+    const std::vector<float>& ids = storage(*l.ids.buffer());
+    const int64_t at = l.ids.offset().eval(words);
+    for (int64_t r = 0; r < l.ids.shape()[0]; ++r) {
+      const auto v = int64_t(ids[size_t(at + r)]);
+      if (v < 0 || v >= l.rows)
+        index_error(recording.graph + ": value " + std::to_string(v) + " at position " + std::to_string(at + r) +
+                    " of input '" + l.ids.buffer()->name + "' is outside [0, " + std::to_string(l.rows) +
+                    "): " + l.what);
+    }
+  }
   // A host step sees its handles in their own dtypes, as on the device: each read is converted
   // from the f32 storage (cut to its bound), each write converted back after the function.
   auto run_host = [&](const HostStep& hs) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "graph/recording.hpp"
 #include "iron/error.hpp"
 #include "iron/functional.hpp"
 #include "iron/models/gemma3.hpp"
@@ -36,8 +37,10 @@ void check_cache_type(DType t, int64_t head_dim, const char* which) {
 }
 
 DecoderBlock::DecoderBlock(const LlamaConfig& c, const LlamaOptions& options)
-    : k_cache(state("k_cache", {options.context + options.chunk, c.kv_heads, c.head_dim}, options.k_cache_type())),
-      v_cache(state("v_cache", {options.context + options.chunk, c.kv_heads, c.head_dim}, options.v_cache_type())) {}
+    : k_cache(state("k_cache", {options.slots * (options.context + options.chunk), c.kv_heads, c.head_dim},
+                    options.k_cache_type())),
+      v_cache(state("v_cache", {options.slots * (options.context + options.chunk), c.kv_heads, c.head_dim},
+                    options.v_cache_type())) {}
 
 DecoderModel::DecoderModel(const std::string& name, const LlamaConfig& config, const LlamaOptions& options)
     : Graph(name), config_(config), options_(options) {
@@ -50,14 +53,20 @@ DecoderModel::DecoderModel(const std::string& name, const LlamaConfig& config, c
   if (options_.context < 1 || options_.chunk < 1)
     value_error(name + ": context and chunk are positive, got " + std::to_string(options_.context) + " and " +
                 std::to_string(options_.chunk));
+  if (options_.slots < 1 || options_.slots > 1024)
+    value_error(name + ": cache slots are 1 to 1024, got " + std::to_string(options_.slots));
   // Every row of the cache is a position, a per-call value: context + chunk stays below 2^30
   // (each checked first, so that the sum cannot overflow).
   if (options_.context >= kValueLimit || options_.chunk >= kValueLimit ||
-      options_.context + options_.chunk > kValueLimit)
+      options_.context + options_.chunk > kValueLimit || options_.slots * (options_.context + options_.chunk) > kValueLimit)
     value_error(name + ": context + chunk rows are positions, at most 2^30 = " + std::to_string(kValueLimit) +
                 "; got context " + std::to_string(options_.context) + " and chunk " + std::to_string(options_.chunk));
   tokens = input("tokens", /*optional=*/true);
   sampling = input("sampling", /*optional=*/true);
+  positions = input("positions", /*optional=*/true);
+  slots = input("slots", /*optional=*/true);
+  pick = input("pick", /*optional=*/true);
+  draws = input("draws", /*optional=*/true);
   rows = scratchpad("rows", 1);
   position = carried("position");
   token = carried("token");
@@ -71,25 +80,37 @@ DecoderModel::DecoderModel(const std::string& name, const LlamaConfig& config, c
 }
 
 Tensor DecoderModel::rope_cos_sin_table(double base) const {
-  const int64_t d = config_.head_dim, half = d / 2, positions = rows_held();
-  std::vector<float> table(size_t(positions * d));
-  for (int64_t p = 0; p < positions; ++p)
+  const int64_t d = config_.head_dim, half = d / 2, held = rows_held();
+  std::vector<float> table(size_t(held * d));
+  for (int64_t p = 0; p < held; ++p)
     for (int64_t i = 0; i < half; ++i) {
       double angle = double(p) * std::pow(base, -2.0 * double(i) / double(d));
       table[size_t(p * d + i)] = float(std::cos(angle));
       table[size_t(p * d + half + i)] = float(std::sin(angle));
     }
-  return Tensor::from(table, {positions, d});
+  return Tensor::from(table, {held, d});
 }
 
 Handle DecoderModel::heads(const Handle& y, int64_t count, const Handle& x, int64_t n) const {
   return y.reshape({n, count, config_.head_dim}).bounded(0, *x.valid(0));
 }
 
-DecoderModel::CacheRows DecoderModel::cache_rows(DecoderBlock& b, const Affine& start, int64_t n) const {
+Handle DecoderModel::rope_rows(const Handle& table, const Rows& at, int64_t n) const {
+  // A batch gathers each row's position (ids checked on the host against the table's rows).
+  return at.batch() ? table[at.positions] : table[window(at.start, n)];
+}
+
+DecoderModel::CacheRows DecoderModel::cache_rows(DecoderBlock& b, const Rows& at, int64_t n) const {
   CacheRows r;
-  r.k = Handle(b.k_cache)[window(start, n)];
-  r.v = Handle(b.v_cache)[window(start, n)];
+  if (at.batch()) {
+    // Each row's keys and values are scattered to its own slot's row by a copy (which rounds
+    // them to the cache's type as it would a window's).
+    r.k = Handle(b.k_cache)[at.cache_rows];
+    r.v = Handle(b.v_cache)[at.cache_rows];
+    return r;
+  }
+  r.k = Handle(b.k_cache)[window(at.start, n)];
+  r.v = Handle(b.v_cache)[window(at.start, n)];
   // An f32 cache is written in place by the step that makes its rows; any other type is
   // rounded into it by a copy (attend()).
   if (options_.k_cache_type() == f32) r.k_into = r.k;
@@ -98,13 +119,58 @@ DecoderModel::CacheRows DecoderModel::cache_rows(DecoderBlock& b, const Affine& 
 }
 
 Handle DecoderModel::attend(DecoderBlock& b, const CacheRows& rows_of, const Handle& q, const Handle& k,
-                            const Handle& v, const Affine& start, std::optional<double> scale, int64_t window) {
+                            const Handle& v, const Rows& at, std::optional<double> scale, int64_t window) {
   if (!rows_of.k_into) rows_of.k.assign(k);
   if (!rows_of.v_into) rows_of.v.assign(v);
-  return F::attention(q, b.k_cache, b.v_cache, start, scale, window);
+  if (at.batch())
+    return F::slot_attention(q, b.k_cache, b.v_cache, at.positions, at.slots, rows_held(), scale, window);
+  // One sequence (a prefill or decode version) is slot 0's: its positions are below a slot's
+  // rows, so it reads no other slot's keys.
+  return F::attention(q, b.k_cache, b.v_cache, at.start, scale, window);
+}
+
+Outputs DecoderModel::batch_body() {
+  const LlamaConfig& c = config_;
+  const int64_t n = tokens.shape()[0];
+  auto check = [&](const Input& in, const char* what) {
+    if (!in || in.shape() != Shape{n} || in->dtype() != i32)
+      value_error(name() + ": a batched decode of " + std::to_string(n) + " rows takes " + what + " (" +
+                  std::to_string(n) + ",) i32" + (in ? ", not " + Handle(in).str() : std::string(", none given")));
+  };
+  check(tokens, "tokens");
+  check(positions, "positions");
+  check(slots, "slots");
+  if (!pick || pick.shape().size() != 1 || pick->dtype() != i32)
+    value_error(name() + ": a batched call takes pick (P,) i32, the rows whose logits and tokens it returns");
+  const int64_t picked = pick.shape()[0];
+  if (!draws || draws.shape() != Shape{picked, 2} || draws->dtype() != i32)
+    value_error(name() + ": a batched call picking " + std::to_string(picked) + " rows takes draws (" +
+                std::to_string(picked) + ", 2) i32: each draw's counter and position");
+  if (!sampling || sampling.shape() != Shape{picked, F::kSampleSettingsWords} || sampling->dtype() != i32)
+    value_error(name() + ": a batched call picking " + std::to_string(picked) + " rows takes sampling (" +
+                std::to_string(picked) + ", " + std::to_string(F::kSampleSettingsWords) +
+                ") i32 (a row of functional::sample_settings each)");
+  // The model's own limits first, so their errors name the context and the slots.
+  Recorder& r = Recorder::require("a batched decode");
+  r.limit_ids(positions, options_.context, "a position in a context of " + std::to_string(options_.context));
+  r.limit_ids(slots, options_.slots, "a cache slot of " + std::to_string(options_.slots));
+  Rows place;
+  place.positions = positions;
+  place.slots = slots;
+  place.cache_rows = F::slot_rows(slots, positions, options_.slots, rows_held());
+  Handle x = F::copy(Handle(embed)[Handle(tokens)], f32).bounded(0, Affine(n));
+  x = embedded(x);
+  for (size_t i = 0; i < layer_count(); ++i) x = block(i, x, place, n);
+  // Only the picked rows reach the classifier (a prompt chunk's last, or every decode row): a
+  // gather whose ids the host checks against the call's rows.
+  Handle last = F::copy(x[Handle(pick)]);
+  Handle logits = F::linear(F::rms_norm(last, c.dim, norm, c.rms_eps), output, {}, options_.precision);
+  const Handle keys = Handle(draws);
+  return Outputs({logits, F::sample_rows(logits, sampling, F::copy(keys[{all, 0}]), F::copy(keys[{all, 1}]))});
 }
 
 Outputs DecoderModel::body() {
+  if (positions || slots || draws || pick) return batch_body();
   const LlamaConfig& c = config_;
   const bool prefill = bool(tokens);
   const int64_t n = prefill ? tokens.shape()[0] : 1;
@@ -119,7 +185,9 @@ Outputs DecoderModel::body() {
     x = F::copy(Handle(embed)[{at(token)}], f32).reshape({1, c.dim});
   }
   x = embedded(x.bounded(0, count));
-  for (size_t i = 0; i < layer_count(); ++i) x = block(i, x, position, n);
+  Rows place;
+  place.start = position;
+  for (size_t i = 0; i < layer_count(); ++i) x = block(i, x, place, n);
 
   // The last valid row's logits pick the next token; it goes where it will sit.
   Handle last = prefill ? F::copy(x[at(Affine(rows) - 1)]) : x.reshape({c.dim});

@@ -34,15 +34,15 @@ Gemma3Model::Gemma3Model(const LlamaConfig& config, const LlamaOptions& options)
 
 Handle Gemma3Model::embedded(Handle x) { return x * Handle(embed_scale); }
 
-Handle Gemma3Model::block(size_t layer, Handle x, const Affine& start, int64_t n) {
+Handle Gemma3Model::block(size_t layer, Handle x, const Rows& at, int64_t n) {
   Gemma3Block& b = *layers[layer];
   const LlamaConfig& c = config_;
   const double eps = c.rms_eps;
   const Precision p = options_.precision;
   const bool sliding = c.is_sliding(int64_t(layer));
-  Handle table = Handle(sliding ? local_rope_table : global_rope_table)[window(start, n)];
+  Handle table = rope_rows(sliding ? local_rope_table : global_rope_table, at, n);
   Handle h = F::rms_norm(x, c.dim, b.attn_norm, eps);
-  const CacheRows cache = cache_rows(b, start, n);
+  const CacheRows cache = cache_rows(b, at, n);
   Handle q_lin = F::linear(h, b.attn.q, {}, p), k_lin = F::linear(h, b.attn.k, {}, p);
   Handle v = F::linear(h, b.attn.v, {}, p, {}, cache.v_into);
   // Each head normalised over its head_dim, then turned.
@@ -52,7 +52,7 @@ Handle Gemma3Model::block(size_t layer, Handle x, const Affine& start, int64_t n
                              c.rope_mode, cache.k_into);
   std::optional<double> scale;
   if (c.attention_scale > 0) scale = c.attention_scale;
-  Handle attended = attend(b, cache, q, k, heads(v, c.kv_heads, x, n), start, scale, sliding ? c.sliding_window : 0);
+  Handle attended = attend(b, cache, q, k, heads(v, c.kv_heads, x, n), at, scale, sliding ? c.sliding_window : 0);
   Handle o = F::linear(attended.reshape({n, c.heads * c.head_dim}).bounded(0, *x.valid(0)), b.attn.o, {}, p);
   x = x + F::rms_norm(o, c.dim, b.post_attn_norm, eps);
   h = F::rms_norm(x, c.dim, b.ffn_norm, eps);

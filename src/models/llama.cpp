@@ -36,23 +36,23 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaOptions& options)
   rope_table = weight("rope_table", rope_cos_sin_table(config_.rope_base));
 }
 
-Handle LlamaModel::block(size_t layer, Handle x, const Affine& start, int64_t n) {
+Handle LlamaModel::block(size_t layer, Handle x, const Rows& at, int64_t n) {
   LlamaBlock& b = *layers[layer];
   const LlamaConfig& c = config_;
   const double eps = c.rms_eps;
   const Precision p = options_.precision;
   Handle h = F::rms_norm(x, c.dim, b.attn_norm, eps);
-  Handle table = Handle(rope_table)[window(start, n)];
+  Handle table = rope_rows(rope_table, at, n);
   // This call's keys (turned) and values go into the cache at their positions, then every
   // query row attends to the cache up to its own position. The three projections first, then
   // both turns: each group reads only what the one before it wrote, so it runs as one phase
   // between two barriers.
-  const CacheRows cache = cache_rows(b, start, n);
+  const CacheRows cache = cache_rows(b, at, n);
   Handle q_lin = F::linear(h, b.attn.q, {}, p), k_lin = F::linear(h, b.attn.k, {}, p);
   Handle v = F::linear(h, b.attn.v, {}, p, {}, cache.v_into);
   Handle q = F::rope_cos_sin(heads(q_lin, c.heads, x, n), table, c.rope_mode);
   Handle k = F::rope_cos_sin(heads(k_lin, c.kv_heads, x, n), table, c.rope_mode, cache.k_into);
-  Handle attended = attend(b, cache, q, k, heads(v, c.kv_heads, x, n), start);
+  Handle attended = attend(b, cache, q, k, heads(v, c.kv_heads, x, n), at);
   x = F::linear_residual(attended.reshape({n, c.heads * c.head_dim}).bounded(0, *x.valid(0)), b.attn.o, x, p);
   h = F::rms_norm(x, c.dim, b.ffn_norm, eps);
   Handle gate = F::linear(h, b.ffn.gate, {}, p), up = F::linear(h, b.ffn.up, {}, p);  // in this order

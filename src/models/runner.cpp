@@ -49,7 +49,7 @@ int64_t LlamaRunner::context_bytes(const LlamaConfig& c, const LlamaOptions& o) 
   // computed in doubles, so that no option overflows it, and held to int64.
   const double rows = double(o.context) + double(o.chunk);
   const double row_bytes = double(storage_bytes(o.k_cache_type(), 1024) + storage_bytes(o.v_cache_type(), 1024)) / 1024.0;
-  const double cache = double(c.layers) * rows * double(c.kv_heads) * double(c.head_dim) * row_bytes;
+  const double cache = double(o.slots) * double(c.layers) * rows * double(c.kv_heads) * double(c.head_dim) * row_bytes;
   const double total = cache + rows * double(c.head_dim) * 4 + rows * 4;
   return total >= 9.0e18 ? INT64_MAX : int64_t(total);
 }
@@ -215,6 +215,11 @@ void LlamaRunner::check_sampling(const Sampling& s) const {
     value_error("Sample on the Vulkan device draws from at most " + std::to_string(ops::kVulkanMaxTopK) +
                 " candidates: top_k " + std::to_string(s.top_k) + (s.top_k == 0 ? " (every token)" : "") +
                 " runs on the CPU (--device cpu), or give a top_k of 1 to " + std::to_string(ops::kVulkanMaxTopK));
+}
+
+BatchDecoder& LlamaRunner::batch() {
+  if (!batch_) batch_ = std::make_unique<BatchDecoder>(*model_, CompileOptions{.threads = options_.threads, .device = options_.device});
+  return *batch_;
 }
 
 CompiledGraph& LlamaRunner::prefill_version() {

@@ -17,6 +17,7 @@ CatalogEntry scalar_entry();
 CatalogEntry emit_entry();
 CatalogEntry attention_entry();
 CatalogEntry segment_mean_entry();
+CatalogEntry slot_rows_entry();
 }  // namespace ops
 
 const std::map<std::string, CatalogEntry, std::less<>>& catalog() {
@@ -39,6 +40,7 @@ const std::map<std::string, CatalogEntry, std::less<>>& catalog() {
     add(ops::emit_entry());
     add(ops::attention_entry());
     add(ops::segment_mean_entry());
+    add(ops::slot_rows_entry());
     return c;
   }();
   return entries;

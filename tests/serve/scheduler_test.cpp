@@ -1,5 +1,6 @@
 // `iron serve`'s scheduler on stories260K, without HTTP: sequences submitted from several
-// threads each get exactly the tokens they get alone, a full queue refuses, a cancel leaves at
+// threads, decoding together in a batch of cache slots, each get exactly the tokens they get
+// alone from LlamaRunner::generate (greedy and seeded), a full queue refuses, a cancel leaves at
 // once, and destruction ends what is queued. Run under ThreadSanitizer too (scripts/test.sh).
 #include <gtest/gtest.h>
 
@@ -16,9 +17,10 @@ using namespace iron;
 using iron::io::testing::stories_path;
 using namespace std::chrono_literals;
 
-std::unique_ptr<models::LlamaRunner> open_stories(int64_t context = 256) {
+std::unique_ptr<models::LlamaRunner> open_stories(int64_t context = 256, int64_t slots = 1) {
   models::RunnerOptions o;
   o.model.context = context;
+  o.model.slots = slots;
   return models::LlamaRunner::open(stories_path(), o);
 }
 
@@ -32,7 +34,7 @@ std::pair<std::vector<int32_t>, std::string> drain(serve::Sequence& s) {
 
 TEST(ServeScheduler, ConcurrentSequencesGetTheirOwnTokens) {
   IRON_NEEDS_STORIES();
-  auto runner = open_stories();
+  auto runner = open_stories(256, 3);
   std::vector<serve::Job> jobs;
   for (int i = 0; i < 6; ++i) {
     serve::Job j;
@@ -48,7 +50,8 @@ TEST(ServeScheduler, ConcurrentSequencesGetTheirOwnTokens) {
     runner->generate(j.prompt, j.max_tokens, [&](int32_t id) { ids.push_back(id); }, false, 0, nullptr, &j.sampling);
     alone.push_back(ids);
   }
-  serve::Scheduler scheduler(*runner, 1, 8);
+  // Three slots for six jobs: rows join as others finish (their lengths differ).
+  serve::Scheduler scheduler(*runner, 3, 8);
   std::vector<std::pair<std::vector<int32_t>, std::string>> got(jobs.size());
   std::vector<std::thread> clients;
   for (size_t i = 0; i < jobs.size(); ++i)

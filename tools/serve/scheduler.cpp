@@ -1,5 +1,8 @@
 #include "serve/scheduler.hpp"
 
+#include <algorithm>
+#include <optional>
+
 #include "iron/error.hpp"
 #include "iron/log.hpp"
 
@@ -54,7 +57,7 @@ Scheduler::~Scheduler() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
     for (auto& s : queue_) s->cancel();
-    if (active_) active_->cancel();
+    for (auto& s : active_) s->cancel();
   }
   wake_.notify_all();
   thread_.join();
@@ -67,9 +70,8 @@ std::shared_ptr<Sequence> Scheduler::submit(Job job) {
   s->queued_at_ = Clock::now();
   {
     std::lock_guard lock(mutex_);
-    // `parallel` sequences hold slots (one decodes at a time until batching lands); the queue
-    // holds `queue` more.
-    if (stopping_ || int64_t(queue_.size()) + (active_ ? 1 : 0) >= int64_t(parallel_) + queue_limit_) return nullptr;
+    // `parallel` sequences hold slots; the queue holds `queue` more.
+    if (stopping_ || int64_t(queue_.size() + active_.size()) >= int64_t(parallel_) + queue_limit_) return nullptr;
     queue_.push_back(s);
   }
   wake_.notify_all();
@@ -78,20 +80,20 @@ std::shared_ptr<Sequence> Scheduler::submit(Job job) {
 
 int64_t Scheduler::in_flight() const {
   std::lock_guard lock(mutex_);
-  return int64_t(queue_.size()) + (active_ ? 1 : 0);
+  return int64_t(queue_.size() + active_.size());
 }
 
 void Scheduler::cancel_all() {
   std::lock_guard lock(mutex_);
   for (auto& s : queue_) s->cancel();
-  if (active_) active_->cancel();
+  for (auto& s : active_) s->cancel();
 }
 
 SchedulerStats Scheduler::stats() const {
   std::lock_guard lock(mutex_);
   SchedulerStats s = totals_;
   s.queued = int64_t(queue_.size());
-  s.active = active_ ? 1 : 0;
+  s.active = int64_t(active_.size());
   const auto now = Clock::now();
   int64_t tokens = 0;
   for (const auto& [when, n] : recent_)
@@ -100,7 +102,123 @@ SchedulerStats Scheduler::stats() const {
   return s;
 }
 
+void Scheduler::note(int64_t n) {
+  std::lock_guard lock(mutex_);
+  totals_.completion_tokens += n;
+  const auto now = Clock::now();
+  recent_.emplace_back(now, n);
+  while (!recent_.empty() && now - recent_.front().first > std::chrono::seconds(10)) recent_.pop_front();
+}
+
+void Scheduler::batched_loop() {
+  models::BatchDecoder& batch = runner_.batch();
+  const int64_t context = runner_.options().model.context;
+  // A sequence in the batch: its slot, its tokens so far, the position its last token takes,
+  // and while its prompt goes in, how much of it is in (fed < the prompt's length).
+  struct Row {
+    std::shared_ptr<Sequence> seq;
+    int64_t slot = 0, produced = 0, position = 0, fed = 0;
+    int32_t last = 0;
+    bool prefilling() const { return fed < int64_t(seq->job_.prompt.size()); }
+  };
+  std::vector<Row> rows;
+  std::vector<int64_t> free_slots;
+  for (int64_t slot = parallel_ - 1; slot >= 0; --slot) free_slots.push_back(slot);
+  // Whether row r is over after its latest token, and how.
+  auto ended = [&](const Row& r) -> std::optional<std::string> {
+    const Job& j = r.seq->job_;
+    if (j.stop_at_end && runner_.has_tokenizer() && runner_.tokenizer().is_end(r.last)) return "stop";
+    if (r.seq->cancelled()) return "cancelled";
+    if ((j.max_tokens >= 0 && r.produced >= j.max_tokens) || r.position + 1 >= context) return "length";
+    return std::nullopt;
+  };
+  auto leave = [&](size_t i, std::string finish, std::string error) {
+    std::shared_ptr<Sequence> s = rows[i].seq;
+    free_slots.push_back(rows[i].slot);
+    rows.erase(rows.begin() + int64_t(i));
+    {
+      std::lock_guard lock(mutex_);
+      active_.erase(std::find(active_.begin(), active_.end(), s));
+      ++totals_.sequences;
+    }
+    s->end(std::move(finish), std::move(error));
+  };
+  for (;;) {
+    std::shared_ptr<Sequence> joining;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !rows.empty(); });
+      if (queue_.empty() && rows.empty()) return;  // stopping, nothing left
+      if (!queue_.empty() && !free_slots.empty()) {
+        joining = queue_.front();
+        queue_.pop_front();
+        active_.push_back(joining);
+        totals_.prompt_tokens += joining->prompt_tokens_;
+      }
+    }
+    if (joining) {
+      rows.push_back({joining, free_slots.back(), 0, 0, 0, 0});
+      free_slots.pop_back();
+    }
+    // Cancelled rows leave before the step, not after it.
+    for (size_t i = rows.size(); i-- > 0;)
+      if (rows[i].seq->cancelled()) leave(i, "cancelled", {});
+    // One prompt chunk between two decode steps (the oldest prompt first): a sequence joins the
+    // batch at the step after its last chunk.
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (!rows[i].prefilling()) continue;
+      Row& row = rows[i];
+      try {
+        const Job& j = row.seq->job_;
+        if (auto first = batch.prefill_part(row.slot, 0, j.prompt, row.fed, j.sampling)) {
+          row.last = *first;
+          row.produced = 1;
+          row.position = int64_t(j.prompt.size());
+          row.seq->push(row.last);
+          note(1);
+          if (auto finish = ended(row)) leave(i, *finish, {});
+        }
+      } catch (const std::exception& e) {
+        log(LogLevel::error, std::string("serve: a sequence failed: ") + e.what());
+        leave(i, "error", e.what());
+      }
+      break;
+    }
+    std::vector<size_t> decoding;
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (!rows[i].prefilling()) decoding.push_back(i);
+    if (decoding.empty()) continue;
+    std::vector<models::BatchDecoder::Row> step;
+    for (size_t i : decoding) {
+      const Row& r = rows[i];
+      step.push_back({r.slot, r.position, r.last, r.produced, r.seq->job_.sampling});
+    }
+    std::vector<int32_t> next;
+    try {
+      next = batch.step(step);
+    } catch (const std::exception& e) {
+      log(LogLevel::error, std::string("serve: a decode step failed: ") + e.what());
+      for (size_t k = decoding.size(); k-- > 0;) leave(decoding[k], "error", e.what());
+      continue;
+    }
+    note(int64_t(next.size()));
+    for (size_t k = 0; k < decoding.size(); ++k) {
+      Row& r = rows[decoding[k]];
+      r.last = next[k];
+      ++r.produced;
+      ++r.position;
+      r.seq->push(next[k]);
+    }
+    for (size_t k = decoding.size(); k-- > 0;)
+      if (auto finish = ended(rows[decoding[k]])) leave(decoding[k], *finish, {});
+  }
+}
+
 void Scheduler::loop() {
+  if (runner_.options().device == "cpu") {
+    batched_loop();
+    return;
+  }
   for (;;) {
     std::shared_ptr<Sequence> s;
     {
@@ -109,13 +227,13 @@ void Scheduler::loop() {
       if (queue_.empty()) return;  // stopping, nothing left
       s = queue_.front();
       queue_.pop_front();
-      active_ = s;
+      active_ = {s};
     }
     auto [finish, error] = run(*s);
     // Counted before the sequence is told: a client that has its last event sees it gone.
     {
       std::lock_guard lock(mutex_);
-      active_.reset();
+      active_.clear();
       ++totals_.sequences;
     }
     s->end(std::move(finish), std::move(error));
@@ -125,13 +243,6 @@ void Scheduler::loop() {
 std::pair<std::string, std::string> Scheduler::run(Sequence& s) {
   if (s.cancelled()) return {"cancelled", {}};
   int64_t produced = 0;
-  auto note = [&](int64_t n) {
-    std::lock_guard lock(mutex_);
-    totals_.completion_tokens += n;
-    const auto now = Clock::now();
-    recent_.emplace_back(now, n);
-    while (!recent_.empty() && now - recent_.front().first > std::chrono::seconds(10)) recent_.pop_front();
-  };
   try {
     {
       std::lock_guard lock(mutex_);

@@ -1,8 +1,9 @@
 // The thread that owns the model. Requests are queued (bounded: a full queue is the caller's
 // 503) and served in order; each one's tokens are handed to its Sequence as they land, where the
-// connection's thread waits for them. One sequence decodes at a time for now: the interface
-// (submit, Sequence's events and cancel, the counters) is what continuous batching keeps, when
-// up to `parallel` sequences take cache slots and step together in one call.
+// connection's thread waits for them. On the CPU up to `parallel` sequences decode together
+// (continuous batching, models::BatchDecoder): each in a cache slot of its own, a new one's
+// prompt prefilled between decode steps, joining the batch at the next step; a finished or
+// cancelled one leaves at once. Elsewhere (Vulkan has no batched shaders yet) one at a time.
 #pragma once
 
 #include <atomic>
@@ -90,15 +91,19 @@ class Scheduler {
 
  private:
   void loop();
-  /// Runs a sequence to its end: (finish, error).
+  /// Runs a sequence to its end alone: (finish, error).
   std::pair<std::string, std::string> run(Sequence& s);
+  /// The batched loop: every active sequence stepped in one call.
+  void batched_loop();
+  /// Counts `n` generated tokens for /metrics.
+  void note(int64_t n);
 
   models::LlamaRunner& runner_;
   int parallel_, queue_limit_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Sequence>> queue_;
-  std::shared_ptr<Sequence> active_;
+  std::vector<std::shared_ptr<Sequence>> active_;
   bool stopping_ = false;
   SchedulerStats totals_;
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_;  // (when, tokens)

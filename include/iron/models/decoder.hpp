@@ -30,6 +30,9 @@ struct Sampling {
 struct LlamaOptions {
   int64_t context = 2048;  // KV-cache rows (at most the model's)
   int64_t chunk = 64;      // prompt rows a prefill call takes
+  /// Sequences the KV cache holds at once (a server's --parallel): `slots` regions of
+  /// context + chunk rows per layer, each a sequence of its own (docs/design.md, batching).
+  int64_t slots = 1;
   bool all_logits = false; // prefill returns logits for every row (scoring), not just the last
   Sampling sampling;        // what LlamaRunner::generate passes unless given other settings
   /// The KV cache's element types: f32, f16, bf16 or q8_0 (head_dim a multiple of 32), keys and
@@ -51,9 +54,9 @@ extern const DType kMediumCacheDtype;
 /// Throws iron::Error unless `t` is a cache type a decoder graph takes for a head of `head_dim`.
 void check_cache_type(DType t, int64_t head_dim, const char* which);
 
-/// What every family's block holds besides its own params: the layer's KV cache, (context +
-/// chunk, kv_heads, head_dim) each in the options' types. One row past the context per prompt
-/// row, so a chunk's window never runs off the end.
+/// What every family's block holds besides its own params: the layer's KV cache, (slots *
+/// (context + chunk), kv_heads, head_dim) each in the options' types: a region per slot, one row
+/// past the context per prompt row, so a chunk's window never runs off the end of its slot.
 class DecoderBlock : public Module {
  public:
   DecoderBlock(const LlamaConfig& c, const LlamaOptions& options);
@@ -69,6 +72,18 @@ class DecoderBlock : public Module {
 /// counter), `rows` (valid prompt rows of a prefill call). Outputs: the logits of the last valid
 /// row (or of every row with all_logits) and the sampled token, also written to the state
 /// `generated` at the position it will occupy.
+///
+/// With several cache slots (options.slots), the prefill and decode versions work on slot 0. A
+/// batched version takes B rows at once, each of any sequence (a decode step's row, or one of a
+/// prompt's consecutive rows: rows of one call see each other's keys up to their positions):
+/// inputs `tokens`, `positions` and `slots` (B,) i32, row b embedding tokens[b] at position
+/// positions[b] of cache slot slots[b]; `pick` (P,) i32, the rows whose logits and tokens it
+/// returns (every row of a decode step, a prompt chunk's last), each drawn with its own row of
+/// `sampling` (P, kSampleSettingsWords) i32, and keyed by its row of `draws` (P, 2) i32: the
+/// sampler's counter and the position it mixes in (ops::sample_uniform).
+/// Outputs: the logits (P, vocab) and the tokens (P,) i32; it carries nothing (the host holds
+/// each sequence's place). A position outside [0, context), a slot outside [0, slots) or a pick
+/// outside [0, B) is an IndexError before the call runs.
 class DecoderModel : public Graph {
  public:
   Outputs body() final;
@@ -77,16 +92,26 @@ class DecoderModel : public Graph {
   const LlamaOptions& options() const { return options_; }
 
   Input tokens, sampling;
+  Input positions, slots, pick, draws;  // a batched call's
   Scratchpad rows;
   Carried position, token, step;
   Param embed, norm, output;
-  State generated;  // (context + chunk,) i32: the token sampled for each position
-  State settings;   // (1, kSampleSettingsWords) i32: the sampling settings of the sequence
+  State generated;  // (context + chunk,) i32: the token sampled for each position (slot 0's)
+  State settings;   // (1, kSampleSettingsWords) i32: the sampling settings of slot 0's sequence
 
  protected:
   DecoderModel(const std::string& name, const LlamaConfig& config, const LlamaOptions& options);
-  /// Layer `layer` over `n` rows of x (bounded per call) starting at absolute position `start`.
-  virtual Handle block(size_t layer, Handle x, const Affine& start, int64_t n) = 0;
+  /// Where a call's rows sit: one sequence's rows from position `start` (slot 0), or (a batched
+  /// call) each row at its own position and slot, `cache_rows` their rows in the cache.
+  struct Rows {
+    Affine start;
+    Handle positions, slots, cache_rows;
+    bool batch() const { return positions.defined(); }
+  };
+  /// Layer `layer` over `n` rows of x (bounded per call) placed as `at` says.
+  virtual Handle block(size_t layer, Handle x, const Rows& at, int64_t n) = 0;
+  /// The RoPE table's rows for this call's rows (cosines then sines, as rope_cos_sin_table()).
+  Handle rope_rows(const Handle& table, const Rows& at, int64_t n) const;
   /// The embedded rows, before the first block (Gemma scales them).
   virtual Handle embedded(Handle x) { return x; }
   size_t layer_count() const { return size_t(config_.layers); }
@@ -99,17 +124,21 @@ class DecoderModel : public Graph {
     Handle k, v;  // the windows
     Handle k_into, v_into;  // the windows when written in place, else empty
   };
-  CacheRows cache_rows(DecoderBlock& block, const Affine& start, int64_t n) const;
+  CacheRows cache_rows(DecoderBlock& block, const Rows& at, int64_t n) const;
   /// Rounds k and v into their windows unless they were written there in place, then attends q
   /// to the cache up to each row's position (the last `window` positions of it, when given).
   Handle attend(DecoderBlock& block, const CacheRows& rows, const Handle& q, const Handle& k, const Handle& v,
-                const Affine& start, std::optional<double> scale = {}, int64_t window = 0);
+                const Rows& at, std::optional<double> scale = {}, int64_t window = 0);
   /// The cosines then sines of RoPE angles at base `base` for every row the cache holds.
   Tensor rope_cos_sin_table(double base) const;
+  /// Rows of one slot (and of the RoPE table): context + chunk.
   int64_t rows_held() const { return options_.context + options_.chunk; }
 
   LlamaConfig config_;
   LlamaOptions options_;
+
+ private:
+  Outputs batch_body();
 };
 
 /// The graph of `config`'s family (config.architecture: "llama" or "gemma3").

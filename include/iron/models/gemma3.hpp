@@ -35,7 +35,7 @@ class Gemma3Model : public DecoderModel {
   Weight embed_scale;                          // (dim,): sqrt(dim) in every entry
 
  private:
-  Handle block(size_t layer, Handle x, const Affine& start, int64_t n) override;
+  Handle block(size_t layer, Handle x, const Rows& at, int64_t n) override;
   Handle embedded(Handle x) override;
 };
 

@@ -35,7 +35,7 @@ class LlamaModel : public DecoderModel {
   Weight rope_table;  // (context + chunk, head_dim): cosines then sines per position
 
  private:
-  Handle block(size_t layer, Handle x, const Affine& start, int64_t n) override;
+  Handle block(size_t layer, Handle x, const Rows& at, int64_t n) override;
 };
 
 }  // namespace iron::models

@@ -12,6 +12,7 @@
 
 #include "iron/carried_loop.hpp"
 #include "iron/io/checkpoint.hpp"
+#include "iron/models/batch.hpp"
 #include "iron/models/decoder.hpp"
 #include "iron/profile.hpp"
 #include "iron/text/tokenizer.hpp"
@@ -68,6 +69,10 @@ class LlamaRunner {
                          int64_t start = 0, const std::atomic<bool>* interrupt = nullptr,
                          const Sampling* sampling = nullptr);
 
+  /// Up to options().model.slots sequences in cache slots of their own, stepped together in one
+  /// call (models/batch.hpp); what `iron serve --parallel` drives. Made on first use.
+  BatchDecoder& batch();
+
   /// A value error unless `sampling` is settings this runner's device draws from (the ranges
   /// functional::sample_settings checks; on Vulkan, a temperature above 0 needs top_k 1 to 256).
   void check_sampling(const Sampling& sampling) const;
@@ -107,6 +112,7 @@ class LlamaRunner {
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<DecoderModel> scorer_;
+  std::unique_ptr<BatchDecoder> batch_;
   double load_seconds_ = 0;
 };
 

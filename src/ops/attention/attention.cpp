@@ -13,10 +13,21 @@
 // input, read per call; each held to [0, S]). Row r of segment b attends to rows
 // [b S, b S + lengths[b]) whatever its own place; rows at or past their segment's length (the
 // padding) are written as zeros. The start scalar and the window are not read.
+//
+// With `slot_rows` R > 0 it is a batched decode over a cache of ctx / R slots of R rows each:
+// fourth and fifth operands `positions` and `slots` (rows,) i32 (graph inputs, read per call)
+// place query row b at position positions[b] of slot slots[b], and it attends to keys
+// [slots[b] R, slots[b] R + positions[b]] (the last `window` of them, with one), exactly as a
+// one-row decode of that slot's rows alone would: the same partial cuts, combined in the same
+// order, so a row's result depends neither on the other rows nor on the thread count. A row whose
+// slot or position is out of range (the host checks graph inputs before a run) is written as
+// zeros. The start scalar is not read.
 #include <algorithm>
 #include <atomic>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -37,7 +48,8 @@ const Declaration kAttention{"Attention",
                               {"ctx", std::nullopt},
                               {"scale", 0.0},
                               {"window", int64_t(0)},
-                              {"segment", int64_t(0)}},
+                              {"segment", int64_t(0)},
+                              {"slot_rows", int64_t(0)}},
                              {// A decode step's keys per partial, at least (rounded to 16).
                               {"split", int64_t(128), {int64_t(64), int64_t(128), int64_t(256), int64_t(512)}},
                               // A prefill's query vectors per tile: whole rows of every head
@@ -53,17 +65,44 @@ const Declaration kAttention{"Attention",
 // many threads; the partials take kMaxPartials * heads * (head_dim + 2) floats per kernel.
 constexpr int64_t kMaxPartials = 32;
 
+// Decode partials of at least `floats`, shared by every Attention kernel: a kernel's partials
+// live only within its own run, and no two Attention kernels run at once (the pool serves one
+// run at a time, and one layer's attention reads what the one before it wrote, so two are never
+// in one phase). A batched prefill of 64 rows needs 64 rows' worth (5 MiB for SmolLM2); one
+// buffer instead of one per layer. Grown at construction under a mutex; an outgrown buffer is
+// kept (a kernel made before still points into it) until exit.
+float* shared_partials(size_t floats) {
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<float[]>> kept;
+  static size_t size = 0;
+  std::lock_guard lock(mutex);
+  if (kept.empty() || floats > size) {
+    kept.push_back(std::make_unique<float[]>(floats));
+    size = floats;
+  }
+  return kept.back().get();
+}
+
 struct Dims {
   int64_t heads, kv_heads, d, ctx;
   double scale;
   int64_t window = 0;   // 0: every earlier position
   int64_t segment = 0;  // > 0: bidirectional within segments of this many rows (lengths operand)
+  int64_t slot_rows = 0;  // > 0: a batched decode over slots of this many rows (positions, slots)
   int64_t group() const { return heads / kv_heads; }
+  /// The rows a query's keys may come from: a slot's, or the whole cache's.
+  int64_t span() const { return slot_rows > 0 ? slot_rows : ctx; }
+  /// Where query row b of a batched decode sits (slots and positions as the operands hold them):
+  /// its slot's first cache row, and its position in the slot; nullopt when either is out of range.
+  std::optional<std::pair<int64_t, int64_t>> slot_place(int64_t slot, int64_t position) const {
+    if (slot < 0 || slot >= ctx / slot_rows || position < 0 || position >= slot_rows) return std::nullopt;
+    return std::pair<int64_t, int64_t>{slot * slot_rows, position};
+  }
   /// The first element of key (or value) `j` of kv head `g` in a cache.
   int64_t at(int64_t j, int64_t g) const { return (j * kv_heads + g) * d; }
   /// Keys a query at absolute `position` attends to, given `cache_rows` valid cache rows.
   int64_t keys(int64_t position, int64_t cache_rows) const {
-    return std::max<int64_t>(0, std::min({position + 1, ctx, cache_rows}));
+    return std::max<int64_t>(0, std::min({position + 1, span(), cache_rows}));
   }
   /// The first key a query at absolute `position` attends to: 0, or its window's first.
   int64_t first(int64_t position) const { return window > 0 ? std::max<int64_t>(0, position - window + 1) : 0; }
@@ -140,6 +179,18 @@ class Kernel final : public cpu::Kernel {
                     ") and i32 lengths of " + std::to_string(d_.ctx / d_.segment) + " (got " +
                     to_string(lengths_.shape) + " " + std::string(name(lengths_.dtype)) + ")");
     }
+    if (d_.slot_rows > 0) {
+      if (a.in.size() < 5) value_error("Attention: a batched decode needs the positions and slots operands");
+      positions_ = a.in.at(3);
+      slots_ = a.in.at(4);
+      for (const cpu::Operand* o : {&positions_, &slots_})
+        if (o->dtype != DType::i32 || o->rank() != 1 || o->shape[0] != q_.shape[0])
+          value_error("Attention: a batched decode of " + std::to_string(q_.shape[0]) +
+                      " rows needs i32 positions and slots of as many, got " + to_string(o->shape) + " " +
+                      std::string(name(o->dtype)));
+      finished_rows_ = q_.shape[0];
+    }
+    finished_ = std::make_unique<std::atomic<int64_t>[]>(size_t(finished_rows_));
     for (const cpu::Operand* c : {&k_, &v_})
       if (c->dtype != f32 && c->dtype != f16 && c->dtype != bf16 && c->dtype != DType::q8_0)
         value_error("Attention: a cache of " + std::string(name(c->dtype)) + " (f32, f16, bf16 or q8_0 are read)");
@@ -153,7 +204,7 @@ class Kernel final : public cpu::Kernel {
     }
     if (avx512 && k_.dtype == v_.dtype) tile_ = attention::avx512_tile(k_.dtype, d_.d);
     scratch_ = cpu::Scratch(size_t(state_floats() + attention::work_floats(width_, d_.kv_heads, queries_ / d_.kv_heads)));
-    partials_.assign(size_t(kMaxPartials * d_.heads * (width_ + 2)), 0.0f);
+    partials_ = shared_partials(size_t(finished_rows_ * kMaxPartials * d_.heads * (width_ + 2)));
   }
 
   // Each query row against every key of the cache and its value, at most.
@@ -166,6 +217,8 @@ class Kernel final : public cpu::Kernel {
       run_per_head(w, rows, start, cache_rows, thread, threads);
     else if (d_.segment > 0)
       segments(w, rows, cache_rows, thread, threads);
+    else if (d_.slot_rows > 0)
+      slot_decode(w, rows, cache_rows, thread, threads);
     else if (rows == 1)
       decode(w, start, cache_rows, thread, threads);
     else
@@ -193,8 +246,10 @@ class Kernel final : public cpu::Kernel {
   }
 
   // Sets up a tile of every head of `count` rows from row r0, over keys [begin, end).
+  // In a batched decode (count 1) `start` is the row's position in its slot and `base` the
+  // slot's first cache row; keys are then counted from the slot's first.
   State state(const int64_t* w, int thread, int64_t r0, int64_t count, int64_t begin, int64_t end, int64_t start,
-              int64_t cache_rows) const {
+              int64_t cache_rows, int64_t base = 0) const {
     const int64_t n = count * d_.heads, wd = width_;
     State s;
     s.q = scratch_.get(thread);
@@ -218,11 +273,13 @@ class Kernel final : public cpu::Kernel {
         s.limit[m] = std::min(end, last);
         s.from[m] = first;
       } else {
-        s.limit[m] = std::min(end, d_.keys(start + r0 + r, cache_rows));
-        s.from[m] = d_.first(start + r0 + r);
+        const int64_t position = d_.slot_rows > 0 ? start : start + r0 + r;
+        s.limit[m] = std::min(end, d_.keys(position, cache_rows));
+        s.from[m] = d_.first(position);
       }
     }
-    s.tile = {s.q,      d_.kv_heads, count * d_.group(), k_.base, v_.base, k_.offset.get(w), v_.offset.get(w),
+    const int64_t shift = base * d_.kv_heads * d_.d;
+    s.tile = {s.q,      d_.kv_heads, count * d_.group(), k_.base, v_.base, k_.offset.get(w) + shift, v_.offset.get(w) + shift,
               d_.kv_heads * d_.d, d_.d, wd, begin, end, s.limit, s.from, s.max, s.sum, s.acc,
               s.q + state_floats()};
     return s;
@@ -322,37 +379,98 @@ class Kernel final : public cpu::Kernel {
           finish(w, 0, h, s.acc + m * width_, s.sum[m]);
           continue;
         }
-        float* p = partial(c, h);
-        p[0] = s.max[m];
-        p[1] = s.sum[m];
-        std::copy_n(s.acc + m * width_, d_.d, p + 2);
+        keep_partial(0, c, h, s, m);
       }
       // The thread that finishes the last partial combines them; the count is zero again
       // before the next call begins (the pool's join orders them).
-      if (parts > 1 && finished_.fetch_add(1, std::memory_order_acq_rel) == parts - 1) {
-        combine(w, parts, s.acc);
-        finished_.store(0, std::memory_order_relaxed);
+      if (parts > 1 && finished_[0].fetch_add(1, std::memory_order_acq_rel) == parts - 1) {
+        combine(w, 0, parts, s.acc);
+        finished_[0].store(0, std::memory_order_relaxed);
       }
     }
   }
 
-  // Partial c of head h: its maximum, its sum, its weighted values (head_dim floats).
-  float* partial(int64_t c, int64_t h) const { return partials_.data() + (c * d_.heads + h) * (width_ + 2); }
+  // A batched decode's row b: its slot's first row, its position, its first key and its keys
+  // (as decode() counts them for that slot alone) and its partials; parts 0 when the row's slot
+  // or position is out of range.
+  struct SlotRow {
+    int64_t base = 0, position = 0, lo = 0, keys = 0, parts = 0;
+  };
+  SlotRow slot_row(const int64_t* w, int64_t b) const {
+    SlotRow r;
+    const auto place = d_.slot_place(slots_.data<int32_t>(w)[b], positions_.data<int32_t>(w)[b]);
+    if (!place) return r;
+    std::tie(r.base, r.position) = *place;
+    const int64_t keys = d_.keys(r.position, d_.slot_rows);
+    r.lo = std::min(d_.first(r.position), keys);
+    r.keys = keys - r.lo;
+    r.parts = std::max<int64_t>(1, std::min(kMaxPartials, (r.keys + split_ - 1) / split_));
+    return r;
+  }
 
-  // Every head's output from its partials: each rescaled from its own maximum to the largest.
-  void combine(const int64_t* w, int64_t parts, float* out) const {
+  // Every row's partials are units of work, row after row, split among the threads; each row is
+  // computed as decode() computes one row (same cuts, same combine).
+  void slot_decode(const int64_t* w, int64_t rows, int64_t, int thread, int threads) const {
+    int64_t units = 0;
+    for (int64_t b = 0; b < rows; ++b) units += slot_row(w, b).parts;
+    if (thread == 0)  // rows out of range: zeros
+      for (int64_t b = 0; b < rows; ++b)
+        if (slot_row(w, b).parts == 0) {
+          float* zeros = scratch_.get(0);
+          std::fill(zeros, zeros + d_.d, 0.0f);
+          for (int64_t h = 0; h < d_.heads; ++h) store_row(y_, w, (b * d_.heads + h) * d_.d, zeros, d_.d);
+        }
+    auto [begin, end] = cpu::split(units, thread, threads);
+    int64_t b = 0, before = 0;
+    SlotRow r = rows > 0 ? slot_row(w, 0) : SlotRow{};
+    for (int64_t u = begin; u < end; ++u) {
+      while (u >= before + r.parts) {
+        before += r.parts;
+        r = slot_row(w, ++b);
+      }
+      const int64_t c = u - before;
+      auto [first, last] = cpu::split(r.keys, int(c), int(r.parts), attention::kKeyBlock);
+      State s = state(w, thread, b, 1, r.lo + first, r.lo + last, r.position, d_.slot_rows, r.base);
+      run_tile(s.tile);
+      for (int64_t m = 0; m < d_.heads; ++m) {
+        const int64_t h = row_and_head(m, 1).second;
+        if (r.parts == 1)
+          finish(w, b, h, s.acc + m * width_, s.sum[m]);
+        else
+          keep_partial(b, c, h, s, m);
+      }
+      if (r.parts > 1 && finished_[b].fetch_add(1, std::memory_order_acq_rel) == r.parts - 1) {
+        combine(w, b, r.parts, s.acc);
+        finished_[b].store(0, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  // Partial c of head h of row b: its maximum, its sum, its weighted values (head_dim floats).
+  float* partial(int64_t b, int64_t c, int64_t h) const {
+    return partials_ + ((b * kMaxPartials + c) * d_.heads + h) * (width_ + 2);
+  }
+  void keep_partial(int64_t b, int64_t c, int64_t h, const State& s, int64_t m) const {
+    float* p = partial(b, c, h);
+    p[0] = s.max[m];
+    p[1] = s.sum[m];
+    std::copy_n(s.acc + m * width_, d_.d, p + 2);
+  }
+
+  // Every head's output of row b from its partials: each rescaled from its own maximum to the largest.
+  void combine(const int64_t* w, int64_t b, int64_t parts, float* out) const {
     for (int64_t h = 0; h < d_.heads; ++h) {
       float top = -std::numeric_limits<float>::infinity();
-      for (int64_t c = 0; c < parts; ++c) top = std::max(top, partial(c, h)[0]);
+      for (int64_t c = 0; c < parts; ++c) top = std::max(top, partial(b, c, h)[0]);
       float sum = 0;
       std::fill(out, out + d_.d, 0.0f);
       for (int64_t c = 0; c < parts; ++c) {
-        const float* p = partial(c, h);
+        const float* p = partial(b, c, h);
         const float f = std::exp(p[0] - top);
         sum += f * p[1];
         for (int64_t e = 0; e < d_.d; ++e) out[e] += f * p[2 + e];
       }
-      finish(w, 0, h, out, sum);
+      finish(w, b, h, out, sum);
     }
   }
 
@@ -423,6 +541,7 @@ class Kernel final : public cpu::Kernel {
   Dims d_;
   cpu::Operand q_, k_, v_, y_;
   cpu::Operand lengths_;  // segments only
+  cpu::Operand positions_, slots_;  // a batched decode only
   cpu::WordRef start_;
   bool per_head_;
   int64_t block_, split_;
@@ -432,9 +551,11 @@ class Kernel final : public cpu::Kernel {
   cpu::Scratch scratch_;
   attention::TileFn tile_ = nullptr;  // the AVX-512 tile, where the CPU has it
   attention::RowFn row_ = nullptr;    // the per-head path's AVX-512 row loop, for f32 caches
-  // A decode step's partials, and how many of them are finished this call.
-  mutable std::vector<float> partials_;
-  mutable std::atomic<int64_t> finished_{0};
+  // A decode step's partials (per row of a batched decode), and how many of each row's are
+  // finished this call.
+  float* partials_ = nullptr;
+  int64_t finished_rows_ = 1;
+  std::unique_ptr<std::atomic<int64_t>[]> finished_;
 };
 
 struct Attention : Operator {
@@ -456,6 +577,10 @@ struct Attention : Operator {
     d_.segment = params_.integer("segment");
     if (d_.segment < 0 || (d_.segment > 0 && (d_.ctx % d_.segment != 0 || d_.window != 0)))
       value_error("Attention: segment is a count of rows dividing ctx, without a window (0: causal), not " +
+                  params_.str());
+    d_.slot_rows = params_.integer("slot_rows");
+    if (d_.slot_rows < 0 || (d_.slot_rows > 0 && (d_.ctx % d_.slot_rows != 0 || d_.segment != 0)))
+      value_error("Attention: slot_rows is a count of rows dividing ctx, without segments (0: one sequence), not " +
                   params_.str());
   }
 
@@ -479,6 +604,15 @@ struct Attention : Operator {
         const int64_t g = h / d_.group();
         int64_t keys = d_.keys(start + r, cache_rows), first = std::min(d_.first(start + r), keys);
         if (d_.segment > 0) std::tie(first, keys) = segment_keys(d_, c.in.at(3), r, cache_rows);
+        if (d_.slot_rows > 0) {
+          // Its slot's keys up to its position, as absolute cache rows (none when out of range).
+          const auto place = d_.slot_place(int64_t(c.in.at(4).data[r]), int64_t(c.in.at(3).data[r]));
+          first = keys = 0;
+          if (place) {
+            keys = place->first + d_.keys(place->second, d_.slot_rows);
+            first = std::min(place->first + d_.first(place->second), keys);
+          }
+        }
         const float* qr = q.data + (r * d_.heads + h) * d;
         float* yr = y.data + (r * d_.heads + h) * d;
         scores.assign(size_t(keys), 0.0);

@@ -11,6 +11,7 @@ namespace iron::ops {
 void record_attention(const Operator& op, const vulkan::KernelArgs& a, vulkan::CommandList& list) {
   const Fields& p = op.params();
   if (p.integer("segment") > 0) vulkan::unsupported(op, "segments (an encoder's bidirectional attention)");
+  if (p.integer("slot_rows") > 0) vulkan::unsupported(op, "slots (a batched decode: per-row positions and cache slots)");
   const int64_t heads = p.integer("heads"), kv_heads = p.integer("kv_heads"), d = p.integer("head_dim");
   if (d > 128) vulkan::unsupported(op, "a head_dim above 128");
   const double scale = p.number("scale") == 0 ? 1.0 / std::sqrt(double(d)) : p.number("scale");

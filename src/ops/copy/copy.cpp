@@ -1,6 +1,8 @@
-// Copy: any view to any view (strided or gathered source, strided destination), casting between
-// dtypes. Gather (rows by ids) and Transpose are declared on their own for the catalog and
-// profiles, and share this kernel.
+// Copy: any view to any view (strided or gathered source, strided destination, or a destination
+// of rows picked by per-call ids: a scatter, as a batched decode writes each row's keys into its
+// own cache slot), casting between dtypes. Gather (rows by ids) and Transpose are declared on
+// their own for the catalog and profiles, and share this kernel. An id outside its table reads
+// zeros (a gather) or writes nothing (a scatter).
 #include "ops/copy/copy.hpp"
 
 #include <cstring>
@@ -44,10 +46,11 @@ class CopyOp : public Operator {
     for (;;) {
       int64_t s = 0, d = 0;
       for (int a = 0; a < rank; ++a) {
-        int64_t i = index[size_t(a)];
+        int64_t i = index[size_t(a)], o = i;
         if (a == 0 && src.rows) i = (*src.rows)[size_t(i)];
+        if (a == 0 && dst.rows) o = (*dst.rows)[size_t(o)];
         s += i * src.strides[size_t(a)];
-        d += index[size_t(a)] * dst.strides[size_t(a)];
+        d += o * dst.strides[size_t(a)];
       }
       dst.data[d] = round_to(dst.dtype, src.data[s]);
       // A quantised destination (a q8_0 KV cache) rounds each whole run of the last axis by
@@ -104,18 +107,23 @@ class CopyKernel final : public cpu::Kernel {
     const int64_t src_base = src_.offset.get(w), dst_base = dst_.offset.get(w);
     const int last = rank - 1;
     if (rank == 1) {
-      if (!gathered() && src_.strides[0] == 1 && dst_.strides[0] == 1) {
+      if (!gathered() && !dst_.ids && src_.strides[0] == 1 && dst_.strides[0] == 1) {
         copy_run(src_base + begin, dst_base + begin, end - begin);
         return;
       }
-      for (int64_t i = begin; i < end; ++i) copy_row(w, i, src_base, dst_base + i * dst_.strides[0], 1, 1);
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t row = dst_row(w, i);
+        if (row >= 0) copy_row(w, i, src_base, dst_base + row * dst_.strides[0], 1, 1);
+      }
       return;
     }
     int64_t index[8] = {0};
     for (int64_t i0 = begin; i0 < end; ++i0) {
+      const int64_t row = dst_row(w, i0);
+      if (row < 0) continue;
       for (int a = 1; a < rank; ++a) index[a] = 0;
       for (;;) {
-        int64_t s = src_base, d = dst_base + i0 * dst_.strides[0];
+        int64_t s = src_base, d = dst_base + row * dst_.strides[0];
         for (int a = 1; a < last; ++a) {
           s += index[a] * src_.strides[size_t(a)];
           d += index[a] * dst_.strides[size_t(a)];
@@ -130,6 +138,14 @@ class CopyKernel final : public cpu::Kernel {
 
  private:
   bool gathered() const { return src_.ids || !src_.fixed_rows.empty(); }
+
+  // The destination row of source row i0: i0, or its id when the destination is scattered
+  // (-1 for an id outside the table: nothing is written there).
+  int64_t dst_row(const int64_t* w, int64_t i0) const {
+    if (!dst_.ids) return i0;
+    const int64_t row = dst_.ids->data<int32_t>(w)[i0];
+    return row >= 0 && row < dst_.table_rows ? row : -1;
+  }
 
   // Copies `n` elements of source row i0 (through the gather, if any) from `s` to `d`. An id
   // outside the table writes zeros rather than read outside it.

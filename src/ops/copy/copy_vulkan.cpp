@@ -23,6 +23,8 @@ void record_copy(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comman
     if (!whole) vulkan::unsupported(op, "a q8_0 destination that is not whole rows of blocks");
   }
   if (!src.fixed_rows.empty()) vulkan::unsupported(op, "rows gathered by fixed ids");
+  // A scatter (a batched decode's cache rows) needs the shader to read ids for the destination.
+  if (dst.ids) vulkan::unsupported(op, "a destination of rows picked by ids (a scatter)");
   struct Push {
     vulkan::Start src, dst, ids;
     int32_t table_rows;

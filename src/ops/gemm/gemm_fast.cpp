@@ -7,6 +7,11 @@
 // q4_k, q5_k, q6_k) instead quantises x to int8 blocks and takes int32 dot products against W
 // rearranged once for them (kernels.hpp), for one row and many alike: as llama.cpp does, and
 // twice the products per instruction of bf16.
+//
+// At Precision::highest a call of up to kAloneRows rows (a batched decode step) takes the GEMV
+// loop for every row, so each row's sums are exactly those of that row alone (batch invariance:
+// a sequence's tokens do not depend on what else is in the batch); W is walked in chunks that
+// stay in cache while every row reads them, so the weights still come from memory about once.
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"
 
@@ -44,6 +49,10 @@ namespace {
 
 // Rows of `a` below this take the GEMV loop once per row instead of packing tiles of W.
 constexpr int64_t kPackRows = 3;
+// At highest, rows up to this many take the GEMV loop (each row summed as it is alone).
+constexpr int64_t kAloneRows = 8;
+// Bytes of W rows the GEMV loop walks for every row of `a` before moving on: within L1.
+constexpr int64_t kAloneChunkBytes = 16 * 1024;
 // Rows of x the int8 path quantises at a time (its scratch holds their int8 blocks and sums).
 constexpr int64_t kInt8Chunk = 32;
 
@@ -61,14 +70,18 @@ class FastKernel final : public RowRangeKernel {
         bf16_(bf16),
         w8_(int8 ? packed_int8(b_, c.n, c.k) : nullptr),
         int8_(w8_ != nullptr),
-        rows_of_a_(a, c) {
+        rows_of_a_(a, c),
+        gemv_rows_(a.precision == Precision::highest && !bf16 && !int8 ? kAloneRows : kPackRows - 1) {
     if (c_.residual) r_ = a.in.at(2);
     const DTypeInfo& wi = info(b_.dtype);
     row_bytes_ = c_.k / wi.block * wi.bytes;
     max_rows_ = a_.shape.size() < 2 ? 1 : a_.shape[0];
     chunk_ = std::min(max_rows_, kInt8Chunk);
     const int64_t k = c_.k, nr = isa_.nr;
-    tiles_ = max_rows_ >= kPackRows && !int8_;
+    tiles_ = max_rows_ > gemv_rows_ && !int8_;
+    // W rows a chunk of the GEMV loop covers: a multiple of 8 (the loop's unit), so every output
+    // is summed as in one whole call.
+    chunk_rows_ = std::max<int64_t>(8, kAloneChunkBytes / std::max<int64_t>(1, row_bytes_) / 8 * 8);
     // Per thread, in floats, each region on a 64-byte boundary. First what prepare() makes,
     // which depends on `a` alone (so kernels of one step over it lay it out alike): a's rows as
     // f32 unless read in place; for tiles at bf16 those rows as bf16 pairs; for int8 a chunk of
@@ -105,7 +118,7 @@ class FastKernel final : public RowRangeKernel {
 
   int64_t unit(const int64_t* w) const override {
     if (int8_) return kInt8Rows;
-    return rows_of_a(w) < kPackRows ? 8 : isa_.nr;
+    return rows_of_a(w) <= gemv_rows_ ? 8 : isa_.nr;
   }
 
   int preparation() const override { return int8_ ? 2 : 1; }
@@ -121,7 +134,7 @@ class FastKernel final : public RowRangeKernel {
     }
     if (!rows_of_a_.in_place())
       for (int64_t m = 0; m < rows; ++m) rows_of_a_.row(w, m, base + abuf_ + m * k);
-    if (tiles_ && rows >= kPackRows && bf16_)
+    if (tiles_ && rows > gemv_rows_ && bf16_)
       isa_.rows_bf16({rows_f32(w, base), k, rows, k, reinterpret_cast<uint16_t*>(base + a16_)});
   }
 
@@ -148,10 +161,15 @@ class FastKernel final : public RowRangeKernel {
     }
 
     const float* a = rows_f32(w, base);
-    if (rows < kPackRows) {
-      for (int64_t m = 0; m < rows; ++m) {
-        isa_.gemv({b_.dtype, a + m * k, xsum, wbase + begin * row_bytes_, row_bytes_, k, end - begin, ybuf});
-        finish_row(w, m, begin, end, ybuf);
+    if (rows <= gemv_rows_) {
+      // One row: the whole range in one call. More: chunk by chunk of W, every row over each.
+      const int64_t step = rows == 1 ? end - begin : chunk_rows_;
+      for (int64_t n0 = begin; n0 < end; n0 += step) {
+        const int64_t n1 = std::min(end, n0 + step);
+        for (int64_t m = 0; m < rows; ++m) {
+          isa_.gemv({b_.dtype, a + m * k, xsum, wbase + n0 * row_bytes_, row_bytes_, k, n1 - n0, ybuf});
+          finish_row(w, m, n0, n1, ybuf);
+        }
       }
       return;
     }
@@ -205,7 +223,9 @@ class FastKernel final : public RowRangeKernel {
   std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken
   bool int8_;
   RowsOfA rows_of_a_;
-  bool tiles_ = false;  // a call of kPackRows rows or more takes the tile loop
+  int64_t gemv_rows_;   // calls of at most this many rows take the GEMV loop for each row
+  int64_t chunk_rows_ = 8;
+  bool tiles_ = false;  // a call of more rows takes the tile loop
   int64_t row_bytes_ = 0, max_rows_ = 1, chunk_ = 1;
   // Offsets of the per-thread scratch regions, in floats.
   int64_t abuf_ = 0, a16_ = 0, q8_ = 0, qscale_ = 0, qsum_ = 0, qsum16_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0,

@@ -15,6 +15,8 @@ void record_sample(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
   if (params.number("temperature") > 0 && !vulkan_draws(top_k, n))
     vulkan::unsupported(op, "top_k " + std::to_string(top_k) + " of " + std::to_string(n) + " logits (at most " +
                                 std::to_string(kVulkanMaxTopK) + ")");
+  if (op.params().integer("rows") > 1 || a.in.size() > 2)
+    vulkan::unsupported(op, "a batch of rows (per-row settings, steps and positions)");
   const bool has_settings = a.in.size() > 1;
   const vulkan::Operand& s = has_settings ? a.in.at(1) : x;
   if (has_settings && s.dtype != i32) vulkan::unsupported(op, "settings of " + std::string(name(s.dtype)));

@@ -1,0 +1,66 @@
+// Several sequences decoded together (issue 11's continuous batching), over a decoder graph with
+// options.slots cache slots: each sequence in a slot of its own, its prompt fed in chunks, and
+// every active sequence stepped in one call of the batched version for that many rows (one
+// compiled version per row count, compiled once, on first use). What a server's scheduler
+// drives; the host holds each sequence's place (slot, position, step) and picks its rows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "iron/graph.hpp"
+#include "iron/models/decoder.hpp"
+
+namespace iron::models {
+
+class BatchDecoder {
+ public:
+  /// Over `model` (its weights loaded), its versions compiled with `compile`.
+  BatchDecoder(DecoderModel& model, CompileOptions compile = {});
+
+  int64_t slots() const { return model_.options().slots; }
+
+  /// Writes `ids` into slot `slot` from position `position` and returns the token drawn after the
+  /// last with `sampling` and the sampler's counter `step` (at the position LlamaRunner::generate
+  /// draws it: its last chunk's first). The ids go in calls of `chunk` rows, the rest in calls of
+  /// the powers of two below it, largest first: a prompt is always cut the same way, so what it
+  /// leaves in the cache does not depend on other sequences.
+  int32_t prefill(int64_t slot, int64_t position, std::span<const int32_t> ids, const Sampling& sampling,
+                  int64_t step = 0);
+  /// One of prefill()'s calls: the ids from `at` that its next call takes (cut as prefill() cuts
+  /// them), `at` moved past them; the token drawn once the last id is in, else nothing. What a
+  /// scheduler runs between decode steps, so a long prompt does not hold the other rows.
+  std::optional<int32_t> prefill_part(int64_t slot, int64_t position, std::span<const int32_t> ids, int64_t& at,
+                                      const Sampling& sampling, int64_t step = 0);
+
+  /// One row of a decode step: `token` goes in at `position` of `slot`; the next token is drawn
+  /// with `sampling` and the counter `step` (a sequence's own: 0 at its first token, + 1 a step).
+  struct Row {
+    int64_t slot = 0, position = 0;
+    int32_t token = 0;
+    int64_t step = 0;
+    Sampling sampling;
+  };
+  /// One call of the version for rows.size() rows; each row's next token, in order. At highest,
+  /// up to 8 rows, a row's token is the one it gets in a call of that row alone (tests/models/
+  /// batch_test.cpp).
+  std::vector<int32_t> step(std::span<const Row> rows);
+
+  /// The last call's logits, (rows, vocab) of the rows it returned tokens for (a prefill: its
+  /// last row): a view of the version's memory, valid until that version's next call.
+  const Tensor& logits() const { return logits_; }
+
+ private:
+  // Runs the batched version of tokens.size() rows, returning the picked rows' tokens.
+  std::vector<int32_t> run(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
+                           const std::vector<int32_t>& slots, const std::vector<int32_t>& pick,
+                           const std::vector<int32_t>& draws, const std::vector<Sampling>& sampling);
+
+  DecoderModel& model_;
+  CompileOptions compile_;
+  Tensor logits_;
+};
+
+}  // namespace iron::models

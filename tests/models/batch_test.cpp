@@ -1,0 +1,168 @@
+// Several sequences decoded together (models::BatchDecoder over a decoder of several cache slots)
+// on stories260K: at highest, every sequence's tokens in a batch, greedy and seeded, are the
+// tokens it gets decoded alone in another slot (and the logits, bit for bit), while rows join,
+// leave and change places; a slot
+// or a position out of range is an IndexError before anything runs.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/io_test_util.hpp"
+#include "iron/io/checkpoint.hpp"
+#include "iron/io/gguf.hpp"
+#include "iron/models/batch.hpp"
+#include "iron/models/llama_config.hpp"
+
+using namespace iron;
+using namespace iron::models;
+using iron::io::testing::stories_path;
+
+namespace {
+
+struct Sequence {
+  std::vector<int32_t> prompt;
+  Sampling sampling;
+  int64_t tokens = 0;  // tokens to generate
+};
+
+// A decoder of `slots` cache slots over stories260K's weights.
+std::unique_ptr<DecoderModel> stories(int64_t slots) {
+  const std::string path = stories_path();
+  LlamaOptions o;
+  o.context = 96;
+  o.chunk = 16;
+  o.slots = slots;
+  auto model = make_decoder(llama_config_from_gguf(io::GgufFile::open(path)), o);
+  model->load_state_dict(llama_state_dict(open_checkpoint(path), "llama"));
+  return model;
+}
+
+std::vector<Sequence> sequences() {
+  // Ids of stories260K's 512-token vocabulary; lengths that take a 16-row chunk, then 4, 2, 1.
+  auto ids = [](int64_t n, int32_t from) {
+    std::vector<int32_t> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(int32_t(1 + (from + 37 * i) % 500));
+    return v;
+  };
+  Sampling seeded;
+  seeded.temperature = 0.8;
+  seeded.top_k = 40;
+  seeded.seed = 77;
+  return {{ids(23, 5), {}, 20}, {ids(9, 300), seeded, 30}, {ids(40, 111), {}, 25}, {ids(3, 17), seeded, 12}};
+}
+
+// Row `row` of the last call's logits, as bits.
+std::vector<uint32_t> logits_row(const BatchDecoder& batch, size_t row) {
+  const Tensor& l = batch.logits();
+  const int64_t vocab = l.shape()[1];
+  const auto* bits = reinterpret_cast<const uint32_t*>(l.data()) + int64_t(row) * vocab;
+  return {bits, bits + vocab};
+}
+
+// A sequence's tokens and, step by step, the logits that chose them.
+struct Decoded {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<uint32_t>> logits;
+};
+
+// Each sequence alone: its own model, slot `slot`, one row a step.
+Decoded alone(const Sequence& s, int64_t slot) {
+  auto model = stories(3);
+  BatchDecoder batch(*model);
+  int64_t position = int64_t(s.prompt.size());
+  Decoded d;
+  d.tokens = {batch.prefill(slot, 0, s.prompt, s.sampling)};
+  while (int64_t(d.tokens.size()) < s.tokens) {
+    const BatchDecoder::Row row{slot, position, d.tokens.back(), int64_t(d.tokens.size()), s.sampling};
+    d.tokens.push_back(batch.step(std::span(&row, 1))[0]);
+    d.logits.push_back(logits_row(batch, 0));
+    ++position;
+  }
+  return d;
+}
+
+TEST(BatchDecode, Stories260KRowsInABatchDecodeAsAlone) {
+  IRON_NEEDS_STORIES();
+  const std::vector<Sequence> seqs = sequences();
+  std::vector<Decoded> want;
+  for (const Sequence& s : seqs) want.push_back(alone(s, 0));
+
+  // Together: 0 and 1 start; 2 joins after 5 steps; 3 joins when 0 has finished and takes its slot.
+  auto model = stories(3);
+  BatchDecoder batch(*model);
+  struct Active {
+    size_t seq;
+    int64_t slot;
+    std::vector<int32_t> out;
+    std::vector<std::vector<uint32_t>> logits;
+  };
+  std::vector<Active> active;
+  std::map<size_t, Decoded> got;
+  auto join = [&](size_t seq, int64_t slot) {
+    active.push_back({seq, slot, {batch.prefill(slot, 0, seqs[seq].prompt, seqs[seq].sampling)}, {}});
+  };
+  join(0, 2);
+  join(1, 0);
+  for (int step = 0; !active.empty(); ++step) {
+    if (step == 5) join(2, 1);
+    // Finished rows leave at once; a free slot takes the next sequence.
+    for (size_t i = 0; i < active.size();) {
+      if (int64_t(active[i].out.size()) < seqs[active[i].seq].tokens) {
+        ++i;
+        continue;
+      }
+      got[active[i].seq] = {active[i].out, active[i].logits};
+      const int64_t freed = active[i].slot;
+      active.erase(active.begin() + int64_t(i));
+      if (!got.count(3) && freed == 2) join(3, freed);
+    }
+    if (active.empty()) break;
+    // Rows in another order each step: a row's place in the batch must not matter either.
+    std::vector<BatchDecoder::Row> rows;
+    for (size_t k = 0; k < active.size(); ++k) {
+      const Active& a = active[(k + size_t(step)) % active.size()];
+      const Sequence& s = seqs[a.seq];
+      rows.push_back({a.slot, int64_t(s.prompt.size() + a.out.size()) - 1, a.out.back(), int64_t(a.out.size()),
+                      s.sampling});
+    }
+    const std::vector<int32_t> next = batch.step(rows);
+    for (size_t k = 0; k < active.size(); ++k) {
+      Active& a = active[(k + size_t(step)) % active.size()];
+      a.out.push_back(next[k]);
+      a.logits.push_back(logits_row(batch, k));
+    }
+  }
+  ASSERT_EQ(got.size(), seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    EXPECT_EQ(got[s].tokens, want[s].tokens) << "sequence " << s;
+    // Every sum alike: the logits bit for bit, not only the tokens they pick.
+    ASSERT_EQ(got[s].logits.size(), want[s].logits.size());
+    for (size_t k = 0; k < want[s].logits.size(); ++k)
+      EXPECT_TRUE(got[s].logits[k] == want[s].logits[k]) << "sequence " << s << " step " << k;
+  }
+}
+
+TEST(BatchDecode, RefusesASlotOrPositionOutOfRange) {
+  IRON_NEEDS_STORIES();
+  auto model = stories(2);
+  BatchDecoder batch(*model);
+  const std::vector<int32_t> prompt{1, 2, 3};
+  batch.prefill(1, 0, prompt, {});
+  auto refused = [&](BatchDecoder::Row row, const std::string& says) {
+    try {
+      batch.step(std::span(&row, 1));
+      ADD_FAILURE() << "ran a row at slot " << row.slot << ", position " << row.position;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::index) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused({2, 3, 5, 1, {}}, "outside [0, 2): a cache slot of 2");
+  refused({-1, 3, 5, 1, {}}, "a cache slot");
+  refused({1, 96, 5, 1, {}}, "outside [0, 96): a position in a context of 96");
+  EXPECT_THROW(batch.prefill(0, 94, prompt, {}), Error);  // past the context
+}
+
+}  // namespace
