@@ -111,7 +111,8 @@ std::vector<cpu::Features> feature_sets() {
   const cpu::Features& host = cpu::Features::host();
   std::vector<cpu::Features> sets{host.limited_to("portable")};
   if (host.avx2 && host.fma && host.f16c) sets.push_back(host.limited_to("avx2"));
-  if (host.avx512f && host.avx512bw && host.avx512vl && host.avx512dq) sets.push_back(host);
+  if (host.avx512f && host.avx512bw && host.avx512vl && host.avx512dq) sets.push_back(host.limited_to("avx512"));
+  if (host.amx_bf16) sets.push_back(host);
   return sets;
 }
 
@@ -175,6 +176,18 @@ TEST(GemmFast, MediumPrecisionEveryWeightDtype) {
       }
 }
 
+TEST(GemmFast, MediumPrecisionTilesOfAmx) {
+  // Where AMX runs, medium takes its tiles for k a multiple of 32: rows padded to 16 (ragged and
+  // bounded rows), several panels of 256 columns and a ragged last tile, every float weight kind.
+  if (!cpu::Features::host().amx_bf16) GTEST_SKIP() << "AMX-BF16 is not usable here: the AVX-512 loops run instead";
+  for (const cpu::Features& f : feature_sets())
+    for (DType t : {f32, bf16, f16}) {
+      check({"ProjectionGEMM", t, 37, 37, 64, 577, "none", Precision::medium}, f);
+      check({"ProjectionGEMM", t, 100, 70, 96, 19, "gelu", Precision::medium}, f);
+      check({"ProjectionGEMM", t, 130, 130, 384, 100, "none", Precision::medium}, f);
+    }
+}
+
 TEST(GemmFast, HalfActivations) {
   for (const cpu::Features& f : feature_sets())
     for (DType act : {bf16, f16}) {
@@ -192,6 +205,9 @@ TEST(GemmFast, EnvironmentNarrowsFeatures) {
   cpu::Features a = host.limited_to("avx2");
   EXPECT_FALSE(a.avx512f || a.avx512bf16);
   EXPECT_EQ(a.avx2, host.avx2);
+  cpu::Features b = host.limited_to("avx512");
+  EXPECT_FALSE(b.amx_bf16);
+  EXPECT_EQ(b.avx512bf16, host.avx512bf16);
 }
 
 }  // namespace

@@ -185,7 +185,8 @@ class Matmul : public Operator {
       // ProjectionGEMM at medium may round x to int8 blocks (AVX512_VNNI), where its weight has
       // an int8 layout (packed_int8 decides).
       const bool int8 = medium && projection_ && f.avx512vnni && isa->gemm_int8 && a.in.at(0).dtype == f32;
-      return gemm::fast_kernel(a, c, *isa, medium && f.avx512bf16 && isa->tile_bf16, int8);
+      const bool bf16 = medium && f.avx512bf16 && isa->tile_bf16;
+      return gemm::fast_kernel(a, c, *isa, bf16, int8, bf16 && f.amx_bf16 && isa == &gemm::avx512_isa());
     }
     return gemm::portable_kernel(a, c);
   }

@@ -7,6 +7,8 @@
 // q4_k, q5_k, q6_k) instead quantises x to int8 blocks and takes int32 dot products against W
 // rearranged once for them (kernels.hpp), for one row and many alike: as llama.cpp does, and
 // twice the products per instruction of bf16.
+#include <algorithm>
+
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"
 
@@ -46,13 +48,17 @@ namespace {
 constexpr int64_t kPackRows = 3;
 // Rows of x the int8 path quantises at a time (its scratch holds their int8 blocks and sums).
 constexpr int64_t kInt8Chunk = 32;
+// The AMX path packs W's columns a panel at a time (a panel of 1536-wide rows is 768 KiB of bf16
+// pairs: it stays in L2 while every row of a passes it) and multiplies rows of a a chunk at a
+// time (each chunk's sums are finished before the next).
+constexpr int64_t kAmxPanel = 256, kAmxChunk = 64;
 
 // Floats of per-thread scratch, each region starting on a 64-byte boundary.
 int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 class FastKernel final : public RowRangeKernel {
  public:
-  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8)
+  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8, bool amx)
       : a_(a.in.at(0)),
         b_(a.in.at(1)),
         y_(a.out.at(0)),
@@ -69,6 +75,9 @@ class FastKernel final : public RowRangeKernel {
     chunk_ = std::min(max_rows_, kInt8Chunk);
     const int64_t k = c_.k, nr = isa_.nr;
     tiles_ = max_rows_ >= kPackRows && !int8_;
+    // AMX takes whole 32-column tiles (nr 32) and k in steps of 32; a's rows are padded to 16.
+    amx_ = amx && bf16_ && tiles_ && nr == 32 && k % 32 == 0;
+    const int64_t a16_rows = amx_ ? (max_rows_ + kAmxRows - 1) / kAmxRows * kAmxRows : max_rows_;
     // Per thread, in floats, each region on a 64-byte boundary. First what prepare() makes,
     // which depends on `a` alone (so kernels of one step over it lay it out alike): a's rows as
     // f32 unless read in place; for tiles at bf16 those rows as bf16 pairs; for int8 a chunk of
@@ -82,7 +91,7 @@ class FastKernel final : public RowRangeKernel {
       return start;
     };
     abuf_ = region(rows_of_a_.in_place() ? 0 : max_rows_ * k);
-    a16_ = region(bf16_ && tiles_ ? max_rows_ * (k + 2) / 2 : 0);
+    a16_ = region(bf16_ && tiles_ ? a16_rows * (k + 2) / 2 : 0);
     q8_ = region(int8_ ? chunk_ * k / 4 : 0);
     qscale_ = region(int8_ ? chunk_ * (k / 32) : 0);
     qsum_ = region(int8_ ? chunk_ * (k / 32) : 0);
@@ -91,7 +100,8 @@ class FastKernel final : public RowRangeKernel {
     ybuf_ = region(int8_ ? chunk_ * padded(c_.n) : c_.n);
     rowbuf_ = region(tiles_ ? nr * k : 0);
     packed_ = region(tiles_ ? nr * k : 0);
-    cbuf_ = region(tiles_ ? max_rows_ * nr : 0);
+    cbuf_ = region(amx_ ? kAmxChunk * kAmxPanel : tiles_ ? max_rows_ * nr : 0);
+    panel_ = region(amx_ ? kAmxPanel * k / 2 : 0);
     scratch_ = cpu::Scratch(size_t(at));
     // A row of zeros the kernels read (never written): the kernel's own, so shared scratch
     // cannot disturb it.
@@ -121,8 +131,12 @@ class FastKernel final : public RowRangeKernel {
     }
     if (!rows_of_a_.in_place())
       for (int64_t m = 0; m < rows; ++m) rows_of_a_.row(w, m, base + abuf_ + m * k);
-    if (tiles_ && rows >= kPackRows && bf16_)
-      isa_.rows_bf16({rows_f32(w, base), k, rows, k, reinterpret_cast<uint16_t*>(base + a16_)});
+    if (tiles_ && rows >= kPackRows && bf16_) {
+      auto* a16 = reinterpret_cast<uint16_t*>(base + a16_);
+      isa_.rows_bf16({rows_f32(w, base), k, rows, k, a16});
+      // AMX reads whole tiles of 16 rows: the rows past the last are zeros.
+      if (amx_) std::fill(a16 + rows * k, a16 + (rows + kAmxRows - 1) / kAmxRows * kAmxRows * k, uint16_t(0));
+    }
   }
 
   void run_rows(const int64_t* w, int thread, int64_t begin, int64_t end) const override {
@@ -160,6 +174,25 @@ class FastKernel final : public RowRangeKernel {
     float* rowbuf = base + rowbuf_;
     float* packed = base + packed_;
     float* cbuf = base + cbuf_;
+    if (amx_) {
+      // A panel of W's columns packed as bf16 tiles, then every chunk of a's rows through it.
+      auto* panel = reinterpret_cast<uint16_t*>(base + panel_);
+      const auto* a16 = reinterpret_cast<const uint16_t*>(base + a16_);
+      for (int64_t p0 = begin; p0 < end; p0 += kAmxPanel) {
+        const int64_t p1 = std::min(end, p0 + kAmxPanel), tiles = (p1 - p0 + nr - 1) / nr, ldc = tiles * nr;
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int64_t n0 = p0 + t * nr;
+          isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, std::min(nr, p1 - n0), rowbuf, zero_row_, packed});
+          isa_.pack_bf16({packed, k, panel + t * pairs * nr * 2});
+        }
+        for (int64_t m0 = 0; m0 < rows; m0 += kAmxChunk) {
+          const int64_t mc = std::min(kAmxChunk, rows - m0);
+          tile_bf16_amx({a16 + m0 * k, k, (mc + kAmxRows - 1) / kAmxRows * kAmxRows, panel, pairs, tiles, cbuf, ldc});
+          for (int64_t i = 0; i < mc; ++i) finish_row(w, m0 + i, p0, p1, cbuf + i * ldc);
+        }
+      }
+      return;
+    }
     for (int64_t n0 = begin; n0 < end; n0 += nr) {
       const int64_t nt = std::min(nr, end - n0);
       isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zero_row_, packed});
@@ -206,10 +239,11 @@ class FastKernel final : public RowRangeKernel {
   bool int8_;
   RowsOfA rows_of_a_;
   bool tiles_ = false;  // a call of kPackRows rows or more takes the tile loop
+  bool amx_ = false;    // ... in AMX tiles
   int64_t row_bytes_ = 0, max_rows_ = 1, chunk_ = 1;
   // Offsets of the per-thread scratch regions, in floats.
   int64_t abuf_ = 0, a16_ = 0, q8_ = 0, qscale_ = 0, qsum_ = 0, qsum16_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0,
-          cbuf_ = 0;
+          cbuf_ = 0, panel_ = 0;
   cpu::Scratch scratch_;
   std::vector<float> zeros_;
   const float* zero_row_ = nullptr;
@@ -218,8 +252,8 @@ class FastKernel final : public RowRangeKernel {
 }  // namespace
 
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                            const Isa& isa, bool bf16, bool int8) {
-  return std::make_unique<FastKernel>(a, c, isa, bf16, int8);
+                                            const Isa& isa, bool bf16, bool int8, bool amx) {
+  return std::make_unique<FastKernel>(a, c, isa, bf16, int8, amx);
 }
 
 }  // namespace iron::ops::gemm
