@@ -9,12 +9,18 @@
 // twice the products per instruction of bf16.
 #include <algorithm>
 
+#include "ops/gelu/gelu.hpp"
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"
 
 namespace iron::ops::gemm {
 
-void finish_all(Epilogue e, float* v, int64_t n) {
+void finish_all(Epilogue e, float* v, int64_t n, const cpu::Features& f, bool exact) {
+  if (e == Epilogue::gelu || e == Epilogue::gelu_tanh) return gelu_rows(v, n, e == Epilogue::gelu_tanh, f);
+  if (exact && e != Epilogue::none) {
+    for (int64_t i = 0; i < n; ++i) v[i] = float(finish(e, v[i]));
+    return;
+  }
   switch (e) {
     case Epilogue::none:
       return;
@@ -63,12 +69,14 @@ class FastKernel final : public RowRangeKernel {
         b_(a.in.at(1)),
         y_(a.out.at(0)),
         c_(c),
+        features_(a.features ? *a.features : cpu::Features::host()),
         isa_(isa),
         bf16_(bf16),
         w8_(int8 ? packed_int8(b_, c.n, c.k) : nullptr),
         int8_(w8_ != nullptr),
         rows_of_a_(a, c) {
     if (c_.residual) r_ = a.in.at(2);
+    if (c_.bias) bias_ = a.in.at(c_.residual ? 3 : 2);
     const DTypeInfo& wi = info(b_.dtype);
     row_bytes_ = c_.k / wi.block * wi.bytes;
     max_rows_ = a_.shape.size() < 2 ? 1 : a_.shape[0];
@@ -224,15 +232,18 @@ class FastKernel final : public RowRangeKernel {
                         base + qsum_ + i * blocks, base + qsum16_ + 2 * i * blocks});
   }
 
-  // Outputs [begin, end) of row m, as f32 sums in y: the epilogue, the residual, one rounding.
+  // Outputs [begin, end) of row m, as f32 sums in y: the bias, the epilogue, the residual, one
+  // rounding.
   void finish_row(const int64_t* w, int64_t m, int64_t begin, int64_t end, float* y) const {
-    finish_all(c_.epilogue, y, end - begin);
+    if (c_.bias) add_residual(bias_, w, begin, y, end - begin);
+    finish_all(c_.epilogue, y, end - begin, features_);
     if (c_.residual) add_residual(r_, w, m * c_.n + begin, y, end - begin);
     store_row(y_, w, m * c_.n + begin, y, end - begin);
   }
 
-  cpu::Operand a_, b_, y_, r_;
+  cpu::Operand a_, b_, y_, r_, bias_;
   MatmulConfig c_;
+  cpu::Features features_;  // what the epilogue may use
   const Isa& isa_;
   bool bf16_;
   std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken

@@ -33,8 +33,11 @@ inline double finish(Epilogue e, double v) {
   return v;
 }
 
-/// The epilogue over f32 sums in place (the fast kernels).
-void finish_all(Epilogue e, float* v, int64_t n);
+/// The epilogue over f32 values in place, as a processor with `f` computes it: GELU's two forms
+/// through the GELU operator's row function (ops/gelu/gelu.hpp), so that a GELU the planner
+/// folds into a matmul gives the bits the GELU step gave; the others in f32 (the fast kernels)
+/// or, `exact`, through finish() in double (the portable kernel).
+void finish_all(Epilogue e, float* v, int64_t n, const cpu::Features& f, bool exact = false);
 
 /// What the op fixes for its kernel.
 struct MatmulConfig {
@@ -44,6 +47,7 @@ struct MatmulConfig {
   int64_t tile_n = 16;
   bool gemv = false;      // the GEMV op: one row
   bool residual = false;  // add the third input (y's shape) after the epilogue
+  bool bias = false;      // add a row of N (the input after the residual) before the epilogue
   // An RMSNorm folded in by the planner (graph/fold.cpp): each row of `a` is normalised (times
   // the last input, when weighted) before it is multiplied.
   bool norm = false;
@@ -100,7 +104,8 @@ class RowRangeKernel : public cpu::Kernel {
   virtual int preparation() const { return 0; }
 };
 
-/// v[i] += r[at + i] for n entries of a dense operand (the residual, before the one rounding).
+/// v[i] += r[at + i] for n entries of a dense operand (a bias or the residual, before the one
+/// rounding; in f32, as the Add step the planner folded in).
 inline void add_residual(const cpu::Operand& r, const int64_t* w, int64_t at, float* v, int64_t n) {
   float chunk[256];
   for (int64_t i = 0; i < n; i += 256) {
