@@ -284,7 +284,7 @@ int fold_epilogues(Recording& rec, Recorder& recorder, bool with_activations) {
           break;
         params.set("residual", true);
         s.in.insert(s.in.begin() + 2, r);
-      } else if (op == "GELU" && with_activations && p.contains("epilogue") && !epilogue && !p.flag("residual") &&
+      } else if (op == "GELU" && with_activations && s.op->name() == "ProjectionGEMM" && !epilogue && !p.flag("residual") &&
                  !aliases) {
         // An activation: after the bias, as the ProjectionGEMM epilogue computes it (the GELU
         // kernel's own row function).
@@ -293,7 +293,10 @@ int fold_epilogues(Recording& rec, Recorder& recorder, bool with_activations) {
         break;
       }
       s.op = remake(recorder, *s.op, params);
-      s.out[0] = y;
+      s.out[0] = Handle(y);
+      // The folded step touches nothing now, so the next link's checks do not see it.
+      rec.steps[*j].in.clear();
+      rec.steps[*j].out.clear();
       removed[*j] = true;
       ++folded;
     }

@@ -107,6 +107,11 @@ class RowRangeKernel : public cpu::Kernel {
 /// v[i] += r[at + i] for n entries of a dense operand (a bias or the residual, before the one
 /// rounding; in f32, as the Add step the planner folded in).
 inline void add_residual(const cpu::Operand& r, const int64_t* w, int64_t at, float* v, int64_t n) {
+  if (r.dtype == f32) {
+    const float* x = r.data<float>(w) + at;
+    for (int64_t i = 0; i < n; ++i) v[i] += x[i];
+    return;
+  }
   float chunk[256];
   for (int64_t i = 0; i < n; i += 256) {
     int64_t m = std::min<int64_t>(256, n - i);
