@@ -239,6 +239,16 @@ std::optional<size_t> only_reader(const Recording& rec, size_t i) {
   return reader;
 }
 
+// Whether another matmul reads matmul step i's `a` in the same view: the two may merge
+// (merge_matmuls), which an activation folded into one of them would stop (Gemma's gate and up:
+// one step over x is worth more than the GELU pass the fold saves).
+bool may_merge(const Recording& rec, size_t i) {
+  for (size_t j = 0; j < rec.steps.size(); ++j)
+    if (j != i && is_matmul(rec.steps[j]) && !rec.steps[j].in.empty() && same_view(rec.steps[j].in[0], rec.steps[i].in[0]))
+      return true;
+  return false;
+}
+
 }  // namespace
 
 int fold_epilogues(Recording& rec, Recorder& recorder, bool with_activations) {
@@ -285,7 +295,7 @@ int fold_epilogues(Recording& rec, Recorder& recorder, bool with_activations) {
         params.set("residual", true);
         s.in.insert(s.in.begin() + 2, r);
       } else if (op == "GELU" && with_activations && s.op->name() == "ProjectionGEMM" && !epilogue && !p.flag("residual") &&
-                 !aliases) {
+                 !aliases && !may_merge(rec, i)) {
         // An activation: after the bias, as the ProjectionGEMM epilogue computes it (the GELU
         // kernel's own row function).
         params.set("epilogue", std::string(next.op->params().text("approximate") == "tanh" ? "gelu_tanh" : "gelu"));
