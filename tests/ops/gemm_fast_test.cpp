@@ -28,13 +28,14 @@ struct Case {
   std::string epilogue = "none";
   Precision precision = Precision::highest;
   DType act = f32;
+  bool bias = false;  // a bias row folded in (the planner's "bias")
 };
 
 std::string describe(const Case& c) {
   return c.op + " w=" + std::string(name(c.w)) + " a=" + std::string(name(c.act)) +
          " rows=" + std::to_string(c.rows) + " valid=" + std::to_string(c.valid) +
          " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n) + " " + c.epilogue + " " +
-         std::string(name(c.precision));
+         std::string(name(c.precision)) + (c.bias ? " bias" : "");
 }
 
 // Runs `c` with `features` on 1 and 2 threads and checks every valid output.
@@ -48,6 +49,7 @@ void check(const Case& c, const cpu::Features& features) {
     params.set("precision", std::string(name(c.precision)));
   }
   if (c.op == "ProjectionGEMM") params.set("epilogue", c.epilogue);
+  if (c.bias) params.set("bias", true);
   std::shared_ptr<Operator> op = catalog_entry(c.op).make(params, {});
 
   // Activations: random values rounded to their dtype; the reference sees the rounded values.
@@ -70,6 +72,9 @@ void check(const Case& c, const cpu::Features& features) {
   args.in = {operand(c.act, a_shape, a_bytes.data(), {0, 0}),
              operand(c.w, {c.n, c.k}, w.data(), {-1, c.n})};
   args.out = {operand(out, y_shape, y_bytes.data(), {0, 0})};
+  std::vector<float> bias(size_t(c.n));
+  for (auto& b : bias) b = 2 * u(rng);
+  if (c.bias) args.in.push_back(operand(f32, {c.n}, reinterpret_cast<char*>(bias.data()), {-1, c.n}));
   args.precision = c.precision;
   args.features = &features;
   std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
@@ -79,6 +84,7 @@ void check(const Case& c, const cpu::Features& features) {
   call.in = {{a.data(), a_shape, {c.valid, c.k}, c.act},
              {w_ref.data(), {c.n, c.k}, {c.n, c.k}, c.w}};
   call.out = {{ref.data(), y_shape, {c.valid, c.n}, out}};
+  if (c.bias) call.in.push_back({bias.data(), {c.n}, {c.n}, f32});
   if (gemv_shape) call.in[0].valid = {c.k}, call.out[0].valid = {c.n};
   op->reference(call);
   const Tolerance tol = op->tolerance(c.precision);
@@ -186,6 +192,21 @@ TEST(GemmFast, MediumPrecisionTilesOfAmx) {
       check({"ProjectionGEMM", t, 100, 70, 96, 19, "gelu", Precision::medium}, f);
       check({"ProjectionGEMM", t, 130, 130, 384, 100, "none", Precision::medium}, f);
     }
+}
+
+TEST(GemmFast, FoldedBiasOnEveryPath) {
+  // A bias the planner folded in, before the epilogue: the GEMV loop, f32 tiles, bf16 (AMX or
+  // AVX-512) tiles, the int8 path and the portable loops.
+  for (const cpu::Features& f : feature_sets()) {
+    Case gemv{"GEMV", f32, 1, 1, 64, 19};
+    Case tiles{"GEMM", f32, 20, 17, 64, 70};
+    Case bf16_tiles{"ProjectionGEMM", f32, 37, 37, 64, 577, "gelu", Precision::medium};
+    Case int8{"ProjectionGEMM", DType::q8_0, 9, 9, 64, 33, "gelu", Precision::medium};
+    for (Case* c : {&gemv, &tiles, &bf16_tiles, &int8}) {
+      c->bias = true;
+      check(*c, f);
+    }
+  }
 }
 
 TEST(GemmFast, HalfActivations) {
