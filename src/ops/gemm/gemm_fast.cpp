@@ -8,6 +8,10 @@
 // rearranged once for them (kernels.hpp), for one row and many alike: as llama.cpp does, and
 // twice the products per instruction of bf16.
 #include <algorithm>
+#include <string>
+
+#include "devices/cpu/weight_memory.hpp"
+#include "graph/prepared.hpp"
 
 #include "ops/gelu/gelu.hpp"
 #include "ops/gemm/kernels.hpp"
@@ -62,6 +66,35 @@ constexpr int64_t kAmxPanel = 256, kAmxChunk = 64;
 // Floats of per-thread scratch, each region starting on a 64-byte boundary.
 int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
 
+// W (n rows of k) as the bf16 tiles the tile loops read (pack, then pack_bf16: tile t's pairs *
+// nr * 2 values after tile t - 1's, columns past n zero), made once per weight and shared through
+// its prepared forms, so a call packs nothing: at batch 1 packing W took as long as the products.
+// Null where the operand is not a weight at a fixed place. The file's f32 rows stay (one row of
+// x still reads them, in the GEMV loop): a float weight then takes half as many bytes again.
+std::shared_ptr<const uint16_t> packed_bf16(const cpu::Operand& w, const Isa& isa, int64_t n, int64_t k) {
+  if (!w.prepared || w.offset.per_call()) return nullptr;
+  const char* source = w.address(nullptr);
+  const int64_t nr = isa.nr, pairs = (k + 1) / 2, tiles = (n + nr - 1) / nr, tile_values = pairs * nr * 2;
+  const std::string key = "bf16x" + std::to_string(nr) + " " + std::to_string(source - w.base) + " " +
+                          std::to_string(n) + "x" + std::to_string(k);
+  auto form = w.prepared->get(key, [&]() -> PreparedForms::Form {
+    std::shared_ptr<char> bytes = cpu::weight_memory(size_t(tiles * tile_values * 2));
+    auto* out = reinterpret_cast<uint16_t*>(bytes.get());
+    // 64-byte aligned scratch for one tile (pack and pack_bf16 load whole vectors).
+    std::vector<float> buffer(size_t(2 * padded(nr * k) + padded(k) + 16), 0.0f);
+    float* base = buffer.data() + ((64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64) / 4;
+    float *rowbuf = base, *tile = base + padded(nr * k), *zeros = tile + padded(nr * k);
+    const DTypeInfo& wi = info(w.dtype);
+    const int64_t row_bytes = k / wi.block * wi.bytes;
+    for (int64_t t = 0; t < tiles; ++t) {
+      isa.pack({w.dtype, source + t * nr * row_bytes, row_bytes, k, std::min(nr, n - t * nr), rowbuf, zeros, tile});
+      isa.pack_bf16({tile, k, out + t * tile_values});
+    }
+    return std::shared_ptr<const uint16_t>(bytes, out);
+  });
+  return std::static_pointer_cast<const uint16_t>(form);
+}
+
 class FastKernel final : public RowRangeKernel {
  public:
   FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8, bool amx)
@@ -85,6 +118,7 @@ class FastKernel final : public RowRangeKernel {
     tiles_ = max_rows_ >= kPackRows && !int8_;
     // AMX takes whole 32-column tiles (nr 32) and k in steps of 32; a's rows are padded to 16.
     amx_ = amx && bf16_ && tiles_ && nr == 32 && k % 32 == 0;
+    if (bf16_ && tiles_) w16_ = packed_bf16(b_, isa_, c_.n, k);
     const int64_t a16_rows = amx_ ? (max_rows_ + kAmxRows - 1) / kAmxRows * kAmxRows : max_rows_;
     // Per thread, in floats, each region on a 64-byte boundary. First what prepare() makes,
     // which depends on `a` alone (so kernels of one step over it lay it out alike): a's rows as
@@ -184,15 +218,18 @@ class FastKernel final : public RowRangeKernel {
     float* cbuf = base + cbuf_;
     if (amx_) {
       // A panel of W's columns packed as bf16 tiles, then every chunk of a's rows through it.
-      auto* panel = reinterpret_cast<uint16_t*>(base + panel_);
       const auto* a16 = reinterpret_cast<const uint16_t*>(base + a16_);
       for (int64_t p0 = begin; p0 < end; p0 += kAmxPanel) {
         const int64_t p1 = std::min(end, p0 + kAmxPanel), tiles = (p1 - p0 + nr - 1) / nr, ldc = tiles * nr;
-        for (int64_t t = 0; t < tiles; ++t) {
-          const int64_t n0 = p0 + t * nr;
-          isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, std::min(nr, p1 - n0), rowbuf, zero_row_, packed});
-          isa_.pack_bf16({packed, k, panel + t * pairs * nr * 2});
-        }
+        // The weight's prepared tiles in place, else this panel's packed now.
+        const uint16_t* panel = w16_ ? w16_.get() + p0 / nr * pairs * nr * 2 : reinterpret_cast<uint16_t*>(base + panel_);
+        if (!w16_)
+          for (int64_t t = 0; t < tiles; ++t) {
+            const int64_t n0 = p0 + t * nr;
+            auto* out = reinterpret_cast<uint16_t*>(base + panel_) + t * pairs * nr * 2;
+            isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, std::min(nr, p1 - n0), rowbuf, zero_row_, packed});
+            isa_.pack_bf16({packed, k, out});
+          }
         for (int64_t m0 = 0; m0 < rows; m0 += kAmxChunk) {
           const int64_t mc = std::min(kAmxChunk, rows - m0);
           tile_bf16_amx({a16 + m0 * k, k, (mc + kAmxRows - 1) / kAmxRows * kAmxRows, panel, pairs, tiles, cbuf, ldc});
@@ -203,12 +240,16 @@ class FastKernel final : public RowRangeKernel {
     }
     for (int64_t n0 = begin; n0 < end; n0 += nr) {
       const int64_t nt = std::min(nr, end - n0);
-      isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zero_row_, packed});
-      if (bf16_) {
+      if (bf16_ && w16_) {
+        isa_.tile_bf16({reinterpret_cast<const uint16_t*>(base + a16_), 2 * pairs, rows, w16_.get() + n0 / nr * pairs * nr * 2,
+                        pairs, cbuf, nr});
+      } else if (bf16_) {
+        isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zero_row_, packed});
         auto* b16 = reinterpret_cast<uint16_t*>(rowbuf);
         isa_.pack_bf16({packed, k, b16});
         isa_.tile_bf16({reinterpret_cast<const uint16_t*>(base + a16_), 2 * pairs, rows, b16, pairs, cbuf, nr});
       } else {
+        isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zero_row_, packed});
         isa_.tile({a, k, rows, packed, k, cbuf, nr});
       }
       for (int64_t m = 0; m < rows; ++m) finish_row(w, m, n0, n0 + nt, cbuf + m * nr);
@@ -247,6 +288,7 @@ class FastKernel final : public RowRangeKernel {
   const Isa& isa_;
   bool bf16_;
   std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken
+  std::shared_ptr<const uint16_t> w16_;   // the bf16 tiles' W, packed once: null where packed per call
   bool int8_;
   RowsOfA rows_of_a_;
   bool tiles_ = false;  // a call of kPackRows rows or more takes the tile loop
