@@ -70,7 +70,8 @@ int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
 // nr * 2 values after tile t - 1's, columns past n zero), made once per weight and shared through
 // its prepared forms, so a call packs nothing: at batch 1 packing W took as long as the products.
 // Null where the operand is not a weight at a fixed place. The file's f32 rows stay (one row of
-// x still reads them, in the GEMV loop): a float weight then takes half as many bytes again.
+// x still reads them, in the GEMV loop): an f32 weight then takes half as many bytes again, an
+// f16 or bf16 one as many again.
 std::shared_ptr<const uint16_t> packed_bf16(const cpu::Operand& w, const Isa& isa, int64_t n, int64_t k) {
   if (!w.prepared || w.offset.per_call()) return nullptr;
   const char* source = w.address(nullptr);
