@@ -69,11 +69,12 @@ int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
 // W (n rows of k) as the bf16 tiles the tile loops read (pack, then pack_bf16: tile t's pairs *
 // nr * 2 values after tile t - 1's, columns past n zero), made once per weight and shared through
 // its prepared forms, so a call packs nothing: at batch 1 packing W took as long as the products.
-// Null where the operand is not a weight at a fixed place. The file's f32 rows stay (one row of
+// Null where the operand is not a float weight at a fixed place (a block kind's bf16 copy would
+// take 2 to 4 times its bytes; they take the int8 path at medium). The file's rows stay (one row of
 // x still reads them, in the GEMV loop): an f32 weight then takes half as many bytes again, an
 // f16 or bf16 one as many again.
 std::shared_ptr<const uint16_t> packed_bf16(const cpu::Operand& w, const Isa& isa, int64_t n, int64_t k) {
-  if (!w.prepared || w.offset.per_call()) return nullptr;
+  if (!w.prepared || w.offset.per_call() || info(w.dtype).quantised) return nullptr;
   const char* source = w.address(nullptr);
   const int64_t nr = isa.nr, pairs = (k + 1) / 2, tiles = (n + nr - 1) / nr, tile_values = pairs * nr * 2;
   const std::string key = "bf16x" + std::to_string(nr) + " " + std::to_string(source - w.base) + " " +
