@@ -11,6 +11,10 @@ The first use installs sentence-transformers and torch into .venv (scripts/pytho
 torch is large, so this stays out of CI). Not a test: it measures, it does not pass or fail.
 
     bench/embed_speed.py [-m models/all-MiniLM-L6-v2] [-t 2] [--reps 3] [--precision medium]
+                         [--before DIR]
+
+--before DIR also times DIR/bench/bench_embed_speed (another build, e.g. of the commit before a
+change) in the same alternation, and prints its column and the ratio of the two IRONs.
 """
 import argparse
 import json
@@ -41,6 +45,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--precision", default="medium")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--before", help="another build whose bench_embed_speed runs in the same alternation")
     a = ap.parse_args()
     if os.environ.get("IRON_EMBED_BENCH_CHILD") != "1":
         # Re-run inside .venv with sentence-transformers and torch (installed on first use).
@@ -59,6 +64,7 @@ def main():
     st = SentenceTransformer(a.model, device="cpu")
     tok = st.tokenizer
     bench = os.path.join(a.build, "bench", "bench_embed_speed")
+    before = os.path.join(a.before, "bench", "bench_embed_speed") if a.before else None
     iron = os.path.join(a.build, "iron")
 
     # ~20 and ~128 tokens: 18 and 126 one-token words, checked with the model's own tokenizer.
@@ -84,26 +90,42 @@ def main():
                 with open(sub_path, "w") as f:
                     f.write("".join(t + "\n" for t in sub))
                 st.encode(sub[:batch], batch_size=batch)  # warm-up
-                iron_rates, st_rates = [], []
-                for _ in range(a.reps):
-                    out = subprocess.run([bench, a.model, sub_path, str(batch), "1", str(a.threads), a.precision],
+                iron_rates, st_rates, before_rates = [], [], []
+
+                def iron_rate(binary):
+                    out = subprocess.run([binary, a.model, sub_path, str(batch), "1", str(a.threads), a.precision],
                                          check=True, capture_output=True, text=True).stdout.split()
-                    iron_rates.append(int(out[3]) / float(out[1]))
+                    return int(out[3]) / float(out[1])
+
+                for _ in range(a.reps):
+                    if before:
+                        before_rates.append(iron_rate(before))
+                    iron_rates.append(iron_rate(bench))
                     t0 = time.perf_counter()
                     st.encode(sub, batch_size=batch)
                     st_rates.append(len(sub) / (time.perf_counter() - t0))
-                rows.append((n, batch, iron_rates, st_rates))
+                rows.append((n, batch, iron_rates, st_rates, before_rates))
                 im, sm = statistics.median(iron_rates), statistics.median(st_rates)
                 print("~%3d tokens, batch %2d: IRON %8.1f sentences/s (%.1f-%.1f), sentence-transformers %8.1f (%.1f-%.1f): %.2fx"
                       % (n, batch, im, min(iron_rates), max(iron_rates), sm, min(st_rates), max(st_rates), im / sm))
+                if before:
+                    bm = statistics.median(before_rates)
+                    print("                        IRON before %8.1f (%.1f-%.1f): %.2fx before, %.2fx sentence-transformers"
+                          % (bm, min(before_rates), max(before_rates), im / bm, bm / sm))
                 sys.stdout.flush()
 
-        print("\n| tokens | batch | IRON (%s) sentences/s | sentence-transformers sentences/s | ratio |" % a.precision)
-        print("|---|---|---|---|---|")
-        for n, batch, ir, sr in rows:
+        extra = " IRON before | before vs sentence-transformers |" if before else ""
+        print("\n| tokens | batch | IRON (%s) sentences/s | sentence-transformers sentences/s | ratio |%s"
+              % (a.precision, extra))
+        print("|---|---|---|---|---|" + ("---|---|" if before else ""))
+        for n, batch, ir, sr, br in rows:
             im, sm = statistics.median(ir), statistics.median(sr)
-            print("| ~%d | %d | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.2fx |"
-                  % (n, batch, im, min(ir), max(ir), sm, min(sr), max(sr), im / sm))
+            line = "| ~%d | %d | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.2fx |" % (
+                n, batch, im, min(ir), max(ir), sm, min(sr), max(sr), im / sm)
+            if before:
+                bm = statistics.median(br)
+                line += " %.1f (%.1f-%.1f) | %.2fx |" % (bm, min(br), max(br), bm / sm)
+            print(line)
 
         # Accuracy against sentence-transformers itself, on the golden sentences.
         golden = json.load(open(os.path.join(ROOT, "tests", "golden", "minilm_embeddings.json")))

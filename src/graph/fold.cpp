@@ -1,6 +1,7 @@
 #include "graph/fold.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "iron/profile.hpp"
 
@@ -141,7 +142,8 @@ bool joins(const Step& first, const std::vector<const Step*>& members, const Ste
       s.in.size() != first.in.size())
     return false;
   if (!same_view(s.in[0], first.in[0])) return false;
-  if (s.in.size() == 3 && !same_view(s.in[2], first.in[2])) return false;  // the norm's weight
+  // The norm's weight (the last input) is one for all; biases are each member's own.
+  if (p.flag("norm") && p.flag("norm_weighted") && !same_view(s.in.back(), first.in.back())) return false;
   // Merged, the members run at once on different threads: none may read what another writes,
   // and no two may write one buffer (conservative: disjoint views of one buffer would do).
   for (const Step* m : members) {
@@ -187,7 +189,131 @@ void drop_steps(Recording& rec, const std::vector<bool>& removed) {
   rec.steps = std::move(kept);
 }
 
+// Whether `h` is a resident row of n f32 values at a fixed place (a bias): read in place by the
+// matmul that takes it.
+bool resident_row(const Handle& h, int64_t n) {
+  return h.buffer()->role == Role::weight && h.offset().is_constant() && h.layout() == Layout::dense && !h.ids() &&
+         h.fixed_rows().empty() && h.numel() == n && h.dtype() == f32;
+}
+
+// Whether any step in (from, to), or a host step between them, touches buffer `b` (`writes`:
+// only writes count).
+bool touched_between(const Recording& rec, size_t from, size_t to, const BufferNode* b, bool writes) {
+  for (size_t j = from + 1; j < to; ++j) {
+    if (!writes)
+      for (const Handle& h : rec.steps[j].in)
+        if (reads_or_writes(h, b)) return true;
+    for (const Handle& h : rec.steps[j].out)
+      if (reads_or_writes(h, b)) return true;
+  }
+  for (const HostStep& hs : rec.host)
+    if (hs.after_step > from && hs.after_step <= to) {
+      for (const Handle& h : hs.writes)
+        if (reads_or_writes(h, b)) return true;
+      if (!writes)
+        for (const Handle& h : hs.reads)
+          if (reads_or_writes(h, b)) return true;
+    }
+  return false;
+}
+
+// The one step after `i` that touches matmul step i's output, if that output is an f32 scratch
+// written whole, nothing but that step reads it (no output, carried value or host step) and the
+// step only reads it, in the same view; else none.
+std::optional<size_t> only_reader(const Recording& rec, size_t i) {
+  const Handle& h = rec.steps[i].out.at(0);
+  const BufferNode* b = h.buffer().get();
+  if (b->role != Role::scratch || h.dtype() != f32 || !whole(h) || used_outside_steps(rec, b)) return std::nullopt;
+  std::optional<size_t> reader;
+  for (size_t j = 0; j < rec.steps.size(); ++j) {
+    if (j == i) continue;
+    const Step& s = rec.steps[j];
+    for (const Handle& o : s.out)
+      if (reads_or_writes(o, b)) return std::nullopt;
+    for (const Handle& in : s.in) {
+      if (!reads_or_writes(in, b)) continue;
+      if (j < i || (reader && *reader != j) || !same_view(in, h)) return std::nullopt;
+      reader = j;
+    }
+  }
+  return reader;
+}
+
+// Whether another matmul reads matmul step i's `a` in the same view: the two may merge
+// (merge_matmuls), which an activation folded into one of them would stop (Gemma's gate and up:
+// one step over x is worth more than the GELU pass the fold saves).
+bool may_merge(const Recording& rec, size_t i) {
+  for (size_t j = 0; j < rec.steps.size(); ++j)
+    if (j != i && is_matmul(rec.steps[j]) && !rec.steps[j].in.empty() && same_view(rec.steps[j].in[0], rec.steps[i].in[0]))
+      return true;
+  return false;
+}
+
 }  // namespace
+
+int fold_epilogues(Recording& rec, Recorder& recorder, bool with_activations) {
+  std::vector<bool> removed(rec.steps.size(), false);
+  int folded = 0;
+  for (size_t i = 0; i < rec.steps.size(); ++i) {
+    if (removed[i] || !is_matmul(rec.steps[i])) continue;
+    // Each fold makes the next step's output the matmul's, so a chain (bias, then GELU, then a
+    // residual) folds one link at a time.
+    for (;;) {
+      Step& s = rec.steps[i];
+      const Fields& p = s.op->params();
+      if (p.integer("parts") != 1 || p.text("then") != "none") break;
+      const std::optional<size_t> j = only_reader(rec, i);
+      if (!j) break;
+      const Step& next = rec.steps[*j];
+      const Handle& h = s.out[0];
+      if (next.out.size() != 1) break;
+      const Handle& y = next.out[0];
+      // The result takes the matmul's place: it must be f32 (nothing rounds it but the matmul's
+      // store, as the step's own store did), of the same rows, and touched by nothing in between.
+      if (y.dtype() != f32 || y.shape() != h.shape() || y.bounds() != h.bounds() ||
+          touched_between(rec, i, *j, y.buffer().get(), false))
+        break;
+      bool aliases = false;
+      for (const Handle& in : s.in) aliases = aliases || reads_or_writes(y, in.buffer().get());
+      const bool epilogue = p.contains("epilogue") && p.text("epilogue") != "none";
+      const std::string& op = next.op->name();
+      Fields params = p;
+      if (op == "Add" && next.op->params().flag("broadcast_row") && same_view(next.in[0], h) && !aliases &&
+          !p.flag("bias") && !p.flag("residual") && !epilogue && resident_row(next.in[1], p.integer("N"))) {
+        // A bias: before the epilogue, after the norm's weight's place (the last input).
+        params.set("bias", true);
+        const bool norm_weight = p.flag("norm") && p.flag("norm_weighted");
+        s.in.insert(s.in.end() - (norm_weight ? 1 : 0), next.in[1]);
+      } else if (op == "Add" && !next.op->params().flag("broadcast_row") && !p.flag("residual") && next.in.size() == 2) {
+        // A residual: h + r (or r + h: an f32 sum either way), r written before the matmul runs.
+        const size_t other = same_view(next.in[0], h) ? 1 : 0;
+        const Handle& r = next.in[other];
+        if (!same_view(next.in[1 - other], h) || reads_or_writes(r, h.buffer().get()) || r.dtype() != f32 ||
+            r.shape() != h.shape() || r.layout() != Layout::dense || r.ids() || aliases || reads_or_writes(y, r.buffer().get()) ||
+            touched_between(rec, i, *j, r.buffer().get(), true))
+          break;
+        params.set("residual", true);
+        s.in.insert(s.in.begin() + 2, r);
+      } else if (op == "GELU" && with_activations && s.op->name() == "ProjectionGEMM" && !epilogue && !p.flag("residual") &&
+                 !aliases && !may_merge(rec, i)) {
+        // An activation: after the bias, as the ProjectionGEMM epilogue computes it (the GELU
+        // kernel's own row function).
+        params.set("epilogue", std::string(next.op->params().text("approximate") == "tanh" ? "gelu_tanh" : "gelu"));
+      } else {
+        break;
+      }
+      s.op = remake(recorder, *s.op, params);
+      s.out[0] = Handle(y);
+      // The folded step touches nothing now, so the next link's checks do not see it.
+      rec.steps[*j].in.clear();
+      rec.steps[*j].out.clear();
+      removed[*j] = true;
+      ++folded;
+    }
+  }
+  drop_steps(rec, removed);
+  return folded;
+}
 
 int fold_norms(Recording& rec, Recorder& recorder) {
   std::vector<bool> removed(rec.steps.size(), false);
@@ -244,7 +370,10 @@ int merge_matmuls(Recording& rec, Recorder& recorder, bool with_swiglu) {
       merged.out.push_back(m->out[0]);
       rows += m->op->params().integer("N");
     }
-    if (first.in.size() == 3) merged.in.push_back(first.in[2]);
+    // Each member's bias (its input 2), then the norm's weight: the merged step's inputs.
+    if (first.op->params().flag("bias"))
+      for (const Step* m : members) merged.in.push_back(m->in[2]);
+    if (first.op->params().flag("norm") && first.op->params().flag("norm_weighted")) merged.in.push_back(first.in.back());
     Fields params = first.op->params();
     params.set("N", rows);
     params.set("parts", int64_t(members.size()));

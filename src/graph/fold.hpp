@@ -13,6 +13,17 @@ namespace iron {
 /// instead. Returns the number of norms folded.
 int fold_norms(Recording& recording, Recorder& recorder);
 
+/// Folds what reads a matmul's output into the matmul when that step is its only reader: a
+/// bias (an Add of a resident f32 row of N, broadcast), a residual (an Add of a tensor of the
+/// output's shape written before the matmul) and, when `with_activations`, a GELU (a
+/// ProjectionGEMM's epilogue; not where another matmul reads the same `a`, which merging with it
+/// serves better). Each is applied to the f32 sums in the order the steps ran (bias,
+/// activation, residual) before the one store, so the result is bitwise the unfolded
+/// recording's (the GELU through the GELU kernel's own row function), with one pass over the
+/// output instead of one per step. A chain folds link by link (a Linear's bias, then its GELU).
+/// Returns the number of steps folded in.
+int fold_epilogues(Recording& recording, Recorder& recorder, bool with_activations);
+
 /// Merges consecutive matmuls over the same `a` (the same op and params but their weights' rows,
 /// no residual: a block's q, k and v, or gate and up) into one step of several weights, whose
 /// threads split the weights' rows as one list: one phase and one long run of weight bytes per

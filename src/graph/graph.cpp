@@ -246,6 +246,8 @@ std::shared_ptr<Recording> Graph::record(const Shapes& shapes, bool checking) {
     recorder.add_step(std::move(emit));
   }
   fold_norms(rec, recorder);
+  // In check mode a GELU stays a step, compared with its own reference (as the SwiGLU below).
+  fold_epilogues(rec, recorder, /*with_activations=*/!checking);
   merge_matmuls(rec, recorder, /*with_swiglu=*/!checking);
   return std::make_shared<Recording>(std::move(rec));
 }

@@ -21,6 +21,9 @@ using nlohmann::json;
 
 namespace {
 
+// Rows (sentences times their bucket's tokens) one encoder call takes at most.
+constexpr int64_t kRowsPerCall = 1024;
+
 int64_t positive(const json& config, const char* key) {
   if (!config.contains(key) || !config[key].is_number_integer())
     value_error(std::string("config.json: \"") + key + "\" is missing or not an integer");
@@ -300,8 +303,12 @@ std::vector<std::vector<float>> SentenceEncoder::embed_ids(const std::vector<std
   size_t done = 0;
   while (done < order.size()) {
     const int64_t S = bucket(int64_t(ids[order[done]].size()));
+    // At most kRowsPerCall rows a call: a batch of 32 sentences of 128 tokens (4096 rows) streams
+    // its activations through memory between steps, where 8 of them stay in the caches (14%
+    // faster measured, bench_embed_speed batch 8 against 32).
+    const int64_t most = std::max<int64_t>(1, std::min(options_.max_batch, kRowsPerCall / S));
     size_t end = done;
-    while (end < order.size() && int64_t(end - done) < options_.max_batch && bucket(int64_t(ids[order[end]].size())) == S)
+    while (end < order.size() && int64_t(end - done) < most && bucket(int64_t(ids[order[end]].size())) == S)
       ++end;
     const int64_t batch = int64_t(end - done);
     std::vector<int32_t> tokens(static_cast<size_t>(batch * S), 0), lengths(static_cast<size_t>(batch));

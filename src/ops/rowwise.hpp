@@ -14,6 +14,11 @@ class RowwiseOp : public Operator {
   }
   /// y = f(x, weight) over one row of n entries (weight may be null), in f64 where it matters.
   virtual void row(const float* x, const float* weight, float* y, int64_t n) const = 0;
+  /// row() as the CPU kernel computes it on a processor with `f`: an operator may give a vector
+  /// form (within its tolerance of row(), which stays the reference).
+  virtual void kernel_row(const float* x, const float* weight, float* y, int64_t n, const cpu::Features&) const {
+    row(x, weight, y, n);
+  }
   double epsilon() const { return params_.number("epsilon"); }
   bool weighted() const { return params_.flag("weighted"); }
 
@@ -35,7 +40,8 @@ class RowwiseOp : public Operator {
   class Kernel final : public cpu::Kernel {
    public:
     Kernel(const RowwiseOp& op, const cpu::KernelArgs& a)
-        : op_(op), x_(a.in.at(0)), y_(a.out.at(0)), n_(op.n_) {
+        : op_(op), x_(a.in.at(0)), y_(a.out.at(0)), n_(op.n_),
+          features_(a.features ? *a.features : cpu::Features::host()) {
       if (op.weighted()) {
         g_ = a.in.at(1);
         // A weight (a param: `prepared` is set for weights alone) at a fixed place never
@@ -60,10 +66,14 @@ class RowwiseOp : public Operator {
         load_row(g_, w, 0, per_call, n_);
         weight = per_call;
       }
+      // f32 rows are read and written in place.
+      const float* x = x_.dtype == f32 ? x_.data<float>(w) : nullptr;
+      float* y = y_.dtype == f32 ? y_.data<float>(w) : nullptr;
       for (int64_t r = begin; r < end; ++r) {
-        load_row(x_, w, r * n_, xr, n_);
-        op_.row(xr, weight, yr, n_);
-        store_row(y_, w, r * n_, yr, n_);
+        if (!x) load_row(x_, w, r * n_, xr, n_);
+        float* out = y ? y + r * n_ : yr;
+        op_.kernel_row(x ? x + r * n_ : xr, weight, out, n_, features_);
+        if (!y) store_row(y_, w, r * n_, yr, n_);
       }
     }
 
@@ -72,6 +82,7 @@ class RowwiseOp : public Operator {
     cpu::Operand x_, y_, g_;
     int64_t n_;
     std::vector<float> weight_;  // a weight converted once, else empty
+    cpu::Features features_;     // what kernel_row may use
     cpu::Scratch scratch_;
   };
 

@@ -426,3 +426,92 @@ TEST(Merge, FoldedNormsWithDifferentWeightsStayApart) {
 }
 
 }  // namespace
+
+// ---- epilogues: a Linear's bias, its GELU and a residual folded into the matmul --------------
+
+// q and k with biases over x, a feed-forward gelu(z W1 + b1) W2 + b2 + z. With `bias_inputs`
+// the biases are inputs (not resident rows), which stops every fold: the reference run.
+struct Feedforward : Graph {
+  Input x = input("x"), z = input("z");
+  Input bq_in = input("bq_in"), b1_in = input("b1_in"), b2_in = input("b2_in");
+  Param wq = param("wq", {kOut, kIn}, keep_dtype), wk = param("wk", {kOut, kIn}, keep_dtype);
+  Param bq = param("bq", {kOut}), bk = param("bk", {kOut});
+  Param w1 = param("w1", {kFfn, kIn}, keep_dtype), b1 = param("b1", {kFfn});
+  Param w2 = param("w2", {kIn, kFfn}), b2 = param("b2", {kIn});
+  Precision precision;
+  bool bias_inputs;
+  Feedforward(Precision p, bool inputs) : Graph("ff"), precision(p), bias_inputs(inputs) {}
+  Outputs body() override {
+    Handle q = F::linear(x, wq, bias_inputs ? Handle(bq_in) : Handle(bq), precision);
+    Handle k = F::linear(x, wk, bk, precision);
+    Handle f = F::gelu(F::linear(z, w1, bias_inputs ? Handle(b1_in) : Handle(b1), precision));
+    Handle y = F::linear(f, w2, bias_inputs ? Handle(b2_in) : Handle(b2), precision) + z;
+    return {q, k, y};
+  }
+};
+
+TEST(Fold, BiasGeluAndResidualRunInsideTheMatmulWithTheSameBits) {
+  for_each_case([](Precision p, bool quantised, int64_t rows) {
+    const Tensor bq = random_tensor({kOut}, f32, 11), b1 = random_tensor({kFfn}, f32, 12),
+                 b2 = random_tensor({kIn}, f32, 13);
+    std::vector<std::pair<std::string, Tensor>> weights{
+        {"wq", weight(quantised, kOut, 2)}, {"wk", weight(quantised, kOut, 3)}, {"bq", bq},
+        {"bk", random_tensor({kOut}, f32, 14)}, {"w1", weight(quantised, kFfn, 4)}, {"b1", b1},
+        {"w2", random_tensor({kIn, kFfn}, f32, 5, 0.2f)}, {"b2", b2}};
+    Feedforward folded(p, false), kept(p, true);
+    folded.load_state_dict(weights);
+    kept.load_state_dict(weights);
+    // x of unit scale: what the matmuls' medium tolerance is written for (check mode below).
+    const Tensor x = random_tensor({rows, kIn}, f32, 6, 1.0f);
+    const Tensor z = random_tensor({rows, kIn}, f32, 7, 1.0f);
+    const Shapes shapes{{"x", {rows, kIn}}, {"z", {rows, kIn}}, {"bq_in", {kOut}}, {"b1_in", {kFfn}}, {"b2_in", {kIn}}};
+    CompiledGraph& fv = folded.compile(shapes);
+    CompiledGraph& kv = kept.compile(shapes);
+    // Folded: no Add is left; the GELU joins a ProjectionGEMM (not highest's GEMM or GEMV).
+    EXPECT_EQ(steps_named(fv, "Add"), 0);
+    EXPECT_EQ(steps_named(fv, "GELU"), p == Precision::highest ? 1 : 0);
+    EXPECT_EQ(steps_named(kv, "Add"), 4);  // three input biases and the residual
+    // q and k, their biases folded, merge into one step again.
+    EXPECT_EQ(parts_of_first_matmul(fv), 2);
+    const auto fo = fv({x, z, bq, b1, b2}).outputs;
+    const auto ko = kv({x, z, bq, b1, b2}).outputs;
+    for (size_t o = 0; o < 3; ++o) {
+      auto a = fo[o].to_floats(), b = ko[o].to_floats();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "output " << o << " element " << i;
+    }
+    // Each folded matmul against its own reference (bias and residual included), step by step.
+    Feedforward checked(p, false);
+    checked.load_state_dict(weights);
+    EXPECT_NO_THROW(checked.compile(shapes, {.check = true})({x, z, bq, b1, b2}));
+  });
+}
+
+TEST(Fold, ABiasWhoseMatmulOutputIsReadElsewhereStaysAStep) {
+  // h is read by the bias Add and by the residual Add: neither can take the matmul's place.
+  struct Net : Graph {
+    Input x = input("x");
+    Param w = param("w", {kIn, kIn}), b = param("b", {kIn});
+    Outputs body() override {
+      Handle h = F::linear(x, w, {}, Precision::medium);
+      return {h + b, h + x};
+    }
+  } g;
+  g.load_state_dict({{"w", random_tensor({kIn, kIn}, f32, 2)}, {"b", random_tensor({kIn}, f32, 3)}});
+  EXPECT_EQ(steps_named(g.compile({{"x", {4, kIn}}}), "Add"), 2);
+}
+
+TEST(Fold, AGeluOverAnInputAnotherMatmulReadsStaysAStepAndTheMatmulsMerge) {
+  // Gemma's gelu_tanh(x Wg) * (x Wu): merging gate and up (one step over x) is kept.
+  struct Net : Graph {
+    Input x = input("x");
+    Param wg = param("wg", {kFfn, kIn}), wu = param("wu", {kFfn, kIn});
+    Outputs body() override {
+      return {F::gelu(F::linear(x, wg, {}, Precision::medium), "tanh") * F::linear(x, wu, {}, Precision::medium)};
+    }
+  } g;
+  g.load_state_dict({{"wg", random_tensor({kFfn, kIn}, f32, 2)}, {"wu", random_tensor({kFfn, kIn}, f32, 3)}});
+  CompiledGraph& v = g.compile({{"x", {4, kIn}}});
+  EXPECT_EQ(steps_named(v, "GELU"), 1);
+  EXPECT_EQ(parts_of_first_matmul(v), 2);
+}

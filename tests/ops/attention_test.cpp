@@ -351,8 +351,8 @@ Case segment_case(int64_t segment, std::vector<float> lengths, int64_t heads, in
 TEST(Attention, SegmentsMatchReference) {
   uint32_t seed = 1300;
   // Full, partial, one-row and empty segments; MiniLM's 12 heads of 32; segments longer than a
-  // tile (the tile tunable's 64 query vectors are 5 rows of 12 heads); grouped heads; lengths
-  // past the segment or negative are held to it.
+  // tile (a segmented tile takes at least 16 rows: 32-row segments are two); grouped heads;
+  // lengths past the segment or negative are held to it.
   for (const Case& base : {segment_case(8, {8, 3, 1, 0}, 4, 2, 16), segment_case(16, {16, 11}, 12, 12, 32),
                            segment_case(32, {29, 32, 7}, 12, 12, 32), segment_case(8, {40, -3}, 4, 4, 8),
                            segment_case(8, {5, 8, 2}, 4, 2, 16, /*valid_rows=*/13)}) {

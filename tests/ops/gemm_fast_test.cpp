@@ -11,6 +11,7 @@
 
 #include "devices/cpu/kernel.hpp"
 #include "devices/cpu/thread_pool.hpp"
+#include "graph/prepared.hpp"
 #include "iron/operator.hpp"
 #include "ops/op.hpp"
 #include "ops/gemm_test_util.hpp"
@@ -28,13 +29,15 @@ struct Case {
   std::string epilogue = "none";
   Precision precision = Precision::highest;
   DType act = f32;
+  bool bias = false;      // a bias row folded in (the planner's "bias")
+  bool prepared = false;  // W is a weight (it may be rearranged once: bf16 tiles, int8 groups)
 };
 
 std::string describe(const Case& c) {
   return c.op + " w=" + std::string(name(c.w)) + " a=" + std::string(name(c.act)) +
          " rows=" + std::to_string(c.rows) + " valid=" + std::to_string(c.valid) +
          " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n) + " " + c.epilogue + " " +
-         std::string(name(c.precision));
+         std::string(name(c.precision)) + (c.bias ? " bias" : "") + (c.prepared ? " prepared" : "");
 }
 
 // Runs `c` with `features` on 1 and 2 threads and checks every valid output.
@@ -48,6 +51,7 @@ void check(const Case& c, const cpu::Features& features) {
     params.set("precision", std::string(name(c.precision)));
   }
   if (c.op == "ProjectionGEMM") params.set("epilogue", c.epilogue);
+  if (c.bias) params.set("bias", true);
   std::shared_ptr<Operator> op = catalog_entry(c.op).make(params, {});
 
   // Activations: random values rounded to their dtype; the reference sees the rounded values.
@@ -70,8 +74,12 @@ void check(const Case& c, const cpu::Features& features) {
   args.in = {operand(c.act, a_shape, a_bytes.data(), {0, 0}),
              operand(c.w, {c.n, c.k}, w.data(), {-1, c.n})};
   args.out = {operand(out, y_shape, y_bytes.data(), {0, 0})};
+  std::vector<float> bias(size_t(c.n));
+  for (auto& b : bias) b = 2 * u(rng);
+  if (c.bias) args.in.push_back(operand(f32, {c.n}, reinterpret_cast<char*>(bias.data()), {-1, c.n}));
   args.precision = c.precision;
   args.features = &features;
+  if (c.prepared) args.in[1].prepared = std::make_shared<PreparedForms>();
   std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
 
   std::vector<float> ref(size_t(c.rows * c.n), 0.0f);
@@ -79,6 +87,7 @@ void check(const Case& c, const cpu::Features& features) {
   call.in = {{a.data(), a_shape, {c.valid, c.k}, c.act},
              {w_ref.data(), {c.n, c.k}, {c.n, c.k}, c.w}};
   call.out = {{ref.data(), y_shape, {c.valid, c.n}, out}};
+  if (c.bias) call.in.push_back({bias.data(), {c.n}, {c.n}, f32});
   if (gemv_shape) call.in[0].valid = {c.k}, call.out[0].valid = {c.n};
   op->reference(call);
   const Tolerance tol = op->tolerance(c.precision);
@@ -111,7 +120,8 @@ std::vector<cpu::Features> feature_sets() {
   const cpu::Features& host = cpu::Features::host();
   std::vector<cpu::Features> sets{host.limited_to("portable")};
   if (host.avx2 && host.fma && host.f16c) sets.push_back(host.limited_to("avx2"));
-  if (host.avx512f && host.avx512bw && host.avx512vl && host.avx512dq) sets.push_back(host);
+  if (host.avx512f && host.avx512bw && host.avx512vl && host.avx512dq) sets.push_back(host.limited_to("avx512"));
+  if (host.amx_bf16) sets.push_back(host);
   return sets;
 }
 
@@ -175,6 +185,41 @@ TEST(GemmFast, MediumPrecisionEveryWeightDtype) {
       }
 }
 
+TEST(GemmFast, MediumPrecisionTilesOfAmx) {
+  // Where AMX runs, medium takes its tiles for k a multiple of 32: rows padded to 16 (ragged and
+  // bounded rows), several panels of 256 columns and a ragged last tile, every float weight kind.
+  if (!cpu::Features::host().amx_bf16) std::printf("AMX-BF16 is not usable here: its tiles are not tested\n");
+  // (Without AMX they run on the AVX-512 bf16 tiles or the portable loops: still checked.)
+  for (const cpu::Features& f : feature_sets())
+    for (DType t : {f32, bf16, f16})
+      for (bool prepared : {false, true}) {
+        // W packed per call, or once as the weight's prepared bf16 tiles.
+        for (Case c : {Case{"ProjectionGEMM", t, 37, 37, 64, 577, "none", Precision::medium},
+                       Case{"ProjectionGEMM", t, 100, 70, 96, 19, "gelu", Precision::medium},
+                       Case{"ProjectionGEMM", t, 130, 130, 384, 100, "none", Precision::medium}}) {
+          c.prepared = prepared;
+          check(c, f);
+        }
+      }
+}
+
+TEST(GemmFast, FoldedBiasOnEveryPath) {
+  // A bias the planner folded in, before the epilogue: the GEMV loop, f32 tiles, bf16 (AMX or
+  // AVX-512) tiles, the int8 path and the portable loops.
+  for (const cpu::Features& f : feature_sets()) {
+    Case gemv{"GEMV", f32, 1, 1, 64, 19};
+    Case tiles{"GEMM", f32, 20, 17, 64, 70};
+    Case bf16_tiles{"ProjectionGEMM", f32, 37, 37, 64, 577, "gelu", Precision::medium};
+    Case int8{"ProjectionGEMM", DType::q8_0, 9, 9, 64, 33, "gelu", Precision::medium};
+    for (Case* c : {&gemv, &tiles, &bf16_tiles, &int8})
+      for (bool prepared : {false, true}) {
+        c->bias = true;
+        c->prepared = prepared;
+        check(*c, f);
+      }
+  }
+}
+
 TEST(GemmFast, HalfActivations) {
   for (const cpu::Features& f : feature_sets())
     for (DType act : {bf16, f16}) {
@@ -192,6 +237,9 @@ TEST(GemmFast, EnvironmentNarrowsFeatures) {
   cpu::Features a = host.limited_to("avx2");
   EXPECT_FALSE(a.avx512f || a.avx512bf16);
   EXPECT_EQ(a.avx2, host.avx2);
+  cpu::Features b = host.limited_to("avx512");
+  EXPECT_FALSE(b.amx_bf16);
+  EXPECT_EQ(b.avx512bf16, host.avx512bf16);
 }
 
 }  // namespace

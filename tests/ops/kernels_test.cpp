@@ -97,6 +97,37 @@ TEST(OpKernels, ProjectionGemmEveryEpilogue) {
       }
 }
 
+// A bias the planner folded in (bias: a row of N per weight, after the residual), before the
+// epilogue and the residual; on GEMV, GEMM, ProjectionGEMM and a step of two weights.
+TEST(OpKernels, MatmulFoldedBias) {
+  const int64_t M = 5, K = 64, N = 19;
+  uint32_t seed = 90;
+  for (const char* op : {"GEMV", "GEMM", "ProjectionGEMM"})
+    for (bool residual : {false, true}) {
+      Case c;
+      c.op = op;
+      const bool gemv = std::string(op) == "GEMV";
+      c.params = {{"K", K}, {"N", N}, {"bias", true}, {"residual", residual}};
+      if (!gemv) c.params.set("M", M), c.params.set("b_col_maj", true);
+      if (std::string(op) == "ProjectionGEMM") c.params.set("epilogue", std::string("gelu")), c.precision = Precision::high;
+      const Shape y = gemv ? Shape{1, N} : Shape{M, N};
+      c.in = {gemv ? dense({1, K}) : dense({M, K}, f32, {3, K}), dense({N, K})};
+      if (residual) c.in.push_back(gemv ? dense(y) : dense(y, f32, {3, N}));
+      c.in.push_back(ranged(dense({N}), -4, 4));
+      c.out = {gemv ? dense(y) : dense(y, f32, {3, N})};
+      c.seed = seed++;
+      run_case(c);
+    }
+  Case c;  // two weights (q and k merged), each with its bias
+  c.op = "ProjectionGEMM";
+  c.params = {{"M", M}, {"K", K}, {"N", 2 * N}, {"b_col_maj", true}, {"bias", true}, {"parts", int64_t(2)}};
+  c.precision = Precision::high;
+  c.in = {dense({M, K}, f32, {3, K}), dense({N, K}), dense({N, K}), ranged(dense({N}), -4, 4), ranged(dense({N}), 2, 6)};
+  c.out = {dense({M, N}, f32, {3, N}), dense({M, N}, f32, {3, N})};
+  c.seed = seed++;
+  run_case(c);
+}
+
 void gemv_float_and_quantised() {
   uint32_t seed = 40;
   for (DType w : {f32, bf16, f16}) {

@@ -68,7 +68,7 @@ struct EncoderOptions {
   int threads = 0;  // 0: the CPUs the process may run on
   /// L2-normalise the vectors; unset: as the sentence-transformers configuration says.
   std::optional<bool> normalize;
-  int64_t max_batch = 32;  // sentences per call at most
+  int64_t max_batch = 32;  // sentences per call at most (and 1024 rows: 8 sentences of 128 tokens)
 };
 
 /// Whether `path` is a sentence encoder's directory: config.json there says model_type "bert"

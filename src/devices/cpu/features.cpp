@@ -1,5 +1,7 @@
 // What the processor offers, probed once (cpuid and the OS's saved register state).
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <sstream>
@@ -7,6 +9,15 @@
 #include "devices/cpu/kernel.hpp"
 
 namespace iron::cpu {
+
+namespace {
+#if defined(__x86_64__)
+bool request_tile_state() {
+  constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+#endif
+}  // namespace
 
 const Features& Features::host() {
   static const Features features = [] {
@@ -24,7 +35,7 @@ const Features& Features::host() {
       f.avx512bw = b & (1u << 30);
       f.avx512vnni = c & (1u << 11);
       f.avx512vl = b & (1u << 31);
-      f.amx_bf16 = d & (1u << 22);
+      f.amx_bf16 = (d & (1u << 22)) && (d & (1u << 24));  // AMX-BF16 and AMX-TILE
     }
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = a & (1u << 5);
     // The OS must also save the wide registers (XCR0): AVX state and, for AVX-512, opmask/ZMM.
@@ -40,6 +51,11 @@ const Features& Features::host() {
     f.avx512dq = f.avx512dq && avx512_state;
     f.avx512vnni = f.avx512vnni && avx512_state;
     f.avx512bf16 = f.avx512bf16 && f.avx512f;
+    // AMX needs the OS to save the tile state (XCR0 bits 17 and 18) and, on Linux, the process to
+    // ask for it (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA): a VM may list AMX in cpuid and
+    // still refuse, and a tile instruction without that permission kills the process. So AMX is
+    // offered only where the request succeeded, which holds for every thread of the process.
+    f.amx_bf16 = f.amx_bf16 && f.avx512bf16 && (xcr0_lo & 0x60000) == 0x60000 && request_tile_state();
 #endif
     const char* level = std::getenv("IRON_CPU");
     return level ? f.limited_to(level) : f;
@@ -49,6 +65,7 @@ const Features& Features::host() {
 
 Features Features::limited_to(std::string_view level) const {
   Features f = *this;
+  if (level == "avx512") f.amx_bf16 = false;
   if (level == "portable" || level == "avx2") {
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512bf16 = f.avx512vnni = false;
     f.amx_bf16 = false;

@@ -139,6 +139,12 @@ std::pair<int64_t, int64_t> balanced_split(int64_t units, const Cost& cost, int 
   return {begin, std::max(begin, end)};
 }
 
+// A segmented (encoder) call's tiles take at least this many rows: every tile converts each key
+// and value of its segment again, and an encoder's heads are many (12 of head_dim 32 in
+// all-MiniLM-L6-v2: the default tile of 64 query vectors is 5 rows, 26 conversions of each
+// 128-row segment).
+constexpr int64_t kSegmentTileRows = 16;
+
 // Each query row's heads as a tile against blocks of whole cache rows (every kv head's key of a
 // position), so each row is read once, in order. Prefill: a tile is a few rows' heads against
 // all the keys its rows attend to, tiles balanced across threads by the keys they read. Decode
@@ -160,7 +166,7 @@ class Kernel final : public cpu::Kernel {
         block_(std::max<int64_t>(1, tunables.integer("block"))),
         split_(std::max<int64_t>(1, tunables.integer("split"))),
         width_((d_.d + 15) / 16 * 16),
-        rows_per_tile_(std::max<int64_t>(1, tunables.integer("tile") / d_.heads)),
+        rows_per_tile_(std::max<int64_t>(dims.segment > 0 ? kSegmentTileRows : 1, tunables.integer("tile") / d_.heads)),
         queries_(rows_per_tile_ * d_.heads) {
     require_shape("q", q_, {d_.heads, d_.d});
     require_shape("y", y_, {d_.heads, d_.d});

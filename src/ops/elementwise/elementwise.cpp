@@ -53,7 +53,13 @@ class Kernel final : public cpu::Kernel {
       if (!broadcast_) {
         for (int64_t i = begin; i < end; ++i) y[i] = apply<K>(a[i], b[i]);
       } else {
-        for (int64_t i = begin; i < end; ++i) y[i] = apply<K>(a[i], b[i % width_]);
+        // Row by row (a division per element was most of a bias Add's time).
+        for (int64_t i = begin; i < end;) {
+          const int64_t j = i % width_, run = std::min(end - i, width_ - j);
+          const float* bj = b + j - i;
+          for (int64_t e = i; e < i + run; ++e) y[e] = apply<K>(a[e], bj[e]);
+          i += run;
+        }
       }
       return;
     }

@@ -37,13 +37,16 @@ using gemm::Epilogue;
 using gemm::finish;
 
 // Params every matmul has that only the planner sets (graph/fold.cpp): an RMSNorm folded into
-// a's rows (its weight the last input), and several weights over one `a` (inputs 1..parts,
-// outputs 0..parts-1; "N" their rows together), two of them finished by silu(y0) * y1 into a
-// third output ("then": "silu_mul").
+// a's rows (its weight the last input), a bias row per weight added to the f32 sums before the
+// epilogue (inputs after the residual, one per weight), and several weights over one `a`
+// (inputs 1..parts, outputs 0..parts-1; "N" their rows together), two of them finished by
+// silu(y0) * y1 into a third output ("then": "silu_mul"). Inputs in order: a, the weights, the
+// residual, the biases, the norm's weight.
 std::vector<FieldDecl> with_planner_params(std::vector<FieldDecl> own) {
   for (FieldDecl f : std::initializer_list<FieldDecl>{{"norm", false},
                                                       {"norm_weighted", false},
                                                       {"norm_epsilon", 1e-6},
+                                                      {"bias", false},
                                                       {"parts", int64_t(1)},
                                                       {"then", std::string("none")}})
     own.push_back(std::move(f));
@@ -94,6 +97,7 @@ class Matmul : public Operator {
         params_.contains("epilogue") ? epilogue_from(params_.text("epilogue")) : Epilogue::none;
     if (params_.contains("precision")) precision_from_name(params_.text("precision"));
     residual_ = params_.flag("residual");
+    bias_ = params_.flag("bias");
     norm_ = params_.flag("norm");
     norm_weighted_ = params_.flag("norm_weighted");
     norm_epsilon_ = params_.number("norm_epsilon");
@@ -128,6 +132,7 @@ class Matmul : public Operator {
           double s = 0;
           for (int64_t k = 0; k < k_; ++k)
             s += double(a[m * k_ + k]) * double(col_maj_ ? b.data[n * k_ + k] : b.data[k * width + n]);
+          if (bias_) s += double(c.in.at(size_t(1 + parts_ + (residual_ ? 1 : 0) + part)).data[n]);
           double r = residual_ ? double(c.in.at(2).data[m * width + n]) : 0.0;
           y.data[m * width + n] = round_to(y.dtype, float(finish(epilogue_, s) + r));
         }
@@ -162,6 +167,7 @@ class Matmul : public Operator {
     for (int64_t part = 0; part < parts_; ++part) {
       cpu::KernelArgs one = a;
       one.in = {a.in.at(0), a.in.at(size_t(1 + part))};
+      if (bias_) one.in.push_back(a.in.at(size_t(1 + parts_ + part)));
       if (norm_weighted_) one.in.push_back(a.in.back());
       one.out = {a.out.at(size_t(part))};
       parts.push_back(part_kernel(one, one.in[1].shape.at(0)));
@@ -172,8 +178,9 @@ class Matmul : public Operator {
  private:
   // The kernel of one weight (N rows) over a.
   std::unique_ptr<gemm::RowRangeKernel> part_kernel(const cpu::KernelArgs& a, int64_t n) const {
-    gemm::MatmulConfig c{k_,    n,     col_maj_, epilogue_, tunables_.integer("tile_n"),
-                         gemv_, residual_, norm_, norm_weighted_, norm_epsilon_};
+    gemm::MatmulConfig c{k_,    n,         col_maj_, epilogue_, tunables_.integer("tile_n"),
+                         gemv_, residual_, bias_,    norm_,     norm_weighted_,
+                         norm_epsilon_};
     // The fast kernels take a weight (N, K) of a float or block kind and float activations;
     // everything else, and a processor without AVX2/FMA/F16C, takes the portable loops.
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
@@ -185,7 +192,8 @@ class Matmul : public Operator {
       // ProjectionGEMM at medium may round x to int8 blocks (AVX512_VNNI), where its weight has
       // an int8 layout (packed_int8 decides).
       const bool int8 = medium && projection_ && f.avx512vnni && isa->gemm_int8 && a.in.at(0).dtype == f32;
-      return gemm::fast_kernel(a, c, *isa, medium && f.avx512bf16 && isa->tile_bf16, int8);
+      const bool bf16 = medium && f.avx512bf16 && isa->tile_bf16;
+      return gemm::fast_kernel(a, c, *isa, bf16, int8, bf16 && f.amx_bf16 && isa == &gemm::avx512_isa());
     }
     return gemm::portable_kernel(a, c);
   }
@@ -197,6 +205,7 @@ class Matmul : public Operator {
   bool gemv_ = false;
   bool projection_ = false;  // ProjectionGEMM: medium may take int8 activations
   bool residual_ = false;    // y = epilogue(a @ b) + r, r a third input of y's shape
+  bool bias_ = false;        // y = epilogue(a @ b + bias) ..., a bias row of N per weight
   // a's rows through an RMSNorm first (folded in by the planner), its weight the last input
   bool norm_ = false, norm_weighted_ = false;
   double norm_epsilon_ = 0;

@@ -12,12 +12,24 @@
 // loop for every row, so each row's sums are exactly those of that row alone (batch invariance:
 // a sequence's tokens do not depend on what else is in the batch); W is walked in chunks that
 // stay in cache while every row reads them, so the weights still come from memory about once.
+#include <algorithm>
+#include <string>
+
+#include "devices/cpu/weight_memory.hpp"
+#include "graph/prepared.hpp"
+
+#include "ops/gelu/gelu.hpp"
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"
 
 namespace iron::ops::gemm {
 
-void finish_all(Epilogue e, float* v, int64_t n) {
+void finish_all(Epilogue e, float* v, int64_t n, const cpu::Features& f, bool exact) {
+  if (e == Epilogue::gelu || e == Epilogue::gelu_tanh) return gelu_rows(v, n, e == Epilogue::gelu_tanh, f);
+  if (exact && e != Epilogue::none) {
+    for (int64_t i = 0; i < n; ++i) v[i] = float(finish(e, v[i]));
+    return;
+  }
   switch (e) {
     case Epilogue::none:
       return;
@@ -55,17 +67,53 @@ constexpr int64_t kAloneRows = 8;
 constexpr int64_t kAloneChunkBytes = 16 * 1024;
 // Rows of x the int8 path quantises at a time (its scratch holds their int8 blocks and sums).
 constexpr int64_t kInt8Chunk = 32;
+// The AMX path packs W's columns a panel at a time (a panel of 1536-wide rows is 768 KiB of bf16
+// pairs: it stays in L2 while every row of a passes it) and multiplies rows of a a chunk at a
+// time (each chunk's sums are finished before the next).
+constexpr int64_t kAmxPanel = 256, kAmxChunk = 64;
 
 // Floats of per-thread scratch, each region starting on a 64-byte boundary.
 int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
 
+// W (n rows of k) as the bf16 tiles the tile loops read (pack, then pack_bf16: tile t's pairs *
+// nr * 2 values after tile t - 1's, columns past n zero), made once per weight and shared through
+// its prepared forms, so a call packs nothing: at batch 1 packing W took as long as the products.
+// Null where the operand is not a float weight at a fixed place (a block kind's bf16 copy would
+// take 2 to 4 times its bytes; they take the int8 path at medium). The file's rows stay (one row of
+// x still reads them, in the GEMV loop): an f32 weight then takes half as many bytes again, an
+// f16 or bf16 one as many again.
+std::shared_ptr<const uint16_t> packed_bf16(const cpu::Operand& w, const Isa& isa, int64_t n, int64_t k) {
+  if (!w.prepared || w.offset.per_call() || info(w.dtype).quantised) return nullptr;
+  const char* source = w.address(nullptr);
+  const int64_t nr = isa.nr, pairs = (k + 1) / 2, tiles = (n + nr - 1) / nr, tile_values = pairs * nr * 2;
+  const std::string key = "bf16x" + std::to_string(nr) + " " + std::to_string(source - w.base) + " " +
+                          std::to_string(n) + "x" + std::to_string(k);
+  auto form = w.prepared->get(key, [&]() -> PreparedForms::Form {
+    std::shared_ptr<char> bytes = cpu::weight_memory(size_t(tiles * tile_values * 2));
+    auto* out = reinterpret_cast<uint16_t*>(bytes.get());
+    // 64-byte aligned scratch for one tile (pack and pack_bf16 load whole vectors).
+    std::vector<float> buffer(size_t(2 * padded(nr * k) + padded(k) + 16), 0.0f);
+    float* base = buffer.data() + ((64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64) / 4;
+    float *rowbuf = base, *tile = base + padded(nr * k), *zeros = tile + padded(nr * k);
+    const DTypeInfo& wi = info(w.dtype);
+    const int64_t row_bytes = k / wi.block * wi.bytes;
+    for (int64_t t = 0; t < tiles; ++t) {
+      isa.pack({w.dtype, source + t * nr * row_bytes, row_bytes, k, std::min(nr, n - t * nr), rowbuf, zeros, tile});
+      isa.pack_bf16({tile, k, out + t * tile_values});
+    }
+    return std::shared_ptr<const uint16_t>(bytes, out);
+  });
+  return std::static_pointer_cast<const uint16_t>(form);
+}
+
 class FastKernel final : public RowRangeKernel {
  public:
-  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8)
+  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8, bool amx)
       : a_(a.in.at(0)),
         b_(a.in.at(1)),
         y_(a.out.at(0)),
         c_(c),
+        features_(a.features ? *a.features : cpu::Features::host()),
         isa_(isa),
         bf16_(bf16),
         w8_(int8 ? packed_int8(b_, c.n, c.k) : nullptr),
@@ -73,6 +121,7 @@ class FastKernel final : public RowRangeKernel {
         rows_of_a_(a, c),
         gemv_rows_(a.precision == Precision::highest && !bf16 && !int8 ? kAloneRows : kPackRows - 1) {
     if (c_.residual) r_ = a.in.at(2);
+    if (c_.bias) bias_ = a.in.at(c_.residual ? 3 : 2);
     const DTypeInfo& wi = info(b_.dtype);
     row_bytes_ = c_.k / wi.block * wi.bytes;
     max_rows_ = a_.shape.size() < 2 ? 1 : a_.shape[0];
@@ -82,6 +131,10 @@ class FastKernel final : public RowRangeKernel {
     // W rows a chunk of the GEMV loop covers: a multiple of 8 (the loop's unit), so every output
     // is summed as in one whole call.
     chunk_rows_ = std::max<int64_t>(8, kAloneChunkBytes / std::max<int64_t>(1, row_bytes_) / 8 * 8);
+    // AMX takes whole 32-column tiles (nr 32) and k in steps of 32; a's rows are padded to 16.
+    amx_ = amx && bf16_ && tiles_ && nr == 32 && k % 32 == 0;
+    if (bf16_ && tiles_) w16_ = packed_bf16(b_, isa_, c_.n, k);
+    const int64_t a16_rows = amx_ ? (max_rows_ + kAmxRows - 1) / kAmxRows * kAmxRows : max_rows_;
     // Per thread, in floats, each region on a 64-byte boundary. First what prepare() makes,
     // which depends on `a` alone (so kernels of one step over it lay it out alike): a's rows as
     // f32 unless read in place; for tiles at bf16 those rows as bf16 pairs; for int8 a chunk of
@@ -95,7 +148,7 @@ class FastKernel final : public RowRangeKernel {
       return start;
     };
     abuf_ = region(rows_of_a_.in_place() ? 0 : max_rows_ * k);
-    a16_ = region(bf16_ && tiles_ ? max_rows_ * (k + 2) / 2 : 0);
+    a16_ = region(bf16_ && tiles_ ? a16_rows * (k + 2) / 2 : 0);
     q8_ = region(int8_ ? chunk_ * k / 4 : 0);
     qscale_ = region(int8_ ? chunk_ * (k / 32) : 0);
     qsum_ = region(int8_ ? chunk_ * (k / 32) : 0);
@@ -104,7 +157,8 @@ class FastKernel final : public RowRangeKernel {
     ybuf_ = region(int8_ ? chunk_ * padded(c_.n) : c_.n);
     rowbuf_ = region(tiles_ ? nr * k : 0);
     packed_ = region(tiles_ ? nr * k : 0);
-    cbuf_ = region(tiles_ ? max_rows_ * nr : 0);
+    cbuf_ = region(amx_ ? kAmxChunk * kAmxPanel : tiles_ ? max_rows_ * nr : 0);
+    panel_ = region(amx_ ? kAmxPanel * k / 2 : 0);
     scratch_ = cpu::Scratch(size_t(at));
     // A row of zeros the kernels read (never written): the kernel's own, so shared scratch
     // cannot disturb it.
@@ -134,8 +188,12 @@ class FastKernel final : public RowRangeKernel {
     }
     if (!rows_of_a_.in_place())
       for (int64_t m = 0; m < rows; ++m) rows_of_a_.row(w, m, base + abuf_ + m * k);
-    if (tiles_ && rows > gemv_rows_ && bf16_)
-      isa_.rows_bf16({rows_f32(w, base), k, rows, k, reinterpret_cast<uint16_t*>(base + a16_)});
+    if (tiles_ && rows > gemv_rows_ && bf16_) {
+      auto* a16 = reinterpret_cast<uint16_t*>(base + a16_);
+      isa_.rows_bf16({rows_f32(w, base), k, rows, k, a16});
+      // AMX reads whole tiles of 16 rows: the rows past the last are zeros.
+      if (amx_) std::fill(a16 + rows * k, a16 + (rows + kAmxRows - 1) / kAmxRows * kAmxRows * k, uint16_t(0));
+    }
   }
 
   void run_rows(const int64_t* w, int thread, int64_t begin, int64_t end) const override {
@@ -178,14 +236,40 @@ class FastKernel final : public RowRangeKernel {
     float* rowbuf = base + rowbuf_;
     float* packed = base + packed_;
     float* cbuf = base + cbuf_;
+    if (amx_) {
+      // A panel of W's columns packed as bf16 tiles, then every chunk of a's rows through it.
+      const auto* a16 = reinterpret_cast<const uint16_t*>(base + a16_);
+      for (int64_t p0 = begin; p0 < end; p0 += kAmxPanel) {
+        const int64_t p1 = std::min(end, p0 + kAmxPanel), tiles = (p1 - p0 + nr - 1) / nr, ldc = tiles * nr;
+        // The weight's prepared tiles in place, else this panel's packed now.
+        const uint16_t* panel = w16_ ? w16_.get() + p0 / nr * pairs * nr * 2 : reinterpret_cast<uint16_t*>(base + panel_);
+        if (!w16_)
+          for (int64_t t = 0; t < tiles; ++t) {
+            const int64_t n0 = p0 + t * nr;
+            auto* out = reinterpret_cast<uint16_t*>(base + panel_) + t * pairs * nr * 2;
+            isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, std::min(nr, p1 - n0), rowbuf, zero_row_, packed});
+            isa_.pack_bf16({packed, k, out});
+          }
+        for (int64_t m0 = 0; m0 < rows; m0 += kAmxChunk) {
+          const int64_t mc = std::min(kAmxChunk, rows - m0);
+          tile_bf16_amx({a16 + m0 * k, k, (mc + kAmxRows - 1) / kAmxRows * kAmxRows, panel, pairs, tiles, cbuf, ldc});
+          for (int64_t i = 0; i < mc; ++i) finish_row(w, m0 + i, p0, p1, cbuf + i * ldc);
+        }
+      }
+      return;
+    }
     for (int64_t n0 = begin; n0 < end; n0 += nr) {
       const int64_t nt = std::min(nr, end - n0);
-      isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zero_row_, packed});
-      if (bf16_) {
+      if (bf16_ && w16_) {
+        isa_.tile_bf16({reinterpret_cast<const uint16_t*>(base + a16_), 2 * pairs, rows, w16_.get() + n0 / nr * pairs * nr * 2,
+                        pairs, cbuf, nr});
+      } else if (bf16_) {
+        isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zero_row_, packed});
         auto* b16 = reinterpret_cast<uint16_t*>(rowbuf);
         isa_.pack_bf16({packed, k, b16});
         isa_.tile_bf16({reinterpret_cast<const uint16_t*>(base + a16_), 2 * pairs, rows, b16, pairs, cbuf, nr});
       } else {
+        isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zero_row_, packed});
         isa_.tile({a, k, rows, packed, k, cbuf, nr});
       }
       for (int64_t m = 0; m < rows; ++m) finish_row(w, m, n0, n0 + nt, cbuf + m * nr);
@@ -209,27 +293,32 @@ class FastKernel final : public RowRangeKernel {
                         base + qsum_ + i * blocks, base + qsum16_ + 2 * i * blocks});
   }
 
-  // Outputs [begin, end) of row m, as f32 sums in y: the epilogue, the residual, one rounding.
+  // Outputs [begin, end) of row m, as f32 sums in y: the bias, the epilogue, the residual, one
+  // rounding.
   void finish_row(const int64_t* w, int64_t m, int64_t begin, int64_t end, float* y) const {
-    finish_all(c_.epilogue, y, end - begin);
+    if (c_.bias) add_residual(bias_, w, begin, y, end - begin);
+    finish_all(c_.epilogue, y, end - begin, features_);
     if (c_.residual) add_residual(r_, w, m * c_.n + begin, y, end - begin);
     store_row(y_, w, m * c_.n + begin, y, end - begin);
   }
 
-  cpu::Operand a_, b_, y_, r_;
+  cpu::Operand a_, b_, y_, r_, bias_;
   MatmulConfig c_;
+  cpu::Features features_;  // what the epilogue may use
   const Isa& isa_;
   bool bf16_;
   std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken
+  std::shared_ptr<const uint16_t> w16_;   // the bf16 tiles' W, packed once: null where packed per call
   bool int8_;
   RowsOfA rows_of_a_;
   int64_t gemv_rows_;   // calls of at most this many rows take the GEMV loop for each row
   int64_t chunk_rows_ = 8;
   bool tiles_ = false;  // a call of more rows takes the tile loop
+  bool amx_ = false;    // ... in AMX tiles
   int64_t row_bytes_ = 0, max_rows_ = 1, chunk_ = 1;
   // Offsets of the per-thread scratch regions, in floats.
   int64_t abuf_ = 0, a16_ = 0, q8_ = 0, qscale_ = 0, qsum_ = 0, qsum16_ = 0, xsum_ = 0, ybuf_ = 0, rowbuf_ = 0, packed_ = 0,
-          cbuf_ = 0;
+          cbuf_ = 0, panel_ = 0;
   cpu::Scratch scratch_;
   std::vector<float> zeros_;
   const float* zero_row_ = nullptr;
@@ -238,8 +327,8 @@ class FastKernel final : public RowRangeKernel {
 }  // namespace
 
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                            const Isa& isa, bool bf16, bool int8) {
-  return std::make_unique<FastKernel>(a, c, isa, bf16, int8);
+                                            const Isa& isa, bool bf16, bool int8, bool amx) {
+  return std::make_unique<FastKernel>(a, c, isa, bf16, int8, amx);
 }
 
 }  // namespace iron::ops::gemm

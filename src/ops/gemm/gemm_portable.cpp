@@ -22,7 +22,10 @@ class MatmulKernel final : public RowRangeKernel {
     if (!col_maj_ && info(b_.dtype).quantised)
       value_error("a quantised GEMM weight is (N, K), as a Linear stores it: use b_col_maj");
     if (c.residual) r_ = a.in.at(2);
+    if (c.bias) bias_ = a.in.at(c.residual ? 3 : 2);
     residual_ = c.residual;
+    has_bias_ = c.bias;
+    features_ = a.features ? *a.features : cpu::Features::host();
     // Per-thread f32 rows (a row of a, a tile of b, a row of y), made once here, not per call.
     per_thread_ = k_ + k_ * tile_n_ + 2 * n_;
     scratch_ = cpu::Scratch(size_t(per_thread_));
@@ -51,7 +54,11 @@ class MatmulKernel final : public RowRangeKernel {
         for (int64_t m = 0; m < rows; ++m) {
           const float* a = rows_of_a_.row(w, m, a_row);
           for (int64_t j = 0; j < nt; ++j) {
-            float v = float(finish(epilogue_, dot(a, b + j * k_, k_)));
+            // Rounded to f32 first, as the matmul step's output was before the planner folded
+            // the bias and the activation in.
+            float v = float(dot(a, b + j * k_, k_));
+            if (has_bias_) add_residual(bias_, w, n0 + j, &v, 1);
+            finish_all(epilogue_, &v, 1, features_, /*exact=*/true);
             if (residual_) add_residual(r_, w, m * n_ + n0 + j, &v, 1);
             store_row(y_, w, m * n_ + n0 + j, &v, 1);
           }
@@ -69,16 +76,18 @@ class MatmulKernel final : public RowRangeKernel {
         float s = a[kk];
         for (int64_t j = 0; j < width; ++j) y_row[j] += s * b_row[j];
       }
-      for (int64_t j = 0; j < width; ++j) y_row[j] = float(finish(epilogue_, y_row[j]));
+      if (has_bias_) add_residual(bias_, w, begin, y_row, width);
+      finish_all(epilogue_, y_row, width, features_, /*exact=*/true);
       if (residual_) add_residual(r_, w, m * n_ + begin, y_row, width);
       store_row(y_, w, m * n_ + begin, y_row, width);
     }
   }
 
  private:
-  cpu::Operand a_, b_, y_, r_;
+  cpu::Operand a_, b_, y_, r_, bias_;
   int64_t k_, n_;
-  bool residual_ = false;
+  bool residual_ = false, has_bias_ = false;
+  cpu::Features features_;
   bool col_maj_;
   Epilogue epilogue_;
   int64_t tile_n_;

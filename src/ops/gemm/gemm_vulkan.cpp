@@ -1,6 +1,6 @@
 // GEMM, ProjectionGEMM and GEMV on the Vulkan device (matmul.comp): activations, outputs and
 // residuals of f32, f16 or bf16, weights of every format the CPU reads, the planner's folded
-// norm, residual and epilogue; a step of several weights is a dispatch per weight, and a SwiGLU
+// norm, bias, residual and epilogue; a step of several weights is a dispatch per weight, and a SwiGLU
 // merged in one more (the elementwise shader) after a barrier.
 #include <map>
 
@@ -29,6 +29,7 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
   const Fields& p = op.params();
   const int64_t k = p.integer("K"), parts = p.integer("parts");
   const bool residual = p.flag("residual"), norm = p.flag("norm"), weighted = p.flag("norm_weighted");
+  const bool bias = p.flag("bias");
   const bool col_maj = p.contains("b_col_maj") ? p.flag("b_col_maj") : true;
   const bool silu_mul = p.text("then") == "silu_mul";
   const vulkan::Operand& x = a.in.at(0);
@@ -50,23 +51,27 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
     const vulkan::Operand& y = a.out.at(size_t(part));
     const vulkan::Operand& r = residual ? a.in.at(2) : y;  // bound, unread without a residual
     const vulkan::Operand& gn = g ? *g : x;
+    // Inputs: a, the weights, the residual, a bias per weight, the norm's weight.
+    const vulkan::Operand& b = bias ? a.in.at(size_t(1 + parts + (residual ? 1 : 0) + part)) : x;  // unread without
     const int64_t n = parts == 1 ? p.integer("N") : w.shape.at(0);
     const uint32_t kind = weight_kind(op, w.dtype);
     if (!col_maj && kind >= 3) vulkan::unsupported(op, "a quantised weight stored (K, N)");
     struct Push {
-      vulkan::Start a, w, y, r, g;
+      vulkan::Start a, w, y, r, g, b;
       int32_t k, n, rows;
       float epsilon;
-    } push{vulkan::start(x), vulkan::start(w), vulkan::start(y), vulkan::start(r), vulkan::start(gn),
+    } push{vulkan::start(x), vulkan::start(w), vulkan::start(y), vulkan::start(r), vulkan::start(gn), vulkan::start(b),
            vulkan::shader_int(k, "K"), vulkan::shader_int(n, "N"), vulkan::rows_word(x),
            float(norm ? p.number("norm_epsilon") : 0.0)};
     const uint32_t norm_kind = norm ? (weighted ? 2 : 1) : 0;
     list.bind(a.device->pipeline(
         {shader,
          {kind, epilogue_kind(op), residual ? 1u : 0u, norm_kind, col_maj ? 1u : 0u, lanes, tile, x_kind,
-          vulkan::float_kind(op, y), vulkan::float_kind(op, r), vulkan::float_kind(op, gn)},
-         6, sizeof push}));
-    list.bind_buffers({x.binding(), w.binding(), y.binding(), r.binding(), gn.binding(), vulkan::words_binding(a)});
+          vulkan::float_kind(op, y), vulkan::float_kind(op, r), vulkan::float_kind(op, gn), bias ? 1u : 0u,
+          vulkan::float_kind(op, b)},
+         7, sizeof push}));
+    list.bind_buffers(
+        {x.binding(), w.binding(), y.binding(), r.binding(), gn.binding(), b.binding(), vulkan::words_binding(a)});
     list.push_constants(push);
     list.dispatch(uint32_t(std::clamp<int64_t>(n, 1, 65535)), uint32_t(std::min<int64_t>((max_rows + tile - 1) / tile, 65535)));
   }

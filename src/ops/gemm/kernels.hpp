@@ -33,8 +33,11 @@ inline double finish(Epilogue e, double v) {
   return v;
 }
 
-/// The epilogue over f32 sums in place (the fast kernels).
-void finish_all(Epilogue e, float* v, int64_t n);
+/// The epilogue over f32 values in place, as a processor with `f` computes it: GELU's two forms
+/// through the GELU operator's row function (ops/gelu/gelu.hpp), so that a GELU the planner
+/// folds into a matmul gives the bits the GELU step gave; the others in f32 (the fast kernels)
+/// or, `exact`, through finish() in double (the portable kernel).
+void finish_all(Epilogue e, float* v, int64_t n, const cpu::Features& f, bool exact = false);
 
 /// What the op fixes for its kernel.
 struct MatmulConfig {
@@ -44,6 +47,7 @@ struct MatmulConfig {
   int64_t tile_n = 16;
   bool gemv = false;      // the GEMV op: one row
   bool residual = false;  // add the third input (y's shape) after the epilogue
+  bool bias = false;      // add a row of N (the input after the residual) before the epilogue
   // An RMSNorm folded in by the planner (graph/fold.cpp): each row of `a` is normalised (times
   // the last input, when weighted) before it is multiplied.
   bool norm = false;
@@ -100,8 +104,14 @@ class RowRangeKernel : public cpu::Kernel {
   virtual int preparation() const { return 0; }
 };
 
-/// v[i] += r[at + i] for n entries of a dense operand (the residual, before the one rounding).
+/// v[i] += r[at + i] for n entries of a dense operand (a bias or the residual, before the one
+/// rounding; in f32, as the Add step the planner folded in).
 inline void add_residual(const cpu::Operand& r, const int64_t* w, int64_t at, float* v, int64_t n) {
+  if (r.dtype == f32) {
+    const float* x = r.data<float>(w) + at;
+    for (int64_t i = 0; i < n; ++i) v[i] += x[i];
+    return;
+  }
   float chunk[256];
   for (int64_t i = 0; i < n; i += 256) {
     int64_t m = std::min<int64_t>(256, n - i);
@@ -175,6 +185,25 @@ struct TileBf16Args {
   float* c;
   int64_t ldc;
 };
+
+/// Precision::medium with AMX: c (m x 32 * tiles, ldc floats a row) = a @ `tiles` packed tiles
+/// of 32 columns, each as pack_bf16 lays it out (pairs * 64 values, one after the other), with a
+/// in bf16 rows of lda values. m is a multiple of 16 and pairs of 16 (k of 32): the caller pads
+/// a's rows with zeros and takes this path only for such k. Tiles of 16 x 16 f32 sums over bf16
+/// pairs, the products exact and summed in f32 as vdpbf16ps sums them.
+struct TileAmxArgs {
+  const uint16_t* a;
+  int64_t lda;
+  int64_t m;
+  const uint16_t* packed;
+  int64_t pairs;
+  int64_t tiles;
+  float* c;
+  int64_t ldc;
+};
+/// Rows of a that an AMX tile takes (a's rows are padded to a multiple of it).
+constexpr int64_t kAmxRows = 16;
+void tile_bf16_amx(const TileAmxArgs&);  // gemm_amx.cpp, for the AVX-512 loops' tiles (nr 32)
 
 /// Precision::medium with AVX512_VNNI: a row x of k f32 values (k a multiple of 32) as blocks of
 /// 32 int8 q with one f32 scale each (scale = max|x| / 127, q = round(x / scale)), plus each
@@ -310,11 +339,12 @@ inline bool fast_weight(DType t) {
 const Isa* select_isa(const cpu::Features& f);
 
 std::unique_ptr<RowRangeKernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
-/// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16).
+/// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16); with
+/// `amx` too (AMX-BF16 usable, the AVX-512 loops, k a multiple of 32), in AMX tiles.
 /// `int8`: rows take int8 blocks of x and int32 dot products against W rearranged once
 /// (Precision::medium, AVX512_VNNI, a weight of int8_weight's kinds, f32 activations).
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                            const Isa& isa, bool bf16, bool int8 = false);
+                                            const Isa& isa, bool bf16, bool int8 = false, bool amx = false);
 /// One step over several weights (gemm_parts.cpp), a kernel per weight; `silu_mul`: two weights,
 /// and a third output silu(y0) * y1 (a.out).
 std::unique_ptr<cpu::Kernel> parts_kernel(std::vector<std::unique_ptr<RowRangeKernel>> parts,

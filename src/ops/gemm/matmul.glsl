@@ -2,15 +2,16 @@
 // subgroupAdd) and matmul_shared.comp (64 lanes summed through shared memory, for a device
 // without subgroup arithmetic). The includer defines LANE, LANES and lane_sum(v) first.
 //
-// GEMM, ProjectionGEMM and GEMV: y[m, n] = epilogue(sum_k a[m, k] * W[n, k]) (+ r[m, n]), with
+// GEMM, ProjectionGEMM and GEMV: y[m, n] = epilogue(sum_k a[m, k] * W[n, k] (+ b[n])) (+ r[m, n]), with
 // a's rows through an RMSNorm first where the planner folded one in; f32 sums; W in its
 // checkpoint format, dequantised here (load.glsl).
 //   specialization constants: 0 W's dtype (load.glsl's kinds: 0 f32 .. 5 q4_1, 7 q5_0 .. 11 q6_k),
 //   1 the epilogue (0 none, 1 relu, 2 silu, 3 gelu, 4 gelu_tanh), 2 a residual, 3 the norm
 //   (0 none, 1 unweighted, 2 weighted), 4 W is (N, K) (else (K, N), float kinds only), 5 the
 //   workgroup size (matmul.comp: the subgroup size), 6 rows of a per workgroup, 7-10 the kinds
-//   of a, y, r and the norm's weight (f32, f16 or bf16: elements.glsl)
-//   bindings: a, W, y, r, the norm's weight (words), the words
+//   of a, y, r and the norm's weight (f32, f16 or bf16: elements.glsl), 11 a bias (folded in by
+//   the planner), 12 its kind
+//   bindings: a, W, y, r, the norm's weight, the bias (words), the words
 layout(constant_id = 0) const int kWeight = 0;
 layout(constant_id = 1) const int kEpilogue = 0;
 layout(constant_id = 2) const bool kResidual = false;
@@ -20,25 +21,29 @@ layout(constant_id = 7) const int kA = 0;
 layout(constant_id = 8) const int kY = 0;
 layout(constant_id = 9) const int kR = 0;
 layout(constant_id = 10) const int kG = 0;
+layout(constant_id = 11) const bool kBias = false;
+layout(constant_id = 12) const int kB = 0;
 
 layout(std430, set = 0, binding = 0) readonly buffer A { uint a_words[]; };
 layout(std430, set = 0, binding = 1) readonly buffer W { uint w[]; };
 layout(std430, set = 0, binding = 2) buffer Y { uint y_words[]; };
 layout(std430, set = 0, binding = 3) readonly buffer R { uint r_words[]; };
 layout(std430, set = 0, binding = 4) readonly buffer G { uint g_words[]; };
-#define WORDS_BINDING 5
+layout(std430, set = 0, binding = 5) readonly buffer B { uint b_words[]; };
+#define WORDS_BINDING 6
 #include "devices/vulkan/shaders/words.glsl"
 #include "devices/vulkan/shaders/math.glsl"
 #include "devices/vulkan/shaders/elements.glsl"
 ELEMENT_LOAD(load_a, a_words)
 ELEMENT_LOAD(load_r, r_words)
 ELEMENT_LOAD(load_g, g_words)
+ELEMENT_LOAD(load_b, b_words)
 ELEMENT_STORE(store_y, y_words)
 #define RAW w
 #include "devices/vulkan/shaders/load.glsl"
 
 layout(push_constant) uniform Push {
-  int a_base, a_offset, w_base, w_offset, y_base, y_offset, r_base, r_offset, g_base, g_offset;
+  int a_base, a_offset, w_base, w_offset, y_base, y_offset, r_base, r_offset, g_base, g_offset, b_base, b_offset;
   int k, n;
   int rows;  // a word: a's valid rows
   float epsilon;
@@ -98,7 +103,9 @@ void main() {
       const float total = lane_sum(sum[r]);
       if (t == 0u) {
         const uint m = m0 + r;
-        float v = finish(total);
+        float v = total;
+        if (kBias) v += load_b(kB, uint(p.b_base + word(p.b_offset)) + n);
+        v = finish(v);
         if (kResidual) v += r_at(m * width + n);
         store_y(kY, uint(p.y_base + word(p.y_offset)) + m * width + n, v);
       }

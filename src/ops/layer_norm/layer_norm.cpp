@@ -5,6 +5,8 @@
 
 namespace iron::ops {
 
+void layer_norm_row_avx512(const float* x, const float* weight, float* y, int64_t n, double epsilon);  // layer_norm_avx512.cpp
+
 namespace {
 const Declaration kLayerNorm{"LayerNorm", nullptr, {{"N", std::nullopt}, {"epsilon", 1e-5}, {"weighted", true}}, {}};
 
@@ -18,6 +20,12 @@ struct LayerNorm : RowwiseOp {
     for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
     double scale = 1.0 / std::sqrt(var / double(n) + epsilon());
     for (int64_t i = 0; i < n; ++i) y[i] = float((x[i] - mean) * scale * (weight ? double(weight[i]) : 1.0));
+  }
+  // With AVX-512 the same sums in double, 8 lanes at a time (a BERT encoder normalises every row
+  // twice a layer; the scalar loop was 8% of all-MiniLM-L6-v2's time).
+  void kernel_row(const float* x, const float* weight, float* y, int64_t n, const cpu::Features& f) const override {
+    if (f.avx512f) return layer_norm_row_avx512(x, weight, y, n, epsilon());
+    row(x, weight, y, n);
   }
   Tolerance tolerance(Precision) const override { return {1e-5, 1e-5}; }
 };
