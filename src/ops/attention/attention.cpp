@@ -151,7 +151,10 @@ class Kernel final : public cpu::Kernel {
       if (k_.dtype == f32 && v_.dtype == f32 && avx512) row_ = attention::avx512_row(d_.d);
       return;
     }
-    if (avx512 && k_.dtype == v_.dtype) tile_ = attention::avx512_tile(k_.dtype, d_.d);
+    if (avx512 && k_.dtype == v_.dtype) {
+      tile_ = attention::avx512_tile(k_.dtype, d_.d);
+      decode_tile_ = attention::avx512_decode_tile(k_.dtype, d_.d);
+    }
     scratch_ = cpu::Scratch(size_t(state_floats() + attention::work_floats(width_, d_.kv_heads, queries_ / d_.kv_heads)));
     partials_.assign(size_t(kMaxPartials * d_.heads * (width_ + 2)), 0.0f);
   }
@@ -228,9 +231,12 @@ class Kernel final : public cpu::Kernel {
     return s;
   }
 
-  void run_tile(const attention::Tile& t) const {
+  // `decode`: the tile is one query row's (its group's few query vectors per kv head).
+  void run_tile(const attention::Tile& t, bool decode = false) const {
     if (t.begin >= t.end) return;
-    if (tile_)
+    if (decode && decode_tile_)
+      decode_tile_(t);
+    else if (tile_)
       tile_(t);
     else
       attention::portable_tile(k_.dtype, v_.dtype, t);
@@ -315,7 +321,7 @@ class Kernel final : public cpu::Kernel {
     for (int64_t c = begin; c < end; ++c) {
       auto [first, last] = cpu::split(keys, int(c), int(parts), attention::kKeyBlock);
       State s = state(w, thread, 0, 1, lo + first, lo + last, start, cache_rows);
-      run_tile(s.tile);
+      run_tile(s.tile, /*decode=*/true);
       for (int64_t m = 0; m < d_.heads; ++m) {
         const int64_t h = row_and_head(m, 1).second;
         if (parts == 1) {
@@ -430,7 +436,8 @@ class Kernel final : public cpu::Kernel {
   int64_t rows_per_tile_;  // a prefill tile's rows
   int64_t queries_;        // a tile's query vectors at most: its rows times the heads
   cpu::Scratch scratch_;
-  attention::TileFn tile_ = nullptr;  // the AVX-512 tile, where the CPU has it
+  attention::TileFn tile_ = nullptr;         // the AVX-512 tile, where the CPU has it
+  attention::TileFn decode_tile_ = nullptr;  // and its build for one query row
   attention::RowFn row_ = nullptr;    // the per-head path's AVX-512 row loop, for f32 caches
   // A decode step's partials, and how many of them are finished this call.
   mutable std::vector<float> partials_;

@@ -49,6 +49,11 @@ inline int64_t work_floats(int64_t width, int64_t heads, int64_t queries) {
 using TileFn = void (*)(const Tile&);
 TileFn avx512_tile(DType cache, int64_t d);
 
+/// The AVX-512 tile for one query row (decode), where `queries` is the group's few: each key and
+/// value vector converted straight into registers and used by up to 3 query vectors at once.
+/// The same bits as avx512_tile's; nullptr where that has none.
+TileFn avx512_decode_tile(DType cache, int64_t d);
+
 /// The portable tile: any of f32, f16, bf16 and q8_0 for keys and for values.
 void portable_tile(DType k, DType v, const Tile& t);
 
