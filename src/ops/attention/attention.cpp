@@ -154,6 +154,8 @@ class Kernel final : public cpu::Kernel {
     if (avx512 && k_.dtype == v_.dtype) {
       tile_ = attention::avx512_tile(k_.dtype, d_.d);
       decode_tile_ = attention::avx512_decode_tile(k_.dtype, d_.d);
+    } else if (f.avx2 && f.fma && f.f16c && k_.dtype == v_.dtype) {
+      tile_ = decode_tile_ = attention::avx2_tile(k_.dtype, d_.d);
     }
     scratch_ = cpu::Scratch(size_t(state_floats() + attention::work_floats(width_, d_.kv_heads, queries_ / d_.kv_heads)));
     partials_.assign(size_t(kMaxPartials * d_.heads * (width_ + 2)), 0.0f);
@@ -436,8 +438,8 @@ class Kernel final : public cpu::Kernel {
   int64_t rows_per_tile_;  // a prefill tile's rows
   int64_t queries_;        // a tile's query vectors at most: its rows times the heads
   cpu::Scratch scratch_;
-  attention::TileFn tile_ = nullptr;         // the AVX-512 tile, where the CPU has it
-  attention::TileFn decode_tile_ = nullptr;  // and its build for one query row
+  attention::TileFn tile_ = nullptr;         // the AVX-512 (or AVX2) tile, where the CPU has it
+  attention::TileFn decode_tile_ = nullptr;  // and its build for one query row (AVX2: the same)
   attention::RowFn row_ = nullptr;    // the per-head path's AVX-512 row loop, for f32 caches
   // A decode step's partials, and how many of them are finished this call.
   mutable std::vector<float> partials_;

@@ -6,7 +6,7 @@
 // kv heads). An online softmax over blocks of 16 keys: each query keeps a running maximum, the
 // sum of its weights and the weighted sum of values, all relative to e^max, so a tile can stop
 // at any key and a later one (or a combine of several) can carry on from its state.
-// An AVX-512 build for f32, f16, bf16 and q8_0 caches beside a portable one for any of them.
+// AVX-512 and AVX2 builds for f32, f16, bf16 and q8_0 caches beside a portable one for any of them.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +53,10 @@ TileFn avx512_tile(DType cache, int64_t d);
 /// value vector converted straight into registers and used by up to 3 query vectors at once.
 /// The same bits as avx512_tile's; nullptr where that has none.
 TileFn avx512_decode_tile(DType cache, int64_t d);
+
+/// The AVX2 tile (FMA and F16C too) for prefill and decode alike; nullptr where head_dim is not
+/// a multiple of 8 or its row takes more than 16 vectors (other than 256).
+TileFn avx2_tile(DType cache, int64_t d);
 
 /// The portable tile: any of f32, f16, bf16 and q8_0 for keys and for values.
 void portable_tile(DType k, DType v, const Tile& t);
