@@ -50,8 +50,8 @@ using TileFn = void (*)(const Tile&);
 TileFn avx512_tile(DType cache, int64_t d);
 
 /// The AVX-512 tile for one query row (decode), where `queries` is the group's few: each key and
-/// value vector converted straight into registers and used by up to 3 query vectors at once.
-/// The same bits as avx512_tile's; nullptr where that has none.
+/// value vector converted straight into registers and used by up to 4 query vectors at once.
+/// avx512_tile's products and sums in its order; nullptr where that has none.
 TileFn avx512_decode_tile(DType cache, int64_t d);
 
 /// The AVX2 tile (FMA and F16C too) for prefill and decode alike; nullptr where head_dim is not
