@@ -292,11 +292,6 @@ constexpr int64_t byte_of(int64_t e) {
   return e * 2;
 }
 
-#ifndef IRON_AHEAD
-#define IRON_AHEAD 4
-#endif
-constexpr int64_t kAhead = IRON_AHEAD;
-
 template <DType T, int C, bool P>
 void decode_tile(const Tile& a) {
   const int64_t tail = a.d - int64_t(C - 1) * 16;
