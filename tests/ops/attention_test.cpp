@@ -175,10 +175,11 @@ void check_direct(const Direct& c, const cpu::Features& features, uint32_t seed)
   check(pool, true);
 }
 
-// The dispatch paths this host runs: the portable loops always, AVX-512 where it has it.
+// The dispatch paths this host runs: the portable loops always, AVX2 and AVX-512 where it has them.
 std::vector<cpu::Features> feature_sets() {
   const cpu::Features& host = cpu::Features::host();
   std::vector<cpu::Features> sets{host.limited_to("portable")};
+  if (host.avx2 && host.fma && host.f16c) sets.push_back(host.limited_to("avx2"));
   if (host.avx512f && host.avx512bw && host.avx512vl && host.f16c) sets.push_back(host);
   return sets;
 }

@@ -208,7 +208,12 @@ class Kernel final : public cpu::Kernel {
       if (k_.dtype == f32 && v_.dtype == f32 && avx512) row_ = attention::avx512_row(d_.d);
       return;
     }
-    if (avx512 && k_.dtype == v_.dtype) tile_ = attention::avx512_tile(k_.dtype, d_.d);
+    if (avx512 && k_.dtype == v_.dtype) {
+      tile_ = attention::avx512_tile(k_.dtype, d_.d);
+      decode_tile_ = attention::avx512_decode_tile(k_.dtype, d_.d);
+    } else if (f.avx2 && f.fma && f.f16c && k_.dtype == v_.dtype) {
+      tile_ = decode_tile_ = attention::avx2_tile(k_.dtype, d_.d);
+    }
     scratch_ = cpu::Scratch(size_t(state_floats() + attention::work_floats(width_, d_.kv_heads, queries_ / d_.kv_heads)));
     partials_ = shared_partials(size_t(finished_rows_ * kMaxPartials * d_.heads * (width_ + 2)));
   }
@@ -291,9 +296,12 @@ class Kernel final : public cpu::Kernel {
     return s;
   }
 
-  void run_tile(const attention::Tile& t) const {
+  // `decode`: the tile is one query row's (its group's few query vectors per kv head).
+  void run_tile(const attention::Tile& t, bool decode = false) const {
     if (t.begin >= t.end) return;
-    if (tile_)
+    if (decode && decode_tile_)
+      decode_tile_(t);
+    else if (tile_)
       tile_(t);
     else
       attention::portable_tile(k_.dtype, v_.dtype, t);
@@ -378,7 +386,7 @@ class Kernel final : public cpu::Kernel {
     for (int64_t c = begin; c < end; ++c) {
       auto [first, last] = cpu::split(keys, int(c), int(parts), attention::kKeyBlock);
       State s = state(w, thread, 0, 1, lo + first, lo + last, start, cache_rows);
-      run_tile(s.tile);
+      run_tile(s.tile, /*decode=*/true);
       for (int64_t m = 0; m < d_.heads; ++m) {
         const int64_t h = row_and_head(m, 1).second;
         if (parts == 1) {
@@ -555,7 +563,8 @@ class Kernel final : public cpu::Kernel {
   int64_t rows_per_tile_;  // a prefill tile's rows
   int64_t queries_;        // a tile's query vectors at most: its rows times the heads
   cpu::Scratch scratch_;
-  attention::TileFn tile_ = nullptr;  // the AVX-512 tile, where the CPU has it
+  attention::TileFn tile_ = nullptr;         // the AVX-512 (or AVX2) tile, where the CPU has it
+  attention::TileFn decode_tile_ = nullptr;  // and its build for one query row (AVX2: the same)
   attention::RowFn row_ = nullptr;    // the per-head path's AVX-512 row loop, for f32 caches
   // A decode step's partials (per row of a batched decode), and how many of each row's are
   // finished this call.

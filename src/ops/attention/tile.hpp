@@ -6,7 +6,7 @@
 // kv heads). An online softmax over blocks of 16 keys: each query keeps a running maximum, the
 // sum of its weights and the weighted sum of values, all relative to e^max, so a tile can stop
 // at any key and a later one (or a combine of several) can carry on from its state.
-// An AVX-512 build for f32, f16, bf16 and q8_0 caches beside a portable one for any of them.
+// AVX-512 and AVX2 builds for f32, f16, bf16 and q8_0 caches beside a portable one for any of them.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +48,15 @@ inline int64_t work_floats(int64_t width, int64_t heads, int64_t queries) {
 /// The CPU must have AVX-512 F, BW and VL and F16C.
 using TileFn = void (*)(const Tile&);
 TileFn avx512_tile(DType cache, int64_t d);
+
+/// The AVX-512 tile for one query row (decode), where `queries` is the group's few: each key and
+/// value vector converted straight into registers and used by up to 4 query vectors at once.
+/// avx512_tile's products and sums in its order; nullptr where that has none.
+TileFn avx512_decode_tile(DType cache, int64_t d);
+
+/// The AVX2 tile (FMA and F16C too) for prefill and decode alike; nullptr where head_dim is not
+/// a multiple of 8 or its row takes more than 16 vectors (other than 256).
+TileFn avx2_tile(DType cache, int64_t d);
 
 /// The portable tile: any of f32, f16, bf16 and q8_0 for keys and for values.
 void portable_tile(DType k, DType v, const Tile& t);

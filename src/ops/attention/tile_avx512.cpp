@@ -140,6 +140,230 @@ void tile(const Tile& a) {
   }
 }
 
+// ---- the decode tile: one query row, its few query vectors per kv head ------------------------
+//
+// The tile above converts each block of keys and values into scratch once and reads it back for
+// every query vector: right for a prefill tile's dozens, but a decode step has only the group's
+// (3 for SmolLM2) per kv head, and the stores and reloads of that scratch cost more than the
+// products (14.7 GB/s of f16 on one core with the caches hot in the processor's). Here each key
+// and value vector is converted from the cache straight into registers and used by up to 4
+// query vectors at once (17.1 GB/s; bench_attention 1 5 hot). The products and sums are the same operations in the same
+// order as the tile above (scores: 16 running sums over the row's vectors in order, summed by
+// the same tree; values: added key by key into each accumulator); only the factor that
+// rescales a query's sums when its maximum rises is computed otherwise (decode_block).
+
+// Elements [e, e + 32) of a q8_0 cache, e a block's first, as two vectors: the block's scale
+// read and converted once for both (load16 reads it for each).
+inline void q8_0_pair(const char* buffer, int64_t e, __m512& lo, __m512& hi) {
+  const char* block = buffer + (e >> 5) * 34;
+  uint16_t bits;
+  std::memcpy(&bits, block, 2);
+  const __m512 scale = _mm512_set1_ps(_cvtsh_ss(bits));
+  lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2)))), scale);
+  hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 18)))), scale);
+}
+
+// Vectors c and, where P (q8_0 rows that start whole blocks), c + 1 of the row from element e.
+template <DType T, int C, bool P>
+inline void load_vectors(const char* buffer, int64_t e, int c, __mmask16 last, __m512& x0, __m512& x1) {
+  if constexpr (P) {
+    q8_0_pair(buffer, e + c * 16, x0, x1);
+  } else {
+    x0 = load16<T>(buffer, e + c * 16, c == C - 1 ? last : __mmask16(0xffff));
+    x1 = x0;
+  }
+}
+
+// Scores of keys [j0, j0 + 16) of kv head h for B query vectors from m (rows past n repeat row
+// n - 1; the caller masks them): J keys' sums at a time (B * J registers: 8 keys for up to 3
+// query vectors, 4 for 4), each four summed to a quad, pairs of quads to the sixteen scores.
+// Each sum adds the row's vectors in order, as the tile above does.
+template <DType T, int C, int B, bool P>
+inline void decode_scores(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, __mmask16 last,
+                          __m512 scores[B]) {
+  constexpr int W = C * 16, J = B <= 3 ? 8 : 4;
+  static_assert(B <= 4, "4 query vectors at most in a pass");
+  __m512 quads[B][2], pairs[B][2];  // the quads of the pair being formed; the pairs formed
+  for (int group = 0; group < 16 / J; ++group) {
+    int64_t e[J];  // each key's first element of kv head h
+    for (int j = 0; j < J; ++j) {
+      const int64_t row = j0 + group * J + j;
+      e[j] = a.k0 + h * a.d + (row < j0 + n ? row : j0 + n - 1) * a.stride;
+    }
+    __m512 s[B][J];
+    for (int i = 0; i < B; ++i)
+      for (int j = 0; j < J; ++j) s[i][j] = _mm512_setzero_ps();
+    for (int c = 0; c < C; c += P ? 2 : 1)
+      for (int j = 0; j < J; ++j) {
+        __m512 k0, k1;
+        load_vectors<T, C, P>(a.k, e[j], c, last, k0, k1);
+        for (int i = 0; i < B; ++i) s[i][j] = _mm512_fmadd_ps(k0, _mm512_load_ps(a.q + (m + i) * W + c * 16), s[i][j]);
+        if constexpr (P)
+          for (int i = 0; i < B; ++i)
+            s[i][j] = _mm512_fmadd_ps(k1, _mm512_load_ps(a.q + (m + i) * W + (c + 1) * 16), s[i][j]);
+      }
+    for (int i = 0; i < B; ++i)
+      for (int g = 0; g < J / 4; ++g) {
+        const int quad = group * (J / 4) + g;  // keys [4 quad, 4 quad + 4) of the block
+        quads[i][quad % 2] = quad4(s[i] + 4 * g);
+        if (quad % 2) pairs[i][quad / 2] = pair_quads(quads[i][0], quads[i][1]);
+      }
+  }
+  for (int i = 0; i < B; ++i) scores[i] = sum_pairs(pairs[i][0], pairs[i][1]);
+}
+
+// Adds keys [j0, j0 + n) of kv head h's values, weighted by `p` (16 per query vector), into the
+// accumulators of B query vectors from m: up to 16 / B of a row's vectors at a time in
+// registers (an even count where P), added key by key as the tile above adds them.
+template <DType T, int C, int B, bool P>
+inline void decode_values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, __mmask16 last,
+                          const float* p) {
+  constexpr int W = C * 16, G = (C < 16 / B ? C : 16 / B) & (P ? ~1 : ~0);
+  const int64_t e0 = a.v0 + h * a.d + j0 * a.stride;
+  for (int c0 = 0; c0 < C; c0 += G) {
+    __m512 sum[B][G];
+    for (int i = 0; i < B; ++i)
+      for (int c = 0; c < G && c0 + c < C; ++c) sum[i][c] = _mm512_load_ps(a.acc + (m + i) * W + (c0 + c) * 16);
+    for (int64_t j = 0; j < n; ++j) {
+      __m512 weight[B];
+      for (int i = 0; i < B; ++i) weight[i] = _mm512_set1_ps(p[i * kKeyBlock + j]);
+      for (int c = 0; c < G && c0 + c < C; c += P ? 2 : 1) {
+        __m512 v0, v1;
+        load_vectors<T, C, P>(a.v, e0 + j * a.stride, c0 + c, last, v0, v1);
+        for (int i = 0; i < B; ++i) sum[i][c] = _mm512_fmadd_ps(weight[i], v0, sum[i][c]);
+        if constexpr (P)
+          for (int i = 0; i < B; ++i) sum[i][c + 1] = _mm512_fmadd_ps(weight[i], v1, sum[i][c + 1]);
+      }
+    }
+    for (int i = 0; i < B; ++i)
+      for (int c = 0; c < G && c0 + c < C; ++c) _mm512_store_ps(a.acc + (m + i) * W + (c0 + c) * 16, sum[i][c]);
+  }
+}
+
+// One block for B query vectors from m of kv head h: scores, the online softmax's update, the
+// weighted values. The update is the tile above's but for the factor that rescales a query's
+// sums when its maximum rises: one vector e^x for the B queries (the tile above calls std::exp
+// for each, a tenth of this tile's time when maxima rise often), so the two differ there by
+// exp16's ulps.
+template <DType T, int C, int B, bool P>
+void decode_block(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, __mmask16 last) {
+  constexpr int W = C * 16;
+  __m512 scores[B];
+  decode_scores<T, C, B, P>(a, h, m, j0, n, last, scores);
+  alignas(64) float top[16], shrink[16];
+  __mmask16 keep[B];
+  for (int i = 0; i < B; ++i) {
+    const int64_t valid = smaller(n, a.limit[m + i] - j0), first = a.from[m + i] > j0 ? a.from[m + i] - j0 : 0;
+    // Keys [first, valid) of the block: below `valid`, and from a sliding window's first on.
+    keep[i] = valid <= first ? __mmask16(0)
+                             : __mmask16((valid >= 16 ? 0xffffu : (1u << valid) - 1) & ~((1u << first) - 1));
+    scores[i] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), keep[i], scores[i]);
+    top[i] = keep[i] ? _mm512_reduce_max_ps(scores[i]) : -INFINITY;
+  }
+  const __mmask16 lanes = __mmask16((1u << B) - 1);
+  const __m512 before = _mm512_maskz_loadu_ps(lanes, a.max + m), after = _mm512_maskz_loadu_ps(lanes, top);
+  if (const __mmask16 rise = _mm512_mask_cmp_ps_mask(lanes, after, before, _CMP_GT_OQ)) {
+    // e^(before - after): a query's first keys (before = -inf) give ~1e-38, scaling its zeros.
+    _mm512_store_ps(shrink, cpu::avx512::exp16(_mm512_sub_ps(before, after)));
+    for (int i = 0; i < B; ++i) {
+      if (!((rise >> i) & 1)) continue;
+      a.sum[m + i] *= shrink[i];
+      float* acc = a.acc + (m + i) * W;
+      const __m512 f = _mm512_set1_ps(shrink[i]);
+      for (int c = 0; c < C; ++c) _mm512_store_ps(acc + c * 16, _mm512_mul_ps(_mm512_load_ps(acc + c * 16), f));
+      a.max[m + i] = top[i];
+    }
+  }
+  float* weights = a.work;
+  for (int i = 0; i < B; ++i) {
+    const __m512 e =
+        _mm512_maskz_mov_ps(keep[i], cpu::avx512::exp16(_mm512_sub_ps(scores[i], _mm512_set1_ps(a.max[m + i]))));
+    a.sum[m + i] += _mm512_reduce_add_ps(e);
+    _mm512_store_ps(weights + i * kKeyBlock, e);
+  }
+  decode_values<T, C, B, P>(a, h, m, j0, n, last, weights);
+}
+
+// The byte of a cache that holds element e (q8_0: its block's first byte).
+template <DType T>
+constexpr int64_t byte_of(int64_t e) {
+  if constexpr (T == DType::f32) return e * 4;
+  if constexpr (T == DType::q8_0) return e / 32 * 34;
+  return e * 2;
+}
+
+template <DType T, int C, bool P>
+void decode_tile(const Tile& a) {
+  const int64_t tail = a.d - int64_t(C - 1) * 16;
+  const __mmask16 last = __mmask16(tail >= 16 ? 0xffff : (1u << tail) - 1);
+  const int64_t per = a.queries;
+  // Passes of 4 query vectors where they divide the group (Gemma 3's 4), else of at most 3, as
+  // even as they go: a pass converts every key, so fewer passes convert less (passes of 2 + 2
+  // ran Gemma's q8_0 at 6.0 GB/s where the tile above ran 6.9).
+  const int64_t width = per % 4 == 0 ? 4 : 3, passes = (per + width - 1) / width;
+  const int64_t block_bytes = byte_of<T>(a.stride * kKeyBlock);
+  for (int64_t j0 = a.begin; j0 < a.end; j0 += kKeyBlock) {
+    const int64_t n = smaller(kKeyBlock, a.end - j0);
+    // The next block's rows, whole and in order, ahead of this block's reads of one kv head's
+    // part of each row at a time (1 thread read cold f16 caches at 5.9 GB/s without it, 7.5
+    // with it; two or four blocks ahead measured no better; bench_attention).
+    if (j0 + kKeyBlock < a.end) {
+      const int64_t at = j0 + kKeyBlock, bytes = smaller(block_bytes, byte_of<T>((a.end - at) * a.stride));
+      const char* k = a.k + byte_of<T>(a.k0 + at * a.stride);
+      const char* v = a.v + byte_of<T>(a.v0 + at * a.stride);
+      for (int64_t b = 0; b < bytes; b += 64) {
+        _mm_prefetch(k + b, _MM_HINT_T0);
+        _mm_prefetch(v + b, _MM_HINT_T0);
+      }
+    }
+    for (int64_t h = 0; h < a.heads; ++h)
+      for (int64_t pass = 0, m = h * per; pass < passes; ++pass) {
+        const int64_t b = (per * (pass + 1)) / passes - (per * pass) / passes;
+        switch (b) {
+          case 4: decode_block<T, C, 4, P>(a, h, m, j0, n, last); break;
+          case 3: decode_block<T, C, 3, P>(a, h, m, j0, n, last); break;
+          case 2: decode_block<T, C, 2, P>(a, h, m, j0, n, last); break;
+          default: decode_block<T, C, 1, P>(a, h, m, j0, n, last); break;
+        }
+        m += b;
+      }
+  }
+}
+
+// q8_0 rows that start whole blocks (head_dim a multiple of 32, the view's offset too) read a
+// block's scale once for its two vectors; others read it per vector.
+template <int C>
+void decode_tile_q8_0(const Tile& a) {
+  if constexpr (C % 2 == 0) {
+    if (a.d % 32 == 0 && a.k0 % 32 == 0 && a.v0 % 32 == 0) return decode_tile<DType::q8_0, C, true>(a);
+  }
+  decode_tile<DType::q8_0, C, false>(a);
+}
+
+template <DType T, int C>
+TileFn decode_of() {
+  if constexpr (T == DType::q8_0)
+    return &decode_tile_q8_0<C>;
+  else
+    return &decode_tile<T, C, false>;
+}
+
+template <DType T>
+TileFn decode_for_rows(int64_t d) {
+  switch ((d + 15) / 16) {
+    case 1: return decode_of<T, 1>();
+    case 2: return decode_of<T, 2>();
+    case 3: return decode_of<T, 3>();
+    case 4: return decode_of<T, 4>();
+    case 5: return decode_of<T, 5>();
+    case 6: return decode_of<T, 6>();
+    case 7: return decode_of<T, 7>();
+    case 8: return decode_of<T, 8>();
+    case 16: return decode_of<T, 16>();
+    default: return nullptr;
+  }
+}
+
 template <DType T>
 TileFn for_rows(int64_t d) {
   switch ((d + 15) / 16) {
@@ -165,6 +389,16 @@ TileFn avx512_tile(DType cache, int64_t d) {
     case DType::f16: return for_rows<DType::f16>(d);
     case DType::bf16: return for_rows<DType::bf16>(d);
     case DType::q8_0: return d % 16 ? nullptr : for_rows<DType::q8_0>(d);
+    default: return nullptr;
+  }
+}
+
+TileFn avx512_decode_tile(DType cache, int64_t d) {
+  switch (cache) {
+    case DType::f32: return decode_for_rows<DType::f32>(d);
+    case DType::f16: return decode_for_rows<DType::f16>(d);
+    case DType::bf16: return decode_for_rows<DType::bf16>(d);
+    case DType::q8_0: return d % 16 ? nullptr : decode_for_rows<DType::q8_0>(d);
     default: return nullptr;
   }
 }
