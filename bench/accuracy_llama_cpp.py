@@ -13,6 +13,8 @@ Needs PyPI's llama-cpp-python (see bench/compare_llama_cpp.py). Not part of the 
 import argparse
 import json
 import math
+import os
+import sys
 
 import numpy as np
 
@@ -37,7 +39,9 @@ def main():
     ap.add_argument("-g", "--golden", default="tests/golden/smollm2_logits.json")
     ap.add_argument("-t", "--threads", type=int, default=2)
     args = ap.parse_args()
-    from llama_cpp import Llama  # imported late so --help works without it
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import llama_cpp_binding  # imported late so --help works without llama-cpp-python
+    Llama = llama_cpp_binding.load()[0].Llama
 
     golden = json.load(open(args.golden))
     longest = max(len(p["token_ids"]) for p in golden["prompts"])

@@ -24,6 +24,8 @@ import time
 
 import numpy as np
 
+import llama_cpp_binding  # bench/, beside this script
+
 
 def fmt(xs):
     """Mean ± sample standard deviation of a list of figures ("-" for none)."""
@@ -111,10 +113,10 @@ def main():
     parser.add_argument("--iron", default=os.path.join(os.path.dirname(__file__), "..", "build", "iron"),
                         help="the iron binary (default: build/iron)")
     args = parser.parse_args()
-    try:
-        import llama_cpp
-    except ImportError:
-        sys.exit("llama-cpp-python is not installed: python3 -m pip install llama-cpp-python")
+    llama_cpp, extra_bufts = llama_cpp_binding.load()
+    if not extra_bufts:
+        print("llama.cpp: extra buffer types (AMX repacking) off; LLAMA_CPP_EXTRA_BUFTS=1 turns them on "
+              "(bench/llama_cpp_binding.py says why)", file=sys.stderr)
 
     # ggml.h: GGML_TYPE_BF16 = 30, which this binding may not name
     ggml_type = {"f32": llama_cpp.GGML_TYPE_F32, "f16": llama_cpp.GGML_TYPE_F16,

@@ -69,9 +69,9 @@ class LlamaCpp:
     bench/compare_llama_cpp.py times it (its own calls only)."""
 
     def __init__(self, model, prompt, gen):
-        import llama_cpp  # noqa: F401 (checked here, so a missing package fails before any run)
+        import llama_cpp_binding  # checked here, so a missing package fails before any run
         from compare_llama_cpp import llama_cpp_run
-        self.llama_cpp = llama_cpp
+        self.llama_cpp = llama_cpp_binding.load()[0]
         self.run_once = llama_cpp_run
         self.model, self.prompt, self.gen = model, prompt, gen
         self.contexts = {}
