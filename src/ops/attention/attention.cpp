@@ -445,7 +445,7 @@ class Kernel final : public cpu::Kernel {
       const int64_t c = u - before;
       auto [first, last] = cpu::split(r.keys, int(c), int(r.parts), attention::kKeyBlock);
       State s = state(w, thread, b, 1, r.lo + first, r.lo + last, r.position, d_.slot_rows, r.base);
-      run_tile(s.tile);
+      run_tile(s.tile, /*decode=*/true);  // one query row's tile, as decode() takes
       for (int64_t m = 0; m < d_.heads; ++m) {
         const int64_t h = row_and_head(m, 1).second;
         if (r.parts == 1)
