@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,7 +18,9 @@
 using namespace iron;
 using namespace iron::models;
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s MODEL.gguf [threads] [highest|high|medium]\n", argv[0]);
     return 2;
@@ -63,4 +66,15 @@ int main(int argc, char** argv) {
     std::printf("%zu rows: %.1f-%.1f tokens/s aggregate (%d rounds of %d steps)\n", b, *lo, *hi, rounds, steps);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a missing or malformed model, a bad argument: said, not a crash
+    std::fprintf(stderr, "bench_batch_decode: %s\n", e.what());
+    return 1;
+  }
 }

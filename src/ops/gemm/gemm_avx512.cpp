@@ -233,6 +233,142 @@ void gemv(const GemvArgs& g) {
   for (; r < g.rows; ++r) gemv_rows<1>(g, g.w + r * g.row_bytes, g.y + r);
 }
 
+// ---- GEMV over several rows of x (a batched decode step at highest) -----------------------
+// One row of W at a time: each block is loaded and converted once, then meets every row of x
+// with exactly the operations gemv_float / gemv_q8_0 / gemv_q4 apply to one row, in their order,
+// into that row's own accumulators (so each row's outputs are its gemv()'s, bit for bit).
+
+template <DType T, int M>
+void many_float(const GemvManyArgs& g) {
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const char* w = g.w + r * g.row_bytes;
+    __m512 acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= g.k; i += 16) {
+      const __m512 wv = load16<T>(w + i * elem_bytes<T>());
+      for (int m = 0; m < M; ++m) acc[m] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(g.x + m * g.ldx + i), acc[m]);
+    }
+    if (i < g.k) {
+      const __mmask16 mask = __mmask16((1u << (g.k - i)) - 1);
+      const __m512 wv = load16<T>(w + i * elem_bytes<T>(), mask);
+      for (int m = 0; m < M; ++m)
+        acc[m] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mask, g.x + m * g.ldx + i), acc[m]);
+    }
+    for (int m = 0; m < M; ++m) g.y[m * g.ldy + r] = _mm512_reduce_add_ps(acc[m]);
+  }
+}
+
+template <int M>
+void many_q8_0(const GemvManyArgs& g) {
+  const int64_t blocks = g.k / 32;
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const char* row = g.w + r * g.row_bytes;
+    __m512 acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const char* blk = row + b * 34;
+      _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
+      const __m512 lo = _mm512_cvtepi32_ps(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2))));
+      const __m512 hi = _mm512_cvtepi32_ps(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18))));
+      const __m512 d = _mm512_set1_ps(half(blk));
+      for (int m = 0; m < M; ++m) {
+        const float* x = g.x + m * g.ldx + b * 32;
+        const __m512 t = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + 16), _mm512_mul_ps(lo, _mm512_loadu_ps(x)));
+        acc[m] = _mm512_fmadd_ps(t, d, acc[m]);
+      }
+    }
+    for (int m = 0; m < M; ++m) g.y[m * g.ldy + r] = _mm512_reduce_add_ps(acc[m]);
+  }
+}
+
+template <bool Q1, bool Fifth, int M>
+void many_q4(const GemvManyArgs& g) {
+  using B = Blocks32<Q1, Fifth>;
+  const int64_t blocks = g.k / 32;
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const char* row = g.w + r * g.row_bytes;
+    __m512 acc[M];
+    __m128 corr[M];
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps(), corr[m] = _mm_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const char* blk = row + b * B::kBytes;
+      _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
+      uint32_t header = 0;
+      __builtin_memcpy(&header, blk, Q1 ? 4 : 2);
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(header)));
+      const __m512 d = _mm512_broadcastss_ps(dm);
+      __m512i qlo, qhi;
+      B::quants(blk, &qlo, &qhi);
+      const __m512 lo = _mm512_cvtepi32_ps(qlo), hi = _mm512_cvtepi32_ps(qhi);
+      for (int m = 0; m < M; ++m) {
+        const float* x = g.x + m * g.ldx + b * 32;
+        const float xsum = g.xsum[m * blocks + b];
+        const __m128 xs = Q1 ? _mm_setr_ps(0, xsum, 0, 0) : _mm_setr_ps(B::kOffset * xsum, 0, 0, 0);
+        const __m512 t = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + 16), _mm512_mul_ps(lo, _mm512_loadu_ps(x)));
+        acc[m] = _mm512_fmadd_ps(t, d, acc[m]);
+        corr[m] = _mm_fmadd_ps(dm, xs, corr[m]);
+      }
+    }
+    for (int m = 0; m < M; ++m) {
+      __m128 c = _mm_add_ps(corr[m], _mm_movehl_ps(corr[m], corr[m]));
+      c = _mm_add_ss(c, _mm_movehdup_ps(c));
+      g.y[m * g.ldy + r] = _mm512_reduce_add_ps(acc[m]) + _mm_cvtss_f32(c);
+    }
+  }
+}
+
+template <int M>
+bool many_rows(const GemvManyArgs& g) {
+  switch (g.dtype) {
+    case DType::f32:
+      return many_float<DType::f32, M>(g), true;
+    case DType::bf16:
+      return many_float<DType::bf16, M>(g), true;
+    case DType::f16:
+      return many_float<DType::f16, M>(g), true;
+    case DType::q8_0:
+      return many_q8_0<M>(g), true;
+    default:
+      return with_blocks32(g.dtype, [&](auto q1, auto fifth) {
+        // x's block sums, as gemv() makes them for one row.
+        const int64_t blocks = g.k / 32;
+        for (int m = 0; m < M; ++m)
+          for (int64_t b = 0; b < blocks; ++b) {
+            const float* x = g.x + m * g.ldx + b * 32;
+            g.xsum[m * blocks + b] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)));
+          }
+        many_q4<q1, fifth, M>(g);
+      });
+  }
+}
+
+// The K-quants (quant_blocks.hpp) are not taken: their rows go through gemv() one at a time.
+bool gemv_many(const GemvManyArgs& g) {
+  switch (g.m) {
+    case 1:
+      return many_rows<1>(g);
+    case 2:
+      return many_rows<2>(g);
+    case 3:
+      return many_rows<3>(g);
+    case 4:
+      return many_rows<4>(g);
+    case 5:
+      return many_rows<5>(g);
+    case 6:
+      return many_rows<6>(g);
+    case 7:
+      return many_rows<7>(g);
+    case 8:
+      return many_rows<8>(g);
+    default:
+      return false;
+  }
+}
+
 // ---- packing ------------------------------------------------------------------------------
 
 template <bool Q1, bool Fifth>
@@ -663,8 +799,8 @@ void gemm_int8(const GemmInt8Args& g) {
   }
 }
 
-const Isa kIsa{"avx512",   kNR,        &gemv,      &pack,        &tile,
-               &pack_bf16, &rows_bf16, &tile_bf16, &quantise_x8, &gemm_int8};
+const Isa kIsa{"avx512",   kNR,        &gemv,      &pack,        &tile,     &pack_bf16,
+               &rows_bf16, &tile_bf16, &quantise_x8, &gemm_int8, &gemv_many};
 
 }  // namespace
 

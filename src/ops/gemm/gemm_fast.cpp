@@ -63,6 +63,7 @@ namespace {
 constexpr int64_t kPackRows = 3;
 // At highest, rows up to this many take the GEMV loop (each row summed as it is alone).
 constexpr int64_t kAloneRows = 8;
+static_assert(kAloneRows <= kGemvManyRows, "a batched step's rows fit one gemv_many call");
 // Bytes of W rows the GEMV loop walks for every row of `a` before moving on: within L1.
 constexpr int64_t kAloneChunkBytes = 16 * 1024;
 // Rows of x the int8 path quantises at a time (its scratch holds their int8 blocks and sums).
@@ -153,8 +154,10 @@ class FastKernel final : public RowRangeKernel {
     qscale_ = region(int8_ ? chunk_ * (k / 32) : 0);
     qsum_ = region(int8_ ? chunk_ * (k / 32) : 0);
     qsum16_ = region(int8_ ? chunk_ * (k / 16) : 0);
-    xsum_ = region(k / 32 + 1);
-    ybuf_ = region(int8_ ? chunk_ * padded(c_.n) : c_.n);
+    // The GEMV loop over several rows (gemv_many) takes every row's block sums and outputs.
+    const int64_t many = gemv_rows_ > 1 && isa_.gemv_many ? std::min(gemv_rows_, kGemvManyRows) : 1;
+    xsum_ = region(many * (k / 32) + 1);
+    ybuf_ = region(int8_ ? chunk_ * padded(c_.n) : std::max(c_.n, many * chunk_rows_));
     rowbuf_ = region(tiles_ ? nr * k : 0);
     packed_ = region(tiles_ ? nr * k : 0);
     cbuf_ = region(amx_ ? kAmxChunk * kAmxPanel : tiles_ ? max_rows_ * nr : 0);
@@ -224,6 +227,12 @@ class FastKernel final : public RowRangeKernel {
       const int64_t step = rows == 1 ? end - begin : chunk_rows_;
       for (int64_t n0 = begin; n0 < end; n0 += step) {
         const int64_t n1 = std::min(end, n0 + step);
+        // Several rows: each block of W read once for all of them where the ISA has the loop.
+        if (rows > 1 && isa_.gemv_many &&
+            isa_.gemv_many({b_.dtype, a, k, rows, xsum, wbase + n0 * row_bytes_, row_bytes_, k, n1 - n0, ybuf, n1 - n0})) {
+          for (int64_t m = 0; m < rows; ++m) finish_row(w, m, n0, n1, ybuf + m * (n1 - n0));
+          continue;
+        }
         for (int64_t m = 0; m < rows; ++m) {
           isa_.gemv({b_.dtype, a + m * k, xsum, wbase + n0 * row_bytes_, row_bytes_, k, n1 - n0, ybuf});
           finish_row(w, m, n0, n1, ybuf);

@@ -134,6 +134,22 @@ struct GemvArgs {
   float* y;
 };
 
+/// GEMV of m (<= kGemvManyRows) rows of x at once, for a batched decode step at
+/// Precision::highest: y[i * ldy + r] = sum_k W[r, k] x[i * ldx + k]. Each row's sums are exactly
+/// those gemv() gives that row alone (the same operations in the same order); what the rows
+/// share is each block of W, read and converted once for all of them.
+struct GemvManyArgs {
+  DType dtype;
+  const float* x;  // m rows of k values, ldx apart
+  int64_t ldx, m;
+  float* xsum;  // m * (k / 32) floats of scratch
+  const char* w;
+  int64_t row_bytes, k, rows;
+  float* y;  // m rows of `rows` outputs, ldy apart
+  int64_t ldy;
+};
+constexpr int64_t kGemvManyRows = 8;
+
 /// Dequantises `rows` (<= nr) rows of W and stores them transposed: packed[k * nr + j] = W[j, k],
 /// columns past `rows` zero.
 struct PackArgs {
@@ -306,6 +322,9 @@ struct Isa {
   // Optional: int8 activations and int32 dot products (Precision::medium, AVX512_VNNI).
   void (*quantise_x8)(const QuantiseX8Args&) = nullptr;
   void (*gemm_int8)(const GemmInt8Args&) = nullptr;
+  // Optional: GEMV over several rows of x (GemvManyArgs); false for a weight kind it does not
+  // take (the caller then runs gemv() per row, which gives the same sums).
+  bool (*gemv_many)(const GemvManyArgs&) = nullptr;
 };
 
 /// Whether the int8 path takes a weight of this dtype rearranged (packed_int8).
