@@ -8,10 +8,10 @@
 #   build-fuzz/  each libFuzzer target for 30 s (scripts/fuzz.sh), when clang is installed
 # The Release build includes the Python package, whose pytest suite is one of its ctest tests.
 # IRON_QUICK=1 stops after that ctest. Each stage prints the time so far. From a fresh clone on
-# the 2 cores, beside other builds (2026-12-01), the whole script took 38 min: Release build 4.7,
-# its ctest 3.1 (377 tests, the Python suite and the whole-model runs among them), ASan build
-# 13.2, ASan tests 1.0, TSan build 5.5, TSan tests 0.6, fuzz build and 12 x 30 s fuzzing 9.5;
-# with the build folders kept, 15 min. CI allows 45.
+# the 2 cores (2026-12-01, a quiet machine), the whole script took 31.8 min: Release build 5.1,
+# its ctest 2.9 (396 tests, the Python suite and the whole-model runs among them), ASan build
+# 7.7 (-O1 -g1; 13.2 at -O2 -g the session before), ASan tests 1.2, TSan build 3.8, TSan tests
+# 0.7, fuzz build and 12 x 30 s fuzzing 10.1. CI allows 45.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${IRON_BUILD_JOBS:-$(nproc)}
