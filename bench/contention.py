@@ -32,7 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def bench(iron, model, threads, prompt, gen, precision):
     """pp and tg tokens/s of one `iron bench` run (threads 0: its default)."""
-    return iron_run(iron, model, threads, prompt, gen, max(prompt, 1), precision)[0]
+    # An empty cache before each test, and the precision's default cache types.
+    return iron_run(iron, model, threads, prompt, gen, max(prompt, 1), precision, 0, None, None)[0]
 
 
 class Busy:
@@ -84,10 +85,10 @@ class LlamaCpp:
             llm = self.llama_cpp.Llama(model_path=self.model, n_threads=threads, n_threads_batch=threads,
                                        n_ctx=ctx, n_batch=ctx, n_ubatch=ctx, logits_all=False, verbose=False)
             ids = [1 + (i * 7919) % (llm.n_vocab() - 1) for i in range(self.prompt)]
-            self.run_once(llm, self.llama_cpp, ids, 8)  # warm up
+            self.run_once(llm, self.llama_cpp, ids, 8, [])  # warm up
             self.contexts[threads] = (llm, ids)
         llm, ids = self.contexts[threads]
-        return self.run_once(llm, self.llama_cpp, ids, self.gen)
+        return self.run_once(llm, self.llama_cpp, ids, self.gen, [])
 
 
 def main():
