@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "devices/cpu/simd_avx2.hpp"
 #include "ops/attention/tile.hpp"
 
 namespace iron::ops::attention {
@@ -38,13 +39,6 @@ inline __m256 load8(const char* buffer, int64_t e) {
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + (e & 31)));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(_cvtsh_ss(bits)));
   }
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 inline float hmax(__m256 v) {
@@ -165,7 +159,7 @@ void block8(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n) {
   float* weights = a.work;
   for (int i = 0; i < B; ++i) {
     const __m256 e = _mm256_and_ps(keep[i], exp8(_mm256_sub_ps(scores[i], _mm256_set1_ps(a.max[m + i]))));
-    a.sum[m + i] += hsum(e);
+    a.sum[m + i] += cpu::avx2::hsum8(e);
     _mm256_store_ps(weights + i * kBlock, e);
   }
   values8<T, C, B>(a, h, m, j0, n, weights);

@@ -4,6 +4,7 @@
 // Only intrinsics and plain loops here: no library code built for AVX2 can leak out.
 #include <immintrin.h>
 
+#include "devices/cpu/simd_avx2.hpp"
 #include "ops/gemm/kernels.hpp"
 
 namespace iron::ops::gemm {
@@ -28,12 +29,7 @@ inline float bf16(const char* p) {
   return f;
 }
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using cpu::avx2::hsum8;
 
 template <DType T>
 inline __m256 load8(const char* p) {
@@ -75,9 +71,9 @@ inline __m256i bytes8_u8(const char* p) {
 struct Lanes {
   using Acc = __m256;
   static Acc zero() { return _mm256_setzero_ps(); }
-  static float sum(Acc a) { return hsum(a); }
+  static float sum(Acc a) { return hsum8(a); }
   static float sum32(const float* x) {
-    return hsum(_mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
+    return hsum8(_mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
                               _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24))));
   }
   // Quants 8c .. 8c + 7 as f32.
@@ -124,7 +120,7 @@ void gemv_float(const GemvArgs& g, const char* w, float* y) {
     float tail = 0;
     for (int64_t j = i; j < g.k; ++j)
       tail += load1<T>(w + r * g.row_bytes + j * elem_bytes<T>()) * g.x[j];
-    y[r] = hsum(acc[r]) + tail;
+    y[r] = hsum8(acc[r]) + tail;
   }
 }
 
@@ -147,7 +143,7 @@ void gemv_q8_0(const GemvArgs& g, const char* w, float* y) {
       acc[r] = _mm256_fmadd_ps(t, _mm256_set1_ps(half(blk)), acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]);
+  for (int r = 0; r < R; ++r) y[r] = hsum8(acc[r]);
 }
 
 // The blocks of 32 with 4- or 5-bit quants: q4_0 / q5_0 (Q1 false: value (q - 8) d or
@@ -202,7 +198,7 @@ void gemv_q4(const GemvArgs& g, const char* w, float* y) {
       corr[r] += m * xs;
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]) + corr[r];
+  for (int r = 0; r < R; ++r) y[r] = hsum8(acc[r]) + corr[r];
 }
 
 template <int R>
@@ -230,7 +226,7 @@ void gemv(const GemvArgs& g) {
       const __m256 s =
           _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8)),
                         _mm256_add_ps(_mm256_loadu_ps(xb + 16), _mm256_loadu_ps(xb + 24)));
-      g.xsum[b] = hsum(s);
+      g.xsum[b] = hsum8(s);
     }
   int64_t r = 0;
   for (; r + 4 <= g.rows; r += 4) gemv_rows<4>(g, g.w + r * g.row_bytes, g.y + r);

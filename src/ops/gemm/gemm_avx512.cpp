@@ -346,10 +346,9 @@ bool many_rows(const GemvManyArgs& g) {
 }
 
 // The K-quants (quant_blocks.hpp) are not taken: their rows go through gemv() one at a time.
+// One row is gemv()'s own call (the caller takes gemv_many for two rows or more).
 bool gemv_many(const GemvManyArgs& g) {
   switch (g.m) {
-    case 1:
-      return many_rows<1>(g);
     case 2:
       return many_rows<2>(g);
     case 3:

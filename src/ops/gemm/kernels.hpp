@@ -322,8 +322,8 @@ struct Isa {
   // Optional: int8 activations and int32 dot products (Precision::medium, AVX512_VNNI).
   void (*quantise_x8)(const QuantiseX8Args&) = nullptr;
   void (*gemm_int8)(const GemmInt8Args&) = nullptr;
-  // Optional: GEMV over several rows of x (GemvManyArgs); false for a weight kind it does not
-  // take (the caller then runs gemv() per row, which gives the same sums).
+  // Optional: GEMV over 2 to kGemvManyRows rows of x (GemvManyArgs); false for a weight kind or
+  // a count it does not take (the caller then runs gemv() per row, which gives the same sums).
   bool (*gemv_many)(const GemvManyArgs&) = nullptr;
 };
 

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "devices/cpu/simd_avx2.hpp"
 #include "ops/gemm/kernels.hpp"
 
 namespace iron::ops::gemm {
@@ -34,13 +35,6 @@ inline float quant_half(const char* p) {
   uint16_t h;
   __builtin_memcpy(&h, p, 2);
   return _cvtsh_ss(h);
-}
-
-inline float quant_hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 /// A block's scales and offsets: weight i of sub-block s is scale[s] q_i + offset[s], or with
@@ -187,7 +181,7 @@ void quant_gemv_rows(const GemvArgs& g, const char* w, float* y) {
                                                 sc[r].template second<K>(s), acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = L::sum(acc[r]) + quant_hsum(corr[r]);
+  for (int r = 0; r < R; ++r) y[r] = L::sum(acc[r]) + cpu::avx2::hsum8(corr[r]);
 }
 
 /// The GEMV loop for a K-quant: four rows at a time share each load of x.
