@@ -206,3 +206,88 @@ TEST(ThreadPool, AStallInARunLeavesTheRestToThreadZeroWithTheSameResults) {
 }
 
 }  // namespace
+
+namespace {
+
+// A copy that declares enough work to be split before it is timed, and takes `spin_us` on one
+// thread (its share spins that long divided by the threads that share it). It counts the calls
+// it was split in, so the test sees what the program decided from its times.
+const iron::Declaration kTimedCopy{"TimedCopy", nullptr, {}, {}};
+struct TimedCopy : iron::Operator {
+  int64_t spin_us;
+  std::atomic<int>* split_calls;
+  TimedCopy(int64_t spin, std::atomic<int>* calls) : iron::Operator(kTimedCopy, {}, {}), spin_us(spin), split_calls(calls) {}
+  void reference(const iron::RefCall& c) const override {
+    for (int64_t i = 0; i < iron::element_count(c.out[0].shape); ++i) c.out[0].data[i] = c.in[0].data[i];
+  }
+  struct Kernel : iron::cpu::Kernel {
+    iron::cpu::Operand x, y;
+    int64_t spin_us = 0;
+    std::atomic<int>* split_calls = nullptr;
+    int64_t multiply_adds() const override { return int64_t(1) << 20; }
+    void run(const int64_t* w, int thread, int threads) const override {
+      if (thread == 0 && threads > 1) split_calls->fetch_add(1);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us / threads);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      auto [begin, end] = iron::cpu::split(iron::element_count(x.shape), thread, threads);
+      for (int64_t i = begin; i < end; ++i) y.data<float>(w)[i] = x.data<float>(w)[i];
+    }
+  };
+  std::unique_ptr<iron::cpu::Kernel> cpu_kernel(const iron::cpu::KernelArgs& a) const override {
+    auto k = std::make_unique<Kernel>();
+    k->x = a.in[0];
+    k->y = a.out[0];
+    k->spin_us = spin_us;
+    k->split_calls = split_calls;
+    return k;
+  }
+};
+
+struct TimedCopies : iron::Graph {
+  iron::Input x = input("x");
+  int64_t spin_us;
+  std::atomic<int>* split_calls;
+  TimedCopies(int64_t spin, std::atomic<int>* calls) : iron::Graph("timed_copies"), spin_us(spin), split_calls(calls) {}
+  iron::Outputs body() override {
+    iron::Recorder& r = iron::Recorder::require("test");
+    iron::Handle y = r.scratch("y", x.shape(), iron::f32);
+    r.add_step({std::make_shared<TimedCopy>(spin_us, split_calls), {x}, {y}, {}, iron::Precision::highest});
+    return {F::silu(y)};
+  }
+};
+
+// Calls `v` until `runs` calls have been made; returns the calls among the last `last` in which
+// the copy was split. Each of those starts with a fresh governor, so each offers the program two
+// threads even on a busy machine (the copy comes before any barrier that could take one off).
+int split_in_last(iron::CompiledGraph& v, const iron::Tensor& x, std::atomic<int>& split_calls, int runs, int last) {
+  iron::cpu::ThreadPool& pool = iron::cpu::ThreadPool::shared(2);
+  for (int i = 0; i < runs - last; ++i) v({x});
+  split_calls = 0;
+  for (int i = 0; i < last; ++i) {
+    {
+      std::lock_guard lock(pool.mutex());
+      pool.governor() = ThreadGovernor{};
+    }
+    v({x});
+  }
+  return split_calls.load();
+}
+
+TEST(ThreadPool, AKernelTooQuickToGainFromASplitEndsOnOneThreadAndASlowOneStaysSplit) {
+  iron::cpu::ThreadPool& pool = iron::cpu::ThreadPool::shared(2);
+  if (pool.size() < 2) GTEST_SKIP() << "one CPU: nothing to split";
+  const iron::Tensor x = pattern(4, 16, 7);
+  std::atomic<int> quick_splits{0}, slow_splits{0};
+  TimedCopies quick(0, &quick_splits), slow(200, &slow_splits);
+  auto& vq = quick.compile({{"x", {4, 16}}}, {.threads = 2});
+  auto& vs = slow.compile({{"x", {4, 16}}}, {.threads = 2});
+  // Split at first (by its declared work), then timed: after a few hundred calls it runs on
+  // thread 0 alone, every call.
+  EXPECT_EQ(split_in_last(vq, x, quick_splits, 400, 100), 0);
+  // 200 us on one thread is worth a split: it stays split.
+  EXPECT_EQ(split_in_last(vs, x, slow_splits, 400, 100), 100);
+  EXPECT_EQ(vq({x}).outputs[0].to_floats(), vs({x}).outputs[0].to_floats());
+}
+
+}  // namespace
