@@ -29,8 +29,7 @@ void add_serve_command(CLI::App& app, bool execute) {
   add_integer(*cmd, "--port", o->server.port, 0, 65535, "The port (0: any free one, printed when listening)")
       ->capture_default_str();
   add_integer(*cmd, "--parallel", o->server.parallel, 1, 256,
-              "Sequences decoding together, each in a KV-cache slot of its own (on the CPU; one at a time on "
-              "Vulkan); the queue holds 4x as many more")
+              "Sequences decoding together, each in a KV-cache slot of its own; the queue holds 4x as many more")
       ->capture_default_str();
   add_integer(*cmd, "--queue", o->server.queue, -1, 1 << 16,
               "Requests that may wait beyond --parallel before the server answers 503 (-1: 4 x --parallel)")
@@ -70,8 +69,8 @@ void add_serve_command(CLI::App& app, bool execute) {
     models::RunnerOptions options = runner_options(o->common);
     options.model.context = o->context;
     options.model.chunk = o->chunk;
-    // A cache slot per sequence decoding at once (the batched decode is the CPU's for now).
-    if (options.device == "cpu") options.model.slots = o->server.parallel;
+    // A cache slot per sequence decoding at once.
+    options.model.slots = o->server.parallel;
     auto runner = models::LlamaRunner::open(o->common.model, options);
     serve::serve(runner.get(), nullptr, server);
   });

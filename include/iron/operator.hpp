@@ -77,6 +77,9 @@ struct RefOperand {
   /// For Copy and Gather only: element strides of a strided view, and gathered rows.
   Shape strides;
   const std::vector<int64_t>* rows = nullptr;
+  /// With `rows`: the rows of the table they index (a row outside it reads zeros or writes
+  /// nothing); 0 where the caller checked every row (the graph's reference does).
+  int64_t table_rows = 0;
 };
 
 /// One step's reference call: operands and the per-call scalars the step reads.

@@ -17,6 +17,7 @@ void record_attention(const Operator&, const vulkan::KernelArgs&, vulkan::Comman
 void record_sample(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 void record_scalar(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 void record_emit(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_slot_rows(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 }  // namespace iron::ops
 
 namespace iron::vulkan {
@@ -44,6 +45,7 @@ KernelRecorder find_kernel(std::string_view name) {
       {"Sample", &ops::record_sample},
       {"Scalar", &ops::record_scalar},
       {"Emit", &ops::record_emit},
+      {"SlotRows", &ops::record_slot_rows},
   };
   auto it = kKernels.find(name);
   return it == kKernels.end() ? nullptr : it->second;

@@ -2,18 +2,21 @@
 // on stories260K: at highest, every sequence's tokens in a batch, greedy and seeded, are the
 // tokens it gets decoded alone in another slot (and the logits, bit for bit), while rows join,
 // leave and change places; a slot
-// or a position out of range is an IndexError before anything runs.
+// or a position out of range is an IndexError before anything runs. The same on the Vulkan
+// device (lavapipe in CI; the Release build only, as every whole model on Vulkan).
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "devices/vulkan/vulkan_test_util.hpp"
 #include "io/io_test_util.hpp"
 #include "iron/io/checkpoint.hpp"
 #include "iron/io/gguf.hpp"
 #include "iron/models/batch.hpp"
 #include "iron/models/llama_config.hpp"
+#include "sanitized.hpp"
 
 using namespace iron;
 using namespace iron::models;
@@ -68,9 +71,9 @@ struct Decoded {
 };
 
 // Each sequence alone: its own model, slot `slot`, one row a step.
-Decoded alone(const Sequence& s, int64_t slot) {
+Decoded alone(const Sequence& s, int64_t slot, const CompileOptions& compile) {
   auto model = stories(3);
-  BatchDecoder batch(*model);
+  BatchDecoder batch(*model, compile);
   int64_t position = int64_t(s.prompt.size());
   Decoded d;
   d.tokens = {batch.prefill(slot, 0, s.prompt, s.sampling)};
@@ -83,15 +86,14 @@ Decoded alone(const Sequence& s, int64_t slot) {
   return d;
 }
 
-TEST(BatchDecode, Stories260KRowsInABatchDecodeAsAlone) {
-  IRON_NEEDS_STORIES();
+void expect_rows_decode_as_alone(const CompileOptions& compile) {
   const std::vector<Sequence> seqs = sequences();
   std::vector<Decoded> want;
-  for (const Sequence& s : seqs) want.push_back(alone(s, 0));
+  for (const Sequence& s : seqs) want.push_back(alone(s, 0, compile));
 
   // Together: 0 and 1 start; 2 joins after 5 steps; 3 joins when 0 has finished and takes its slot.
   auto model = stories(3);
-  BatchDecoder batch(*model);
+  BatchDecoder batch(*model, compile);
   struct Active {
     size_t seq;
     int64_t slot;
@@ -142,6 +144,22 @@ TEST(BatchDecode, Stories260KRowsInABatchDecodeAsAlone) {
     for (size_t k = 0; k < want[s].logits.size(); ++k)
       EXPECT_TRUE(got[s].logits[k] == want[s].logits[k]) << "sequence " << s << " step " << k;
   }
+}
+
+TEST(BatchDecode, Stories260KRowsInABatchDecodeAsAlone) {
+  IRON_NEEDS_STORIES();
+  expect_rows_decode_as_alone({});
+}
+
+// On the device too: its shaders sum each row as they sum it alone (a matmul's lanes take the
+// same k whatever the rows beside it), so the logits are bit for bit a row's alone.
+TEST(BatchDecode, Stories260KRowsInABatchDecodeAsAloneOnVulkan) {
+  IRON_NEEDS_STORIES();
+#ifdef IRON_SANITIZED_BUILD
+  GTEST_SKIP() << "sanitizer build: the Release build runs whole models on Vulkan";
+#endif
+  IRON_NEEDS_VULKAN();
+  expect_rows_decode_as_alone({.device = "vulkan"});
 }
 
 TEST(BatchDecode, RefusesASlotOrPositionOutOfRange) {

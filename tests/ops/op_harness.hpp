@@ -315,6 +315,7 @@ inline Result run_case(const Case& c) {
       o.ids = ids;
       o.table_rows = a.table_rows;
       r.rows = &ref_rows.emplace_back(a.ids.begin(), a.ids.end());
+      r.table_rows = a.table_rows;
     } else if (!a.fixed_rows.empty()) {
       o.fixed_rows = a.fixed_rows;
       o.table_rows = a.table_rows;

@@ -110,7 +110,8 @@ void Scheduler::note(int64_t n) {
   while (!recent_.empty() && now - recent_.front().first > std::chrono::seconds(10)) recent_.pop_front();
 }
 
-void Scheduler::batched_loop() {
+// Every active sequence stepped in one call.
+void Scheduler::loop() {
   models::BatchDecoder& batch = runner_.batch();
   const int64_t context = runner_.options().model.context;
   // A sequence in the batch: its slot, its tokens so far, the position its last token takes,
@@ -211,57 +212,6 @@ void Scheduler::batched_loop() {
     }
     for (size_t k = decoding.size(); k-- > 0;)
       if (auto finish = ended(rows[decoding[k]])) leave(decoding[k], *finish, {});
-  }
-}
-
-void Scheduler::loop() {
-  if (runner_.options().device == "cpu") {
-    batched_loop();
-    return;
-  }
-  for (;;) {
-    std::shared_ptr<Sequence> s;
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, nothing left
-      s = queue_.front();
-      queue_.pop_front();
-      active_ = {s};
-    }
-    auto [finish, error] = run(*s);
-    // Counted before the sequence is told: a client that has its last event sees it gone.
-    {
-      std::lock_guard lock(mutex_);
-      active_.clear();
-      ++totals_.sequences;
-    }
-    s->end(std::move(finish), std::move(error));
-  }
-}
-
-std::pair<std::string, std::string> Scheduler::run(Sequence& s) {
-  if (s.cancelled()) return {"cancelled", {}};
-  int64_t produced = 0;
-  try {
-    {
-      std::lock_guard lock(mutex_);
-      totals_.prompt_tokens += s.prompt_tokens_;
-    }
-    const Job& j = s.job_;
-    models::GenerateStats stats = runner_.generate(
-        j.prompt, j.max_tokens,
-        [&](int32_t id) {
-          s.push(id);
-          ++produced;
-          note(1);
-        },
-        j.stop_at_end, 0, &s.cancelled_, &j.sampling);
-    const std::string& why = stats.stop;
-    return {why == "end of sequence" ? "stop" : why == "interrupted" ? "cancelled" : "length", {}};
-  } catch (const std::exception& e) {
-    log(LogLevel::error, std::string("serve: a sequence failed: ") + e.what());
-    return {"error", e.what()};
   }
 }
 

@@ -1,9 +1,9 @@
 // The thread that owns the model. Requests are queued (bounded: a full queue is the caller's
 // 503) and served in order; each one's tokens are handed to its Sequence as they land, where the
-// connection's thread waits for them. On the CPU up to `parallel` sequences decode together
-// (continuous batching, models::BatchDecoder): each in a cache slot of its own, a new one's
+// connection's thread waits for them. Up to `parallel` sequences decode together (continuous
+// batching, models::BatchDecoder, on every device): each in a cache slot of its own, a new one's
 // prompt prefilled between decode steps, joining the batch at the next step; a finished or
-// cancelled one leaves at once. Elsewhere (Vulkan has no batched shaders yet) one at a time.
+// cancelled one leaves at once.
 #pragma once
 
 #include <atomic>
@@ -91,10 +91,6 @@ class Scheduler {
 
  private:
   void loop();
-  /// Runs a sequence to its end alone: (finish, error).
-  std::pair<std::string, std::string> run(Sequence& s);
-  /// The batched loop: every active sequence stepped in one call.
-  void batched_loop();
   /// Counts `n` generated tokens for /metrics.
   void note(int64_t n);
 

@@ -6,22 +6,30 @@
 // invocation keeps an online softmax (running maximum, sum, weighted values) over every 32nd
 // key, then the 32 are merged in shared memory. f32 arithmetic; the caches f32, f16, bf16 or q8_0
 // (a KV cache's types), converted as they are read.
-// q and y are f32, f16 or bf16.
+// q and y are f32, f16 or bf16. With slot_rows R > 0 it is a batched decode over caches of
+// ctx / R slots of R rows: query row r sits at position positions[r] of slot slots[r] and attends
+// to cache rows [slots[r] R, slots[r] R + positions[r]] (the window's last of them, with one); a
+// slot or position outside its range gives zeros, as on the CPU.
 //   specialization constants: 0 head_dim (at most 128), 1 the keys' kind, 2 the values' (0 f32,
-//   1 f16, 2 bf16, 3 q8_0: load.glsl's numbers), 3 q's kind, 4 y's (elements.glsl)
-//   bindings: q, k_cache, v_cache, y (words), the words
+//   1 f16, 2 bf16, 3 q8_0: load.glsl's numbers), 3 q's kind, 4 y's (elements.glsl), 5 slot_rows
+//   (0: one sequence)
+//   bindings: q, k_cache, v_cache, y (words), positions, slots (i32; q again without slots), the
+//   words
 layout(local_size_x = 32) in;
 layout(constant_id = 0) const int kHeadDim = 64;
 layout(constant_id = 1) const int kKeyKind = 0;
 layout(constant_id = 2) const int kValueKind = 0;
 layout(constant_id = 3) const int kQ = 0;
 layout(constant_id = 4) const int kY = 0;
+layout(constant_id = 5) const int kSlotRows = 0;
 
 layout(std430, set = 0, binding = 0) readonly buffer Q { uint q_words[]; };
 layout(std430, set = 0, binding = 1) readonly buffer K { uint kc[]; };
 layout(std430, set = 0, binding = 2) readonly buffer V { uint vc[]; };
 layout(std430, set = 0, binding = 3) buffer Y { uint y_words[]; };
-#define WORDS_BINDING 4
+layout(std430, set = 0, binding = 4) readonly buffer P { int positions[]; };
+layout(std430, set = 0, binding = 5) readonly buffer S { int slots[]; };
+#define WORDS_BINDING 6
 #include "devices/vulkan/shaders/words.glsl"
 #include "devices/vulkan/shaders/elements.glsl"
 ELEMENT_LOAD(load_q, q_words)
@@ -35,6 +43,7 @@ layout(push_constant) uniform Push {
   int heads, kv_heads, ctx;
   float scale;
   int window;      // a sliding window's keys (0: every earlier position)
+  int p_base, p_offset, s_base, s_offset;  // positions and slots, with slot_rows
 } p;
 
 // Element e of a cache of `kind`, from its 32-bit words (load.glsl holds one array per shader;
@@ -60,9 +69,17 @@ void main() {
   if (r >= uint(word(p.rows))) return;  // the whole workgroup leaves together
   const int d = kHeadDim;
   const int g = int(h) / (p.heads / p.kv_heads);
-  const int position = word(p.start) + int(r);
-  const int keys = max(0, min(min(position + 1, p.ctx), min(word(p.k_rows), word(p.v_rows))));
-  const int first = p.window > 0 ? max(0, position - p.window + 1) : 0;
+  int position = word(p.start) + int(r);
+  int keys = max(0, min(min(position + 1, p.ctx), min(word(p.k_rows), word(p.v_rows))));
+  int first = p.window > 0 ? max(0, position - p.window + 1) : 0;
+  if (kSlotRows > 0) {
+    // Its slot's rows up to its position, as absolute cache rows (none when out of range).
+    const int slot = slots[p.s_base + word(p.s_offset) + int(r)];
+    position = positions[p.p_base + word(p.p_offset) + int(r)];
+    const bool inside = slot >= 0 && slot < p.ctx / kSlotRows && position >= 0 && position < kSlotRows;
+    keys = inside ? slot * kSlotRows + min(position + 1, kSlotRows) : 0;
+    first = inside ? slot * kSlotRows + (p.window > 0 ? max(0, position - p.window + 1) : 0) : 0;
+  }
   const uint q0 = uint(p.q_base + word(p.q_offset)) + (r * uint(p.heads) + h) * uint(d);
   const uint y0 = uint(p.y_base + word(p.y_offset)) + (r * uint(p.heads) + h) * uint(d);
   if (keys <= first) {

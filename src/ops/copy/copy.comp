@@ -1,7 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Copy, Gather and Transpose: any view of rank 1 to 4 into any view, rows gathered by per-call
-// ids (an id outside the table writes zeros, as on the CPU), every kind load.glsl reads in; f32,
+// ids (an id outside the table writes zeros, as on the CPU) or scattered to the destination rows
+// per-call ids pick (a batched decode's cache rows; an id outside the table writes nothing), every
+// kind load.glsl reads in; f32,
 // f16, bf16, i32 or q8_0 out (a KV cache's types). The extent on each axis is what both views
 // hold valid this call. One invocation per element (per block of 32 for q8_0), in a grid-stride
 // loop. Values are rounded exactly as the CPU's from_f32 rounds them (src/core/dtype.cpp), in
@@ -9,18 +11,20 @@
 // q8_0 block shares 32-bit words with its neighbours, which other invocations write at the same
 // time: those words are written with atomics on the element's own bits.
 //   specialization constants: 0 the source's kind, 1 the destination's (0 f32, 1 f16, 2 bf16,
-//   3 q8_0, 6 i32), 2 rank, 3 gathered by ids
-//   bindings: source (raw words), destination (words), ids (i32), the words
+//   3 q8_0, 6 i32), 2 rank, 3 gathered by ids, 4 scattered by ids
+//   bindings: source (raw words), destination (words), ids (i32), destination ids (i32), the words
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const int kSource = 0;
 layout(constant_id = 1) const int kTarget = 0;
 layout(constant_id = 2) const int kRank = 1;
 layout(constant_id = 3) const bool kGathered = false;
+layout(constant_id = 4) const bool kScattered = false;
 
 layout(std430, set = 0, binding = 0) readonly buffer S { uint src[]; };
 layout(std430, set = 0, binding = 1) buffer D { uint dst[]; };
 layout(std430, set = 0, binding = 2) readonly buffer I { int ids[]; };
-#define WORDS_BINDING 3
+layout(std430, set = 0, binding = 3) readonly buffer J { int dst_ids[]; };
+#define WORDS_BINDING 4
 #include "devices/vulkan/shaders/words.glsl"
 #define RAW src
 #include "devices/vulkan/shaders/load.glsl"
@@ -29,6 +33,7 @@ layout(std430, set = 0, binding = 2) readonly buffer I { int ids[]; };
 layout(push_constant) uniform Push {
   int src_base, src_offset, dst_base, dst_offset, ids_base, ids_offset;
   int table_rows;
+  int dst_ids_base, dst_ids_offset, dst_table_rows;
   int src_valid[4], dst_valid[4];  // words: each axis's valid entries
   int src_stride[4], dst_stride[4];  // (int arrays: std430 packs them as the C++ struct does)
 } p;
@@ -68,23 +73,30 @@ void main() {
     extent[kRank - 1] /= 32u;
   }
   const int s0 = p.src_base + word(p.src_offset), d0 = p.dst_base + word(p.dst_offset);
-  const int i0 = p.ids_base + word(p.ids_offset);
+  const int i0 = p.ids_base + word(p.ids_offset), j0 = p.dst_ids_base + word(p.dst_ids_offset);
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   for (uint item = gl_GlobalInvocationID.x; item < n; item += stride) {
     int s = s0, d = d0;
     uint rest = item;
-    bool outside = false;
+    bool outside = false, nowhere = false;
     for (int a = kRank - 1; a >= 0; --a) {
       int index = int(rest % extent[a]);
       rest /= extent[a];
       if (a == kRank - 1) index *= int(per);
-      d += index * p.dst_stride[a];
+      if (a == 0 && kScattered) {
+        const int row = dst_ids[j0 + index];
+        nowhere = row < 0 || row >= p.dst_table_rows;
+        d += row * p.dst_stride[a];
+      } else {
+        d += index * p.dst_stride[a];
+      }
       if (a == 0 && kGathered) {
         index = ids[i0 + index];
         outside = index < 0 || index >= p.table_rows;
       }
       s += index * p.src_stride[a];
     }
+    if (nowhere) continue;
     if (kTarget == 6) {
       dst[d] = outside ? 0u : (kSource == 6 ? src[s] : uint(int(load(kSource, uint(s)))));
     } else if (kTarget == 0) {

@@ -45,17 +45,22 @@ class CopyOp : public Operator {
     std::vector<int64_t> index(size_t(rank), 0);
     for (;;) {
       int64_t s = 0, d = 0;
+      bool zero = false, nowhere = false;  // a gathered row outside its table, a scattered one
       for (int a = 0; a < rank; ++a) {
         int64_t i = index[size_t(a)], o = i;
         if (a == 0 && src.rows) i = (*src.rows)[size_t(i)];
         if (a == 0 && dst.rows) o = (*dst.rows)[size_t(o)];
+        if (a == 0) {
+          zero = src.rows && src.table_rows > 0 && (i < 0 || i >= src.table_rows);
+          nowhere = dst.rows && dst.table_rows > 0 && (o < 0 || o >= dst.table_rows);
+        }
         s += i * src.strides[size_t(a)];
         d += o * dst.strides[size_t(a)];
       }
-      dst.data[d] = round_to(dst.dtype, src.data[s]);
+      if (!nowhere) dst.data[d] = round_to(dst.dtype, zero ? 0.0f : src.data[s]);
       // A quantised destination (a q8_0 KV cache) rounds each whole run of the last axis by
       // blocks, once the run is written: the kernel checked that runs are whole aligned blocks.
-      if (info(dst.dtype).quantised && index[size_t(rank - 1)] == extent[size_t(rank - 1)] - 1)
+      if (!nowhere && info(dst.dtype).quantised && index[size_t(rank - 1)] == extent[size_t(rank - 1)] - 1)
         round_blocks(dst.dtype, dst.data + d + 1 - extent[size_t(rank - 1)], extent[size_t(rank - 1)]);
       int a = rank - 1;
       while (a >= 0 && ++index[size_t(a)] == extent[size_t(a)]) index[size_t(a--)] = 0;

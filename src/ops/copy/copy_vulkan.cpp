@@ -23,14 +23,21 @@ void record_copy(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comman
     if (!whole) vulkan::unsupported(op, "a q8_0 destination that is not whole rows of blocks");
   }
   if (!src.fixed_rows.empty()) vulkan::unsupported(op, "rows gathered by fixed ids");
-  // A scatter (a batched decode's cache rows) needs the shader to read ids for the destination.
-  if (dst.ids) vulkan::unsupported(op, "a destination of rows picked by ids (a scatter)");
+  if (dst.ids && (dst.ids->dtype != i32 || dst.rank() == 0))
+    vulkan::unsupported(op, "a scatter by ids of " + std::string(name(dst.ids->dtype)));
   struct Push {
     vulkan::Start src, dst, ids;
     int32_t table_rows;
+    vulkan::Start dst_ids;
+    int32_t dst_table_rows;
     int32_t src_valid[4], dst_valid[4], src_stride[4], dst_stride[4];
-  } push{vulkan::start(src), vulkan::start(dst), src.ids ? vulkan::start(*src.ids) : vulkan::Start{0, 0},
-         vulkan::shader_int(src.table_rows, "a table's rows"), {}, {}, {}, {}};
+  } push{vulkan::start(src),
+         vulkan::start(dst),
+         src.ids ? vulkan::start(*src.ids) : vulkan::Start{0, 0},
+         vulkan::shader_int(src.table_rows, "a table's rows"),
+         dst.ids ? vulkan::start(*dst.ids) : vulkan::Start{0, 0},
+         vulkan::shader_int(dst.table_rows, "a table's rows"),
+         {}, {}, {}, {}};
   // A scalar copy is a copy of one element on one axis.
   const int rank = std::max(1, src.rank());
   for (int i = 0; i < 4; ++i) {
@@ -40,8 +47,10 @@ void record_copy(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comman
     push.src_stride[i] = axis ? vulkan::shader_int(src.strides[size_t(i)], "a stride") : 0;
     push.dst_stride[i] = axis ? vulkan::shader_int(dst.strides[size_t(i)], "a stride") : 0;
   }
-  list.bind(a.device->pipeline({"copy", {uint32_t(source), uint32_t(target), uint32_t(rank), src.ids ? 1u : 0u}, 4, sizeof push}));
-  list.bind_buffers({src.binding(), dst.binding(), src.ids ? src.ids->binding() : src.binding(), vulkan::words_binding(a)});
+  list.bind(a.device->pipeline(
+      {"copy", {uint32_t(source), uint32_t(target), uint32_t(rank), src.ids ? 1u : 0u, dst.ids ? 1u : 0u}, 5, sizeof push}));
+  list.bind_buffers({src.binding(), dst.binding(), src.ids ? src.ids->binding() : src.binding(),
+                     dst.ids ? dst.ids->binding() : src.binding(), vulkan::words_binding(a)});
   list.push_constants(push);
   list.dispatch(vulkan::groups(std::max<int64_t>(1, element_count(dst.shape)), 64));
 }

@@ -14,9 +14,12 @@
 // the keys above it and the lowest ids of those equal to it are gathered (at most kMaxK), then
 // sorted in shared memory. top_k of 0 (all) or above kMaxK is not drawn here: the token is -1,
 // an id no vocabulary has, and LlamaRunner refuses such settings on Vulkan before any call.
+// A batch of rows (B > 1, or per-row steps and positions) takes a workgroup per row: row r draws
+// from logits row r with settings row r, keyed by steps[r] and positions[r], into token r.
 //   specialization constant 0: the logits' kind (f32, f16 or bf16: elements.glsl)
-//   bindings: the logits (words), the token (i32), the settings (i32 words, sample.hpp; the
-//   logits again when has_settings is 0), the words
+//   bindings: the logits (words), the tokens (i32), the settings (i32 words, sample.hpp; the
+//   logits again when has_settings is 0), the steps and positions (i32; the logits again for one
+//   row), the words
 #define kLanes 512u
 #define kMaxK 256u
 layout(local_size_x = 512) in;
@@ -25,7 +28,9 @@ layout(constant_id = 0) const int kX = 0;
 layout(std430, set = 0, binding = 0) readonly buffer X { uint x_words[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Y { int y[]; };
 layout(std430, set = 0, binding = 2) readonly buffer S { int s[]; };
-#define WORDS_BINDING 3
+layout(std430, set = 0, binding = 3) readonly buffer T { int steps[]; };
+layout(std430, set = 0, binding = 4) readonly buffer U { int positions[]; };
+#define WORDS_BINDING 5
 #include "devices/vulkan/shaders/words.glsl"
 #include "devices/vulkan/shaders/elements.glsl"
 ELEMENT_LOAD(load_x, x_words)
@@ -40,6 +45,8 @@ layout(push_constant) uniform Push {
   float temperature, top_p;
   int top_k;
   uint seed_lo, seed_hi;
+  int per_row;  // 1: a batch, keyed by the steps and positions operands
+  int t_base, t_offset, u_base, u_offset;
 } p;
 
 shared float best_value[kLanes];
@@ -96,15 +103,15 @@ uint key_of(float v) {
 }
 
 void main() {
-  const uint t = gl_LocalInvocationID.x, n = uint(p.n);
-  const uint x0 = uint(p.x_base + word(p.x_offset));
+  const uint t = gl_LocalInvocationID.x, n = uint(p.n), row = gl_WorkGroupID.x;
+  const uint x0 = uint(p.x_base + word(p.x_offset)) + row * n;
   float temperature = p.temperature, top_p = p.top_p;
   uint top_k = uint(p.top_k);
   uvec2 seed = uvec2(p.seed_lo, p.seed_hi);
   if (p.has_settings != 0) {
     // As decode_settings() reads them: a temperature that is not a positive number is greedy,
     // a top_p outside (0, 1] is 1, a top_k past 2^31 is 0.
-    const uint s0 = uint(p.s_base + word(p.s_offset));
+    const uint s0 = uint(p.s_base + word(p.s_offset)) + row * 16u;
     temperature = narrow(part32(s0, 2u), part32(s0, 0u));
     top_p = narrow(part32(s0, 6u), part32(s0, 4u));
     seed = uvec2(part32(s0, 8u), part32(s0, 10u));
@@ -112,7 +119,7 @@ void main() {
     if (top_k > 0x7FFFFFFFu) top_k = 0u;
     if (!(top_p > 0.0 && top_p <= 1.0)) top_p = 1.0;
   }
-  const uint y0 = uint(p.y_base + word(p.y_offset));
+  const uint y0 = uint(p.y_base + word(p.y_offset)) + row;
 
   if (!(temperature > 0.0)) {
     // Greedy: each invocation takes strided logits, then a tree keeps the larger value, the lower
@@ -261,7 +268,9 @@ void main() {
   }
   float kept = 0.0;
   for (uint i = 0u; i < keep; ++i) kept += best_value[i];
-  float u = uniform01(seed, uint(word(p.counter)), uint(word(p.position))) * kept;
+  const uint counter = p.per_row != 0 ? uint(steps[p.t_base + word(p.t_offset) + int(row)]) : uint(word(p.counter));
+  const uint position = p.per_row != 0 ? uint(positions[p.u_base + word(p.u_offset) + int(row)]) : uint(word(p.position));
+  float u = uniform01(seed, counter, position) * kept;
   int token = int(cand_id[keep - 1u]);
   for (uint i = 0u; i < keep; ++i) {
     u -= best_value[i];
