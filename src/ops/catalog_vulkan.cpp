@@ -18,6 +18,7 @@ void record_sample(const Operator&, const vulkan::KernelArgs&, vulkan::CommandLi
 void record_scalar(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 void record_emit(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 void record_slot_rows(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
+void record_segment_mean(const Operator&, const vulkan::KernelArgs&, vulkan::CommandList&);
 }  // namespace iron::ops
 
 namespace iron::vulkan {
@@ -46,6 +47,7 @@ KernelRecorder find_kernel(std::string_view name) {
       {"Scalar", &ops::record_scalar},
       {"Emit", &ops::record_emit},
       {"SlotRows", &ops::record_slot_rows},
+      {"SegmentMean", &ops::record_segment_mean},
   };
   auto it = kKernels.find(name);
   return it == kKernels.end() ? nullptr : it->second;

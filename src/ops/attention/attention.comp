@@ -9,12 +9,15 @@
 // q and y are f32, f16 or bf16. With slot_rows R > 0 it is a batched decode over caches of
 // ctx / R slots of R rows: query row r sits at position positions[r] of slot slots[r] and attends
 // to cache rows [slots[r] R, slots[r] R + positions[r]] (the window's last of them, with one); a
-// slot or position outside its range gives zeros, as on the CPU.
+// slot or position outside its range gives zeros, as on the CPU. With segment S > 0 it is an
+// encoder's bidirectional attention over a padded batch: row r of segment b = r / S attends to
+// every one of the segment's first lengths[b] rows (held to [0, S]), and a padding row (r - bS
+// >= lengths[b]) gives zeros.
 //   specialization constants: 0 head_dim (at most 128), 1 the keys' kind, 2 the values' (0 f32,
 //   1 f16, 2 bf16, 3 q8_0: load.glsl's numbers), 3 q's kind, 4 y's (elements.glsl), 5 slot_rows
-//   (0: one sequence)
-//   bindings: q, k_cache, v_cache, y (words), positions, slots (i32; q again without slots), the
-//   words
+//   (0: one sequence), 6 segment (0: causal)
+//   bindings: q, k_cache, v_cache, y (words), positions (or the segments' lengths), slots (i32;
+//   q again where unused), the words
 layout(local_size_x = 32) in;
 layout(constant_id = 0) const int kHeadDim = 64;
 layout(constant_id = 1) const int kKeyKind = 0;
@@ -22,6 +25,7 @@ layout(constant_id = 2) const int kValueKind = 0;
 layout(constant_id = 3) const int kQ = 0;
 layout(constant_id = 4) const int kY = 0;
 layout(constant_id = 5) const int kSlotRows = 0;
+layout(constant_id = 6) const int kSegment = 0;
 
 layout(std430, set = 0, binding = 0) readonly buffer Q { uint q_words[]; };
 layout(std430, set = 0, binding = 1) readonly buffer K { uint kc[]; };
@@ -79,6 +83,13 @@ void main() {
     const bool inside = slot >= 0 && slot < p.ctx / kSlotRows && position >= 0 && position < kSlotRows;
     keys = inside ? slot * kSlotRows + min(position + 1, kSlotRows) : 0;
     first = inside ? slot * kSlotRows + (p.window > 0 ? max(0, position - p.window + 1) : 0) : 0;
+  }
+  if (kSegment > 0) {
+    // Its segment's valid rows, as the CPU's segment_keys (none for a padding row).
+    first = int(r) / kSegment * kSegment;
+    const int length = clamp(positions[p.p_base + word(p.p_offset) + int(r) / kSegment], 0, kSegment);
+    const int cache_rows = min(word(p.k_rows), word(p.v_rows));
+    keys = int(r) - first >= length ? first : max(first, min(first + length, cache_rows));
   }
   const uint q0 = uint(p.q_base + word(p.q_offset)) + (r * uint(p.heads) + h) * uint(d);
   const uint y0 = uint(p.y_base + word(p.y_offset)) + (r * uint(p.heads) + h) * uint(d);

@@ -1,6 +1,6 @@
 // Attention on the Vulkan device (attention.comp): queries and results of f32, f16 or bf16, caches
 // of those or q8_0, head_dim up to 128, a sliding window or none, one sequence or a batched
-// decode's slots; segments (Attention's bidirectional case, with its lengths operand) are refused.
+// decode's slots, or an encoder's segments (bidirectional, with the per-call lengths operand).
 #include <cmath>
 
 #include "devices/vulkan/kernel.hpp"
@@ -10,7 +10,9 @@ namespace iron::ops {
 
 void record_attention(const Operator& op, const vulkan::KernelArgs& a, vulkan::CommandList& list) {
   const Fields& p = op.params();
-  if (p.integer("segment") > 0) vulkan::unsupported(op, "segments (an encoder's bidirectional attention)");
+  const int64_t segment = p.integer("segment");
+  if (segment > 0 && (a.in.size() < 4 || a.in[3].dtype != i32))
+    vulkan::unsupported(op, "segments without an i32 lengths operand");
   const int64_t slot_rows = p.integer("slot_rows");
   if (slot_rows > 0 && (a.in.size() < 5 || a.in[3].dtype != i32 || a.in[4].dtype != i32))
     vulkan::unsupported(op, "slots without i32 positions and slots operands");
@@ -34,12 +36,15 @@ void record_attention(const Operator& op, const vulkan::KernelArgs& a, vulkan::C
          vulkan::shader_word(a.scalars.at(0)), vulkan::shader_word(k.valid[0]), vulkan::shader_word(v.valid[0]),
          vulkan::shader_int(heads, "heads"), vulkan::shader_int(kv_heads, "kv_heads"),
          vulkan::shader_int(p.integer("ctx"), "ctx"), float(scale), vulkan::shader_int(p.integer("window"), "window"),
-         slot_rows > 0 ? vulkan::start(a.in[3]) : vulkan::Start{0, 0}, slot_rows > 0 ? vulkan::start(a.in[4]) : vulkan::Start{0, 0}};
-  const vulkan::Operand& positions = slot_rows > 0 ? a.in[3] : q;
+         slot_rows > 0 || segment > 0 ? vulkan::start(a.in[3]) : vulkan::Start{0, 0},
+         slot_rows > 0 ? vulkan::start(a.in[4]) : vulkan::Start{0, 0}};
+  // The fourth operand: a batched decode's positions, or the segments' lengths.
+  const vulkan::Operand& positions = slot_rows > 0 || segment > 0 ? a.in[3] : q;
   const vulkan::Operand& slots = slot_rows > 0 ? a.in[4] : q;
   list.bind(a.device->pipeline({"attention",
                                 {uint32_t(d), key_kind, value_kind, vulkan::float_kind(op, q), vulkan::float_kind(op, y),
-                                 uint32_t(vulkan::shader_int(slot_rows, "slot_rows"))},
+                                 uint32_t(vulkan::shader_int(slot_rows, "slot_rows")),
+                                 uint32_t(vulkan::shader_int(segment, "segment"))},
                                 7,
                                 sizeof push}));
   list.bind_buffers({q.binding(), k.binding(), v.binding(), y.binding(), positions.binding(), slots.binding(),

@@ -133,16 +133,30 @@ struct SegmentAttention : iron::Graph {
 };
 }  // namespace
 
-// The shader is causal only: a segmented Attention is refused by name, never run as a causal one.
-TEST(VulkanGraph, RefusesSegmentAttentionByName) {
+// An encoder's attention on the device, as on the CPU: each row sees its own sentence's valid
+// rows only, and a padding row gives zeros (lengths 3 and 0: a sentence shorter than its
+// segment, and an empty one).
+TEST(VulkanGraph, SegmentAttentionMatchesTheCpu) {
   IRON_NEEDS_VULKAN();
-  SegmentAttention g;
+  SegmentAttention g, on_cpu;
   const iron::Shapes shapes{{"q", {8, 2, 8}}, {"k", {8, 2, 8}}, {"v", {8, 2, 8}}, {"lengths", {{2}, iron::i32}}};
-  try {
-    g.compile(shapes, {.device = "vulkan"});
-    FAIL() << "compiled segment attention for Vulkan";
-  } catch (const iron::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("segments (an encoder's bidirectional attention)"), std::string::npos)
-        << e.what();
+  auto& gpu = g.compile(shapes, {.device = "vulkan"});
+  auto& cpu = on_cpu.compile(shapes, {.device = "cpu"});
+  auto qkv = [](int seed) { return pattern(8, 16, seed).reshape({8, 2, 8}); };
+  const iron::Tensor q = qkv(1), k = qkv(2), v = qkv(3);
+  for (const std::vector<int32_t>& lengths : {std::vector<int32_t>{3, 4}, std::vector<int32_t>{4, 0}}) {
+    const iron::Tensor l = iron::Tensor::from_ints(lengths, {2});
+    const std::vector<float> got = gpu({q, k, v, l}).outputs[0].to_floats();
+    const std::vector<float> want = cpu({q, k, v, l}).outputs[0].to_floats();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "element " << i;
+    // The padding rows (row 3 of the first sentence, or all of an empty one) are zeros.
+    const size_t row = 2 * 8;
+    if (lengths[0] == 3) {
+      for (size_t i = 3 * row; i < 4 * row; ++i) EXPECT_EQ(got[i], 0.0f);
+    }
+    if (lengths[1] == 0) {
+      for (size_t i = 4 * row; i < 8 * row; ++i) EXPECT_EQ(got[i], 0.0f);
+    }
   }
 }
