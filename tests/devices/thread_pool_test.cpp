@@ -20,6 +20,12 @@ namespace {
 
 constexpr int64_t kMs = 1'000'000;
 
+// Thread `thread`'s share of an f32 copy of x into y: the test kernels' work.
+void copy_share(const iron::cpu::Operand& x, const iron::cpu::Operand& y, const int64_t* w, int thread, int threads) {
+  auto [begin, end] = iron::cpu::split(iron::element_count(x.shape), thread, threads);
+  for (int64_t i = begin; i < end; ++i) y.data<float>(w)[i] = x.data<float>(w)[i];
+}
+
 TEST(ThreadPool, TheGovernorTakesAThreadOffWhileRunsStallAndProbesBack) {
   ThreadGovernor g;
   const int64_t window = ThreadGovernor::kWindowNs, hold = ThreadGovernor::kHoldNs;
@@ -152,8 +158,7 @@ struct LateCopy : iron::Operator {
         late_runs.fetch_add(1);
         std::this_thread::sleep_for(std::chrono::milliseconds(3));
       }
-      auto [begin, end] = iron::cpu::split(iron::element_count(x.shape), thread, threads);
-      for (int64_t i = begin; i < end; ++i) y.data<float>(w)[i] = x.data<float>(w)[i];
+      copy_share(x, y, w, thread, threads);
     }
   };
   std::unique_ptr<iron::cpu::Kernel> cpu_kernel(const iron::cpu::KernelArgs& a) const override {
@@ -230,8 +235,7 @@ struct TimedCopy : iron::Operator {
       const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us / threads);
       while (std::chrono::steady_clock::now() < until) {
       }
-      auto [begin, end] = iron::cpu::split(iron::element_count(x.shape), thread, threads);
-      for (int64_t i = begin; i < end; ++i) y.data<float>(w)[i] = x.data<float>(w)[i];
+      copy_share(x, y, w, thread, threads);
     }
   };
   std::unique_ptr<iron::cpu::Kernel> cpu_kernel(const iron::cpu::KernelArgs& a) const override {
