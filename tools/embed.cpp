@@ -56,7 +56,7 @@ void write(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
 void add_embed_command(CLI::App& app, bool execute) {
   struct Options {
-    std::string model, file, format = "json", precision = "highest";
+    std::string model, file, format = "json", precision = "highest", device = "cpu";
     std::vector<std::string> prompts;
     std::optional<bool> normalize;  // unset: as the model says
     bool normalize_flag = false, no_normalize_flag = false;
@@ -87,6 +87,11 @@ void add_embed_command(CLI::App& app, bool execute) {
   cmd->add_flag("--no-normalize", o->no_normalize_flag, "Leave the pooled vectors as they are")->excludes(normalize);
   cmd->add_flag("--similarity", o->similarity, "Print the cosine similarity matrix of the inputs (two or more)");
   add_integer(*cmd, "-t,--threads", o->threads, 0, 256, "Threads to use (0: every core)");
+  cmd->add_option("--device", o->device,
+                  "Where the encoder runs: cpu, or vulkan (the GPU IRON_VULKAN_DEVICE names, else a discrete "
+                  "GPU, else an integrated one, else Mesa's lavapipe)")
+      ->check(CLI::IsMember({"cpu", "vulkan"}))
+      ->capture_default_str();
   cmd->add_option("--precision", o->precision,
                   "How matmuls may round: highest (f32 sums rounded once), high, or medium")
       ->check(CLI::IsMember({"highest", "high", "medium"}))
@@ -106,6 +111,7 @@ void add_embed_command(CLI::App& app, bool execute) {
     models::EncoderOptions options;
     options.precision = precision_from_name(o->precision);
     options.threads = o->threads;
+    options.device = o->device;
     options.normalize = o->normalize;
     options.max_batch = o->batch;
     auto encoder = models::SentenceEncoder::open(o->model, options);

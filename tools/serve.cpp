@@ -62,6 +62,7 @@ void add_serve_command(CLI::App& app, bool execute) {
       models::EncoderOptions options;
       options.precision = precision_from_name(o->common.precision);
       options.threads = o->common.threads;
+      options.device = o->common.device;
       auto encoder = models::SentenceEncoder::open(o->common.model, options);
       serve::serve(nullptr, encoder.get(), server);
       return;

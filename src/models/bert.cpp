@@ -319,7 +319,7 @@ std::vector<std::vector<float>> SentenceEncoder::embed_ids(const std::vector<std
     }
     const Tensor t = Tensor::from_ints(tokens, {batch, S}), l = Tensor::from_ints(lengths, {batch});
     CompiledGraph& version = model_->compile({{"tokens", InputSpec({batch, S}, i32)}, {"lengths", InputSpec({batch}, i32)}},
-                                             {.threads = options_.threads});
+                                             {.threads = options_.threads, .device = options_.device});
     const RunResult& r = version({t, l});
     const float* y = r[0].data_as<float>();
     for (int64_t b = 0; b < batch; ++b) out[order[done + size_t(b)]].assign(y + b * dim, y + (b + 1) * dim);

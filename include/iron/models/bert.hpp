@@ -66,6 +66,7 @@ class BertModel : public Graph {
 struct EncoderOptions {
   Precision precision = Precision::highest;
   int threads = 0;  // 0: the CPUs the process may run on
+  std::string device = "cpu";  // or "vulkan" (CompileOptions::device)
   /// L2-normalise the vectors; unset: as the sentence-transformers configuration says.
   std::optional<bool> normalize;
   int64_t max_batch = 32;  // sentences per call at most (and 1024 rows: 8 sentences of 128 tokens)

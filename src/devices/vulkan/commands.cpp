@@ -73,6 +73,11 @@ void CommandList::require(State state, const char* action) const {
                 state_name(int(state_)) + " (it must be " + state_name(int(state)) + ")");
 }
 
+const Buffer& CommandList::keep(Buffer buffer) {
+  kept_.push_back(std::make_unique<Buffer>(std::move(buffer)));
+  return *kept_.back();
+}
+
 void CommandList::begin() {
   if (state_ == State::pending)
     value_error(
@@ -86,6 +91,7 @@ void CommandList::begin() {
   pipeline_ = nullptr;
   buffers_bound_ = false;
   dispatches_ = 0;
+  kept_.clear();
   ran_ = false;
   // No ONE_TIME_SUBMIT: the point is to submit it again and again. No SIMULTANEOUS_USE either:
   // a submit waits for the previous one.

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -68,6 +69,9 @@ class CommandList {
   void push_constants(const T& value) {
     push_constants(&value, sizeof value);
   }
+  /// Keeps `buffer` (constants a recorder made for its dispatches, such as a gather's fixed
+  /// rows) alive as long as this recording: until the next begin() or the list's end.
+  const Buffer& keep(Buffer buffer);
   /// Runs x * y * z workgroups of the bound pipeline with the bound buffers.
   void dispatch(uint32_t x, uint32_t y = 1, uint32_t z = 1);
   /// Everything recorded before (dispatches, copies) finishes its writes before anything
@@ -121,6 +125,7 @@ class CommandList {
   bool buffers_bound_ = false;
   bool ran_ = false;  // a submission of this recording was waited for: its timestamps exist
   size_t dispatches_ = 0;
+  std::vector<std::unique_ptr<Buffer>> kept_;  // keep(): stable addresses, bound by the recording
 };
 
 }  // namespace iron::vulkan

@@ -1,4 +1,7 @@
 // Copy, Gather and Transpose on the Vulkan device (copy.comp).
+#include <span>
+#include <vector>
+
 #include "devices/vulkan/kernel.hpp"
 #include "ops/op.hpp"
 
@@ -22,7 +25,18 @@ void record_copy(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comman
     for (int axis = 0; axis + 1 < dst.rank(); ++axis) whole = whole && dst.strides[size_t(axis)] % 32 == 0;
     if (!whole) vulkan::unsupported(op, "a q8_0 destination that is not whole rows of blocks");
   }
-  if (!src.fixed_rows.empty()) vulkan::unsupported(op, "rows gathered by fixed ids");
+  // Rows gathered by fixed ids (known when the plan is made): the ids go to a buffer of the
+  // recording's own, and the shader gathers through it as through per-call ids.
+  const vulkan::Buffer* fixed = nullptr;
+  if (!src.fixed_rows.empty()) {
+    std::vector<int32_t> rows;
+    for (int64_t r : src.fixed_rows) rows.push_back(vulkan::shader_int(r, "a gathered row"));
+    vulkan::Buffer b = a.device->create_buffer(vulkan::padded_bytes(int64_t(rows.size() * 4)), vulkan::MemoryKind::device,
+                                               "rows a Copy gathers");
+    a.device->upload(b, 0, std::as_bytes(std::span(rows)));
+    fixed = &list.keep(std::move(b));
+  }
+  const bool gathered = src.ids || fixed;
   if (dst.ids && (dst.ids->dtype != i32 || dst.rank() == 0))
     vulkan::unsupported(op, "a scatter by ids of " + std::string(name(dst.ids->dtype)));
   struct Push {
@@ -33,7 +47,7 @@ void record_copy(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comman
     int32_t src_valid[4], dst_valid[4], src_stride[4], dst_stride[4];
   } push{vulkan::start(src),
          vulkan::start(dst),
-         src.ids ? vulkan::start(*src.ids) : vulkan::Start{0, 0},
+         src.ids ? vulkan::start(*src.ids) : vulkan::Start{0, 0},  // fixed rows: from the buffer's start
          vulkan::shader_int(src.table_rows, "a table's rows"),
          dst.ids ? vulkan::start(*dst.ids) : vulkan::Start{0, 0},
          vulkan::shader_int(dst.table_rows, "a table's rows"),
@@ -48,8 +62,9 @@ void record_copy(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comman
     push.dst_stride[i] = axis ? vulkan::shader_int(dst.strides[size_t(i)], "a stride") : 0;
   }
   list.bind(a.device->pipeline(
-      {"copy", {uint32_t(source), uint32_t(target), uint32_t(rank), src.ids ? 1u : 0u, dst.ids ? 1u : 0u}, 5, sizeof push}));
-  list.bind_buffers({src.binding(), dst.binding(), src.ids ? src.ids->binding() : src.binding(),
+      {"copy", {uint32_t(source), uint32_t(target), uint32_t(rank), gathered ? 1u : 0u, dst.ids ? 1u : 0u}, 5, sizeof push}));
+  const vulkan::Binding ids = src.ids ? src.ids->binding() : fixed ? vulkan::Binding{fixed, 0, fixed->size()} : src.binding();
+  list.bind_buffers({src.binding(), dst.binding(), ids,
                      dst.ids ? dst.ids->binding() : src.binding(), vulkan::words_binding(a)});
   list.push_constants(push);
   list.dispatch(vulkan::groups(std::max<int64_t>(1, element_count(dst.shape)), 64));
