@@ -6,15 +6,29 @@ for each concurrency. A benchmark, not a test: the figures are the machine's, me
 
   py=$(scripts/python-env.sh requests)
   nice -n 19 $py bench/serve_load.py --iron build/iron -m models/SmolLM2-135M-Instruct.Q4_1.gguf -c 1,4
-  nice -n 19 $py bench/serve_load.py --url http://127.0.0.1:8080 -c 1,4,8   # any server (llama-server)
+  nice -n 19 $py bench/serve_load.py --url http://127.0.0.1:8080 -c 1,4,8   # any server
+
+IRON beside llama.cpp's llama-server, the same load on both, alternating server by server within
+each round (so a busy spell on the machine falls on both), one line a concurrency:
+
+  L=/work/llamacpp/build-server/bin/llama-server   # built from llama-cpp-python's sdist (README)
+  nice -n 19 $py bench/serve_load.py --iron build/iron --llama-server $L -m models/SmolLM2-135M-Instruct.Q4_1.gguf --precision medium -c 1,4,8 -r 3 -n 64 --rounds 3
 
 With --iron it starts `iron serve` on a free loopback port (--parallel = the largest concurrency,
--t THREADS) and stops it at the end. Requests use only what OpenAI's and llama.cpp's servers both
-take (prompt, max_tokens, temperature 0, ignore_eos, stream), so the same load drives both.
+-t THREADS, -c CTX per slot) and stops it at the end. With --llama-server it also starts
+llama-server on the same model: -np (the largest concurrency) slots with continuous batching,
+-c CTX x slots (llama-server divides its context among its slots, IRON gives each slot -c), -t
+THREADS, its prompt cache off for these requests (`cache_prompt: false`: IRON keeps none, and
+the load repeats its prompts). Requests use only what both servers take (prompt, max_tokens,
+temperature 0, ignore_eos, stream), so the same load drives both. The table gives each
+server's aggregate tokens/s and TTFT p50 as the median of the rounds with their min-max, the
+ratio IRON / llama-server (median of the rounds' ratios, min-max), and each server's aggregate at
+every concurrency over its single-stream figure (the issue's 4x goal at 8).
 """
 import argparse
 import json
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -44,11 +58,12 @@ def percentile(values, p):
     return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
-def one_stream(url, prompt, max_tokens, model):
+def one_stream(url, prompt, max_tokens, model, extra=None):
     """(time to first token, seconds from the first token to the last, tokens) of one streamed
     completion; tokens are counted as the usage says when given, else as text events."""
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True}}
+    body.update(extra or {})
     t0 = time.perf_counter()
     first = last = None
     events = 0
@@ -73,7 +88,7 @@ def one_stream(url, prompt, max_tokens, model):
     return first - t0, last - first, tokens
 
 
-def run_level(url, concurrency, per_client, max_tokens, model):
+def run_level(url, concurrency, per_client, max_tokens, model, extra=None):
     results, errors = [], []
     lock = threading.Lock()
     gate = threading.Barrier(concurrency)
@@ -82,7 +97,7 @@ def run_level(url, concurrency, per_client, max_tokens, model):
         gate.wait()
         for k in range(per_client):
             try:
-                r = one_stream(url, PROMPTS[(c + k) % len(PROMPTS)], max_tokens, model)
+                r = one_stream(url, PROMPTS[(c + k) % len(PROMPTS)], max_tokens, model, extra)
                 with lock:
                     results.append(r)
             except Exception as e:  # counted, not fatal: a benchmark reports failures
@@ -106,57 +121,150 @@ def run_level(url, concurrency, per_client, max_tokens, model):
             "stream_tps_min": min(per_stream) if per_stream else float("nan"), "errors": errors[:3]}
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(argv, listening):
+    """Starts a server and returns (process, url) once its stderr says where it listens
+    (`listening` a regex whose group 1 is the url); its further output is drained."""
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = None
+    tail = []
+    for line in server.stderr:
+        tail = (tail + [line.rstrip()])[-5:]
+        m = re.search(listening, line)
+        if m:
+            url = m.group(1)
+            break
+    if not url:
+        server.kill()
+        server.wait()
+        sys.exit("%s did not start (exit status %s), its last lines:\n  %s" % (argv[0], server.returncode, "\n  ".join(tail)))
+    threading.Thread(target=lambda: [None for _ in server.stderr], daemon=True).start()
+    return server, url
+
+
+def wait_ready(url):
+    """llama-server listens before its model is loaded (503 from /health until it is)."""
+    for _ in range(600):
+        try:
+            if requests.get(url + "/health", timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    sys.exit("%s never became ready" % url)
+
+
+def spread(values, fmt="%.1f"):
+    """median (min-max)"""
+    return (fmt + " (" + fmt + "-" + fmt + ")") % (statistics.median(values), min(values), max(values))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="a running server")
     p.add_argument("--iron", help="start `iron serve` from this binary")
-    p.add_argument("-m", "--model", help="the model for --iron")
-    p.add_argument("-t", "--threads", type=int, default=2, help="--iron's threads (2)")
+    p.add_argument("--llama-server", help="also start llama.cpp's llama-server from this binary, beside --iron")
+    p.add_argument("--llama-server-args", default="", help="more arguments for llama-server, one string "
+                   "(e.g. --llama-server-args=--no-repack where its AMX kernels fault: a VM that grants no AMX state)")
+    p.add_argument("-m", "--model", help="the model for --iron and --llama-server")
+    p.add_argument("-t", "--threads", type=int, default=2, help="the started servers' threads (2)")
+    p.add_argument("--ctx", type=int, default=2048, help="context per slot of the started servers (2048)")
     p.add_argument("--precision", default="highest", help="--iron's precision (highest; medium rounds to int8 blocks)")
     p.add_argument("-c", "--concurrency", default="1,4", help="comma-separated client counts (1,4)")
     p.add_argument("-r", "--requests", type=int, default=3, help="requests per client at each level (3)")
     p.add_argument("-n", "--max-tokens", type=int, default=64, help="tokens per answer (64)")
-    p.add_argument("--json", action="store_true", help="print one JSON object per level instead of the table")
+    p.add_argument("--rounds", type=int, default=1, help="times every level is run on every server (1)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per level and round instead of the table")
     a = p.parse_args()
     levels = [int(x) for x in a.concurrency.split(",")]
-    server = None
-    url = a.url
-    if not url:
-        if not (a.iron and a.model):
-            p.error("give --url, or --iron and -m")
-        server = subprocess.Popen([a.iron, "serve", "-m", a.model, "--port", "0", "-t", str(a.threads),
-                                   "--parallel", str(max(levels)), "-c", "2048", "--precision", a.precision],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        for line in server.stderr:
-            m = re.match(r"listening on (http://\S+)", line)
-            if m:
-                url = m.group(1)
-                break
-        if not url:
-            sys.exit("the server did not start")
-        threading.Thread(target=lambda: [None for _ in server.stderr], daemon=True).start()
+    slots = max(levels)
+    started = []
+    servers = []  # (name, url, extra request fields)
     try:
-        model = requests.get(url + "/v1/models", timeout=30).json()["data"][0]["id"]
-        one_stream(url, PROMPTS[0], 8, model)  # warm-up: first-call costs are not the load's
-        print("server %s, model %s, %d tokens per answer (end of sequence ignored), greedy, %d requests per client"
-              % (url, model, a.max_tokens, a.requests))
-        if not a.json:
-            print("%11s %8s %6s %14s %13s %13s %18s" % ("concurrency", "requests", "failed", "aggregate t/s",
-                                                      "TTFT p50 ms", "TTFT p99 ms", "per-stream t/s"))
+        if a.url:
+            servers.append(("server", a.url, {}))
+        if a.iron or a.llama_server:
+            if not a.model:
+                p.error("--iron and --llama-server take -m")
+        if a.iron:
+            proc, url = start_server([a.iron, "serve", "-m", a.model, "--port", "0", "-t", str(a.threads),
+                                      "--parallel", str(slots), "-c", str(a.ctx), "--precision", a.precision],
+                                     r"listening on (http://\S+)")
+            started.append(proc)
+            servers.append(("IRON", url, {}))
+        if a.llama_server:
+            port = free_port()
+            proc, url = start_server([a.llama_server, "-m", a.model, "--host", "127.0.0.1", "--port", str(port),
+                                      "-np", str(slots), "-cb", "-c", str(a.ctx * slots), "-t", str(a.threads),
+                                      "-tb", str(a.threads)] + a.llama_server_args.split(),
+                                     r"listening on (http://\S+)")
+            started.append(proc)
+            servers.append(("llama-server", url, {"cache_prompt": False}))
+        if not servers:
+            p.error("give --url, or --iron (and --llama-server) and -m")
+        models = {}
+        for name, url, extra in servers:
+            wait_ready(url)
+            models[name] = requests.get(url + "/v1/models", timeout=30).json()["data"][0]["id"]
+            one_stream(url, PROMPTS[0], 8, models[name], extra)  # warm-up: first-call costs are not the load's
+        print("%s; %d tokens per answer (end of sequence ignored), greedy, %d requests per client, %d round(s)"
+              % (", ".join("%s at %s" % (n, u) for n, u, _ in servers), a.max_tokens, a.requests, a.rounds))
+        # results[name][c] = one run_level result per round; servers alternate within each round.
+        results = {name: {c: [] for c in levels} for name, _, _ in servers}
+        for rnd in range(a.rounds):
+            for c in levels:
+                for name, url, extra in servers:
+                    r = run_level(url, c, a.requests, a.max_tokens, models[name], extra)
+                    r.update(server=name, round=rnd + 1)
+                    results[name][c].append(r)
+                    if a.json:
+                        print(json.dumps(r), flush=True)
+                    for e in r["errors"]:
+                        print("  %s failed:" % name, e)
+        if a.json:
+            return
+        names = [n for n, _, _ in servers]
+        print("median of the rounds (min-max)")
+        head = "%11s" % "concurrency"
+        for n in names:
+            head += " | %-40s" % (n + ": aggregate t/s, TTFT p50 ms")
+        if len(names) == 2:
+            head += " | %s" % ("%s / %s aggregate" % tuple(names))
+        print(head)
         for c in levels:
-            r = run_level(url, c, a.requests, a.max_tokens, model)
-            if a.json:
-                print(json.dumps(r))
-            else:
-                print("%11d %8d %6d %14.1f %13.1f %13.1f %11.1f (min %.1f)" % (
-                    c, r["requests"], r["failed"], r["aggregate_tps"], r["ttft_p50_ms"], r["ttft_p99_ms"],
-                    r["stream_tps_median"], r["stream_tps_min"]))
-            for e in r["errors"]:
-                print("  failed:", e)
+            line = "%11d" % c
+            for n in names:
+                rs = results[n][c]
+                failed = sum(r["failed"] for r in rs)
+                cell = "%s, %s" % (spread([r["aggregate_tps"] for r in rs]), spread([r["ttft_p50_ms"] for r in rs], "%.0f"))
+                if failed:
+                    cell += ", %d FAILED" % failed
+                line += " | %-40s" % cell
+            if len(names) == 2:
+                ratios = [x["aggregate_tps"] / y["aggregate_tps"] for x, y in zip(results[names[0]][c], results[names[1]][c])]
+                line += " | %s" % spread(ratios, "%.2f")
+            print(line)
+        one = levels[0]
+        if one == 1:
+            for n in names:
+                print("%s aggregate over its single stream: %s" % (n, ", ".join(
+                    "c%d %s" % (c, spread([x["aggregate_tps"] / y["aggregate_tps"]
+                                           for x, y in zip(results[n][c], results[n][1])], "%.2fx"))
+                    for c in levels[1:])))
+        for n in names:
+            c = levels[-1]
+            rs = results[n][c]
+            print("%s at %d: TTFT p99 %s ms, per-stream t/s %s" % (
+                n, c, spread([r["ttft_p99_ms"] for r in rs], "%.0f"), spread([r["stream_tps_median"] for r in rs])))
     finally:
-        if server:
-            server.terminate()
-            server.wait(30)
+        for proc in started:
+            proc.terminate()
+            proc.wait(30)
 
 
 if __name__ == "__main__":

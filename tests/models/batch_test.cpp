@@ -1,11 +1,16 @@
 // Several sequences decoded together (models::BatchDecoder over a decoder of several cache slots)
 // on stories260K: at highest, every sequence's tokens in a batch, greedy and seeded, are the
 // tokens it gets decoded alone in another slot (and the logits, bit for bit), while rows join,
-// leave and change places; a slot
-// or a position out of range is an IndexError before anything runs. The same on the Vulkan
-// device (lavapipe in CI; the Release build only, as every whole model on Vulkan).
+// leave and change places (on the CPU, and on the Vulkan device: lavapipe in CI, the Release
+// build only, as every whole model on Vulkan); at medium, every row's logits in a batch are
+// within medium's bound of the same sequence decoded alone; a slot or a position out of range is
+// an IndexError before anything runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,12 +36,13 @@ struct Sequence {
 };
 
 // A decoder of `slots` cache slots over stories260K's weights.
-std::unique_ptr<DecoderModel> stories(int64_t slots) {
+std::unique_ptr<DecoderModel> stories(int64_t slots, Precision precision = Precision::highest) {
   const std::string path = stories_path();
   LlamaOptions o;
   o.context = 96;
   o.chunk = 16;
   o.slots = slots;
+  o.precision = precision;
   auto model = make_decoder(llama_config_from_gguf(io::GgufFile::open(path)), o);
   model->load_state_dict(llama_state_dict(open_checkpoint(path), "llama"));
   return model;
@@ -160,6 +166,104 @@ TEST(BatchDecode, Stories260KRowsInABatchDecodeAsAloneOnVulkan) {
 #endif
   IRON_NEEDS_VULKAN();
   expect_rows_decode_as_alone({.device = "vulkan"});
+}
+
+// Row `row` of the last call's logits.
+std::vector<float> logits_values(const BatchDecoder& batch, size_t row) {
+  const Tensor& l = batch.logits();
+  const int64_t vocab = l.shape()[1];
+  const float* v = l.data_as<float>() + int64_t(row) * vocab;
+  return {v, v + vocab};
+}
+
+// KL(softmax(want) || softmax(got)) in nats, over the whole vocabulary.
+double kl_divergence(const std::vector<float>& want, const std::vector<float>& got) {
+  auto log_softmax = [](const std::vector<float>& l) {
+    const double top = *std::max_element(l.begin(), l.end());
+    double sum = 0;
+    for (float x : l) sum += std::exp(double(x) - top);
+    std::vector<double> out;
+    for (float x : l) out.push_back(double(x) - top - std::log(sum));
+    return out;
+  };
+  const std::vector<double> p = log_softmax(want), q = log_softmax(got);
+  double kl = 0;
+  for (size_t i = 0; i < p.size(); ++i) kl += std::exp(p[i]) * (p[i] - q[i]);
+  return kl;
+}
+
+// At medium a step's rows are not promised to sum as they do alone: on stories260K's f32
+// weights one or two rows take the GEMV loop in f32 and three or more the bf16 tiles (medium's
+// licence), so a row's logits move with the batch's size. What medium promises a whole model is
+// a bound on how far its distribution may move, the one SmolLM2 is held to against its
+// reference at medium (tests/models/llama_test.cpp: KL under 4e-2 nats at every position, top-1
+// kept where the reference's margin exceeds 0.3 nats); here each batch row is held to it
+// against the same sequence decoded alone at medium, one row a step. The batch is fed the
+// tokens the sequence chose alone, so both read the same text: left to choose, they would part
+// at the first near tie, which medium allows. Rows reading another slot's cache, or the wrong
+// position, move the distribution by whole nats.
+TEST(BatchDecode, Stories260KRowsInABatchAtMediumStayWithinToleranceOfAlone) {
+  IRON_NEEDS_STORIES();
+  constexpr double kKlBound = 4e-2, kMarginNeeded = 0.3;  // medium's, as SmolLM2's test holds them
+  const std::vector<Sequence> seqs = sequences();
+  const int64_t n = int64_t(seqs.size());
+  // Alone: each sequence on its own, one row a step; its tokens and each step's logits.
+  std::vector<std::vector<int32_t>> tokens(seqs.size());
+  std::vector<std::vector<std::vector<float>>> want(seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    auto model = stories(n, Precision::medium);
+    BatchDecoder batch(*model);
+    tokens[s] = {batch.prefill(0, 0, seqs[s].prompt, seqs[s].sampling)};
+    for (int64_t k = 1; k < seqs[s].tokens; ++k) {
+      const BatchDecoder::Row row{0, int64_t(seqs[s].prompt.size()) + k - 1, tokens[s].back(), k, seqs[s].sampling};
+      tokens[s].push_back(batch.step(std::span(&row, 1))[0]);
+      want[s].push_back(logits_values(batch, 0));
+    }
+  }
+
+  // Together: every sequence in a slot of its own (not the one it had alone), every row in one
+  // step, in another order each step; each leaves when it has its tokens (4 rows, then 3, 2, 1).
+  auto model = stories(n, Precision::medium);
+  BatchDecoder batch(*model);
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    // A prompt goes in alone, cut as it is alone: its first token is the same.
+    EXPECT_EQ(batch.prefill(n - 1 - int64_t(s), 0, seqs[s].prompt, seqs[s].sampling), tokens[s][0]) << s;
+  }
+  double kl_worst = 0, kl_total = 0;
+  int compared = 0;
+  for (int64_t k = 1;; ++k) {
+    std::vector<size_t> active;
+    for (size_t s = 0; s < seqs.size(); ++s)
+      if (k < seqs[s].tokens) active.push_back(s);
+    if (active.empty()) break;
+    auto seq_of = [&](size_t i) { return active[(i + size_t(k)) % active.size()]; };
+    std::vector<BatchDecoder::Row> rows;
+    for (size_t i = 0; i < active.size(); ++i) {
+      const size_t s = seq_of(i);
+      rows.push_back({n - 1 - int64_t(s), int64_t(seqs[s].prompt.size()) + k - 1, tokens[s][size_t(k - 1)], k,
+                      seqs[s].sampling});
+    }
+    batch.step(rows);
+    for (size_t i = 0; i < active.size(); ++i) {
+      const size_t s = seq_of(i);
+      const std::vector<float> got = logits_values(batch, i);
+      const std::vector<float>& alone = want[s][size_t(k - 1)];
+      const double kl = kl_divergence(alone, got);
+      kl_worst = std::max(kl_worst, kl);
+      kl_total += kl;
+      ++compared;
+      EXPECT_LT(kl, kKlBound) << "sequence " << s << " step " << k << " (" << active.size() << " rows)";
+      std::vector<float> sorted = alone;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      if (sorted[0] - sorted[1] > kMarginNeeded) {  // logits differ as log-probabilities do
+        EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(),
+                  std::max_element(alone.begin(), alone.end()) - alone.begin())
+            << "sequence " << s << " step " << k << ": top-1 (margin " << sorted[0] - sorted[1] << ")";
+      }
+    }
+  }
+  std::printf("[ figures ] medium, %d rows in a batch against alone: KL mean %.3g, max %.3g nats\n", compared,
+              kl_total / std::max(compared, 1), kl_worst);
 }
 
 TEST(BatchDecode, RefusesASlotOrPositionOutOfRange) {

@@ -167,9 +167,11 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
         for (bool residual : {false, true}) {
           Case c;
           c.w = t, c.k = k, c.n = n, c.residual = residual;
-          // One row (decode), a few, and more than a chunk of 32 with a ragged valid count.
+          // One row (decode), a few (a batched decode step: each count below 8 is a pass of its
+          // own, 8 a full one, q6_k's 4 and a rest), and more than a chunk of 32 with a ragged
+          // valid count.
           for (auto [rows, valid] :
-               {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {2, 1}, {5, 5}, {40, 37}}) {
+               {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {2, 1}, {3, 3}, {5, 5}, {8, 7}, {40, 37}}) {
             c.rows = rows, c.valid = valid;
             worst = std::max(worst, check(c));
           }

@@ -754,16 +754,35 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * g.ldy, acc[r]);
 }
 
+// Rows of x one pass over a group of W takes: each pass unpacks the group's quants (and converts
+// its scales) again, and one row's eight dot products a block form one dependent chain, so a
+// batched decode step (up to 8 rows: a server's streams) is one pass with as many chains as
+// rows. q6_k's two halves take twice the accumulators: 4 rows keep them in registers.
+template <DType T>
+constexpr int kInt8PassRows = T == DType::q6_k ? 4 : 8;
+
+// Rows [i, m) of x, fewer than a full pass, in one pass of as many rows.
+template <DType T, bool Prefetch, int R = kInt8PassRows<T> - 1>
+void int8_group_tail(const GemmInt8Args& g, int64_t i, const char* group, float* y) {
+  if constexpr (R >= 1) {
+    if (g.m - i == R) return int8_group<T, R, Prefetch>(g, i, group, y + i * g.ldy);
+    int8_group_tail<T, Prefetch, R - 1>(g, i, group, y);
+  }
+}
+
 template <DType T, bool Prefetch>
 void gemm_int8_groups(const GemmInt8Args& g) {
   const int64_t group_bytes = PackedInt8::group_bytes(g.k, T);
+  constexpr int kPass = kInt8PassRows<T>;
   // Group by group, so a group of W (16 rows, a few KiB) stays in L1 while every row meets it.
+  // A row's sums do not depend on the rows beside it in a pass: each has its own accumulators,
+  // fed block by block in the same order.
   for (int64_t j = 0; j < g.groups; ++j) {
     const char* group = g.w + j * group_bytes;
     float* y = g.y + j * kInt8Rows;
     int64_t i = 0;
-    for (; i + 4 <= g.m; i += 4) int8_group<T, 4, Prefetch>(g, i, group, y + i * g.ldy);
-    for (; i < g.m; ++i) int8_group<T, 1, Prefetch>(g, i, group, y + i * g.ldy);
+    for (; i + kPass <= g.m; i += kPass) int8_group<T, kPass, Prefetch>(g, i, group, y + i * g.ldy);
+    if (i < g.m) int8_group_tail<T, Prefetch>(g, i, group, y);
   }
 }
 
