@@ -14,8 +14,8 @@
 
 #include <type_traits>
 
+#include "ops/gemm/int8_blocks.hpp"
 #include "ops/gemm/kernels.hpp"
-
 
 namespace iron::ops::gemm {
 
@@ -639,12 +639,6 @@ constexpr int64_t kPrefetchBelow = int64_t(4) << 20;
 // of x broadcast), then the block's int32 sums meet d_w * scale (and the offset term) in f32.
 template <DType T, int R, bool Prefetch>
 inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, float* y) {
-  // The offset each quant carries, met by x's block sum: q4_0 w = d (q - 8), q5_0 w = d (q - 16),
-  // q8_0 w = d (u - 128).
-  constexpr float kOffset = T == DType::q8_0   ? -128.0f
-                            : T == DType::q4_0 ? -8.0f
-                            : T == DType::q5_0 ? -16.0f
-                                               : 0.0f;
   const int64_t blocks = g.k / 32;
   const int8_t* q[R];
   const float *scale[R], *xsum[R], *xsum16[R];
@@ -662,94 +656,24 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
     __builtin_memcpy(&v, q[r] + at, 4);
     return _mm512_set1_epi32(v);
   };
-  const __m512i low = _mm512_set1_epi8(0x0f);
-  auto halves = [](const char* at) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
-  };
-  __m512 super_d, super_dmin;  // K-quants: the 16 rows' d and dmin of the current super-block
+  Int8Scales<T> sc;
   for (int64_t b = 0; b < blocks; ++b) {
     const char* quants = group + int8_quants_at(T, b);
-    // Five lines ahead a block (q4_0 / q4_1's 288 to 320 bytes; as measured for q8_0 too), six
-    // with fifth bits (352 to 384 bytes), seven for q6_k (420).
-    if constexpr (Prefetch)
-      for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c)
-        _mm_prefetch(quants + kPrefetchAhead + 64 * c, _MM_HINT_T0);
-    // The 16 rows' scale d and offset m of this block (m: q4_1 / q5_1, q4_k / q5_k); q6_k's
-    // scales of its two halves.
-    __m512 d, m = _mm512_setzero_ps(), d16[2];
-    if constexpr (T == DType::q6_k) {
-      const char* header = group + int8_k_header_at(T, b / 8);
-      if (b % 8 == 0) super_d = halves(header);
-      for (int h = 0; h < 2; ++h)
-        d16[h] = _mm512_mul_ps(super_d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                                            reinterpret_cast<const __m128i*>(header + 32 + 16 * (2 * (b % 8) + h))))));
-    } else if constexpr (int8_k(T)) {
-      // Sub-block s's 6-bit scale and minimum (kernels.hpp) times the super-block's d and dmin.
-      const char* header = group + int8_k_header_at(T, b / 8);
-      const int64_t s = b % 8;
-      if (s == 0) super_d = halves(header), super_dmin = halves(header + 32);
-      const __m512i sm = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 64 + 16 * s)));
-      const __m512i top = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 192 + 16 * (s / 2))));
-      const __m512i six = _mm512_and_si512(sm, _mm512_set1_epi32(63));
-      const __m512i minimum = _mm512_or_si512(
-          _mm512_srli_epi32(sm, 6), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(top, 4 * (s % 2)), _mm512_set1_epi32(15)), 2));
-      d = _mm512_mul_ps(super_d, _mm512_cvtepi32_ps(six));
-      m = _mm512_mul_ps(super_dmin, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_setzero_si512(), minimum)));
-    } else {
-      d = halves(group + int8_d_at(T, b));
-      if constexpr (int8_minimum(T)) m = halves(group + int8_m_at(T, b));
-    }
+    if constexpr (Prefetch) int8_prefetch<T>(quants, kPrefetchAhead);
+    sc.load(group, b);
     // q6_k sums columns 0-15 and 16-31 apart (each 16 has its own scale); the rest in dot[0].
-    __m512i dot[2][R];
-    for (int r = 0; r < R; ++r) dot[0][r] = dot[1][r] = _mm512_setzero_si512();
-    if constexpr (T == DType::q8_0) {
-      for (int c = 0; c < 8; ++c) {
-        const __m512i w = _mm512_loadu_si512(quants + 64 * c);
-        for (int r = 0; r < R; ++r) dot[0][r] = _mm512_dpbusd_epi32(dot[0][r], w, x4(r, b * 32 + 4 * c));
-      }
-    } else {
-      const __m512i fifth = int8_fifth(T) ? _mm512_loadu_si512(quants + 256) : _mm512_setzero_si512();
-      for (int c = 0; c < 4; ++c) {
-        const __m512i v = _mm512_loadu_si512(quants + 64 * c);
-        __m512i lo = _mm512_and_si512(v, low);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-        if constexpr (int8_fifth(T)) {  // plus 16 where bit 2c (low) or 2c + 1 (high) is set
-          const __m512i sixteen = _mm512_set1_epi8(16);
-          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(fifth, _mm512_set1_epi8(char(1 << (2 * c)))), lo, sixteen);
-          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(fifth, _mm512_set1_epi8(char(2 << (2 * c)))), hi, sixteen);
-        }
-        if constexpr (T == DType::q6_k) {  // the top 2 bits: bits 4 (c % 2) (low) and 4 (c % 2) + 2 (high)
-          const __m512i top = _mm512_loadu_si512(quants + 256 + 64 * (c / 2)), bits = _mm512_set1_epi8(0x30);
-          lo = _mm512_or_si512(lo, _mm512_and_si512(c % 2 ? top : _mm512_slli_epi16(top, 4), bits));
-          hi = _mm512_or_si512(hi, _mm512_and_si512(c % 2 ? _mm512_srli_epi16(top, 2) : _mm512_slli_epi16(top, 2), bits));
-        }
-        const int half = T == DType::q6_k ? c / 2 : 0;
-        for (int r = 0; r < R; ++r) {
-          dot[half][r] = _mm512_dpbusd_epi32(dot[half][r], lo, x4(r, b * 32 + 8 * c));
-          dot[half][r] = _mm512_dpbusd_epi32(dot[half][r], hi, x4(r, b * 32 + 8 * c + 4));
-        }
+    __m512i dot[R][2];
+    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      __m512i lo, hi;
+      int8_unpack<T>(quants, c, &lo, &hi);
+      const int half = T == DType::q6_k ? c / 2 : 0;
+      for (int r = 0; r < R; ++r) {
+        dot[r][half] = _mm512_dpbusd_epi32(dot[r][half], lo, x4(r, b * 32 + 8 * c));
+        dot[r][half] = _mm512_dpbusd_epi32(dot[r][half], hi, x4(r, b * 32 + 8 * c + 4));
       }
     }
-    if constexpr (T == DType::q6_k) {
-      // w = d s (q - 32): each half's sum less 32 times x's sum of those 16 columns.
-      for (int r = 0; r < R; ++r)
-        for (int h = 0; h < 2; ++h) {
-          const __m512 sum = _mm512_fmsub_ps(_mm512_cvtepi32_ps(dot[h][r]), _mm512_set1_ps(scale[r][b]),
-                                             _mm512_set1_ps(32.0f * xsum16[r][2 * b + h]));
-          acc[r] = _mm512_fmadd_ps(d16[h], sum, acc[r]);
-        }
-    } else if constexpr (int8_minimum(T) || int8_k(T)) {
-      for (int r = 0; r < R; ++r) {
-        const __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[0][r]), _mm512_set1_ps(scale[r][b]));
-        acc[r] = _mm512_fmadd_ps(d, sum, _mm512_fmadd_ps(m, _mm512_set1_ps(xsum[r][b]), acc[r]));
-      }
-    } else {
-      for (int r = 0; r < R; ++r) {
-        const __m512 sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[0][r]), _mm512_set1_ps(scale[r][b]),
-                                           _mm512_set1_ps(kOffset * xsum[r][b]));
-        acc[r] = _mm512_fmadd_ps(d, sum, acc[r]);
-      }
-    }
+    for (int r = 0; r < R; ++r) acc[r] = int8_finish<T>(sc, dot[r], scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[r]);
   }
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * g.ldy, acc[r]);
 }

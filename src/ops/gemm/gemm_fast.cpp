@@ -109,7 +109,8 @@ std::shared_ptr<const uint16_t> packed_bf16(const cpu::Operand& w, const Isa& is
 
 class FastKernel final : public RowRangeKernel {
  public:
-  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8, bool amx)
+  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8, bool amx,
+             bool amx_int8)
       : a_(a.in.at(0)),
         b_(a.in.at(1)),
         y_(a.out.at(0)),
@@ -119,6 +120,7 @@ class FastKernel final : public RowRangeKernel {
         bf16_(bf16),
         w8_(int8 ? packed_int8(b_, c.n, c.k) : nullptr),
         int8_(w8_ != nullptr),
+        amx_int8_(int8_ && amx_int8),
         rows_of_a_(a, c),
         gemv_rows_(a.precision == Precision::highest && !bf16 && !int8 ? kAloneRows : kPackRows - 1) {
     if (c_.residual) r_ = a.in.at(2);
@@ -214,8 +216,16 @@ class FastKernel final : public RowRangeKernel {
       for (int64_t m0 = 0; m0 < rows; m0 += chunk_) {
         const int64_t mc = std::min(chunk_, rows - m0);
         if (rows > chunk_) quantise(w, base, m0, mc);
-        isa_.gemm_int8({b_.dtype, reinterpret_cast<const int8_t*>(base + q8_), base + qscale_, base + qsum_,
-                        base + qsum16_, mc, k, w8_->group(begin / kInt8Rows, k, b_.dtype), groups, ybuf, width});
+        // Whole tiles of 16 rows on AMX where it runs, the rest (and every row elsewhere) on the
+        // VNNI loop: the same bits either way (gemm_amx.cpp).
+        const int64_t tiled = amx_int8_ ? mc / kAmxRows * kAmxRows : 0, blocks = k / 32;
+        const auto* q8 = reinterpret_cast<const int8_t*>(base + q8_);
+        const char* groups_at = w8_->group(begin / kInt8Rows, k, b_.dtype);
+        if (tiled > 0)
+          gemm_int8_amx({b_.dtype, q8, base + qscale_, base + qsum_, base + qsum16_, tiled, k, groups_at, groups, ybuf, width});
+        if (tiled < mc)
+          isa_.gemm_int8({b_.dtype, q8 + tiled * k, base + qscale_ + tiled * blocks, base + qsum_ + tiled * blocks,
+                          base + qsum16_ + tiled * 2 * blocks, mc - tiled, k, groups_at, groups, ybuf + tiled * width, width});
         for (int64_t i = 0; i < mc; ++i) finish_row(w, m0 + i, begin, end, ybuf + i * width);
       }
       return;
@@ -319,6 +329,7 @@ class FastKernel final : public RowRangeKernel {
   std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken
   std::shared_ptr<const uint16_t> w16_;   // the bf16 tiles' W, packed once: null where packed per call
   bool int8_;
+  bool amx_int8_;  // the int8 path's whole tiles of 16 rows on AMX-INT8
   RowsOfA rows_of_a_;
   int64_t gemv_rows_;   // calls of at most this many rows take the GEMV loop for each row
   int64_t chunk_rows_ = 8;
@@ -336,8 +347,8 @@ class FastKernel final : public RowRangeKernel {
 }  // namespace
 
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                            const Isa& isa, bool bf16, bool int8, bool amx) {
-  return std::make_unique<FastKernel>(a, c, isa, bf16, int8, amx);
+                                            const Isa& isa, bool bf16, bool int8, bool amx, bool amx_int8) {
+  return std::make_unique<FastKernel>(a, c, isa, bf16, int8, amx, amx_int8);
 }
 
 }  // namespace iron::ops::gemm
