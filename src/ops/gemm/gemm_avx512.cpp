@@ -1,7 +1,8 @@
 // The matmul loops for AVX-512 (F, BW, VL, DQ) with FMA and F16C: 16 f32 lanes.
-// GEMV: four weight rows at a time share each load of x; blocks are unpacked with byte ops and
-// converted to f32, summed per block, then scaled; q4_1's minimum (and q4_0's -8) multiplies
-// the block's sum of x. Tiles: 8 rows of a x 32 columns of packed W in 16 accumulators.
+// GEMV: four weight rows at a time share each load of x; q8_0's blocks are converted to f32,
+// summed per block, then scaled; the blocks of 4 or 5 bits index a table of their block's 16
+// (32) dequantised values (weights32), and the weights meet x directly. Tiles: 8 rows of a x 32
+// columns of packed W in 16 accumulators.
 // Int8 (Precision::medium, AVX512_VNNI): x quantised to int8 blocks, vpdpbusd of W's quants
 // rearranged 16 rows to a load (kernels.hpp) with 4 values of x, int32 sums per block scaled in
 // f32 by d_w * d_x.
@@ -169,40 +170,59 @@ struct Blocks32 {
   }
 };
 
-// Per block and row: d * sum(q x) in 16 lanes, and the block's offset (m, or -8 d / -16 d) times
-// its sum of x in a 4-lane accumulator, from one conversion of the block's f16 header [d, m].
+// A block's 32 weights as f32, the values to_f32 gives them (d q + m, or d (q - 8) / d (q - 16)),
+// from a table of the kind's 16 (32 with a fifth bit) values for this block's d and m, which
+// the quants index with one permute per 16 lanes: d q is exact in f32 (an f16 d times a 4- or
+// 5-bit q), so each entry is the dequantised weight rounded once, as to_f32 rounds it. This
+// took the place of converting the quants to f32 and meeting m with the block's sum of x.
+template <bool Q1, bool Fifth>
+inline void weights32(const char* blk, __m512* lo, __m512* hi) {
+  using B = Blocks32<Q1, Fifth>;
+  uint32_t header = 0;
+  __builtin_memcpy(&header, blk, Q1 ? 4 : 2);
+  const __m512 dm = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(int(header))));
+  const __m512 d = _mm512_broadcastss_ps(_mm512_castps512_ps128(dm));
+  // The quants' values: 0..15 (0..31), less 8 (16) without a minimum.
+  const float first = Q1 ? 0.0f : B::kOffset;
+  const __m512 values = _mm512_add_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                      _mm512_set1_ps(first));
+  auto table = [&](__m512 v) {
+    if constexpr (Q1) return _mm512_fmadd_ps(v, d, _mm512_permutexvar_ps(_mm512_set1_epi32(1), dm));
+    return _mm512_mul_ps(v, d);
+  };
+  const __m512 t0 = table(values);
+  const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + B::kQuants)));
+  if constexpr (!Fifth) {
+    // vpermps reads the low 4 bits of each lane: the low nibble as it is.
+    *lo = _mm512_permutexvar_ps(q, t0);
+    *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), t0);
+  } else {
+    const __m512 t1 = table(_mm512_add_ps(values, _mm512_set1_ps(16.0f)));
+    __m512i qlo, qhi;
+    B::quants(blk, &qlo, &qhi);
+    *lo = _mm512_permutex2var_ps(t0, qlo, t1);
+    *hi = _mm512_permutex2var_ps(t0, qhi, t1);
+  }
+}
+
+// Per block and row: the block's weights (weights32) times x in 16 lanes.
 template <bool Q1, bool Fifth, int R>
 void gemv_q4(const GemvArgs& g, const char* w, float* y) {
   using B = Blocks32<Q1, Fifth>;
   __m512 acc[R];
-  __m128 corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps(), corr[r] = _mm_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   const int64_t blocks = g.k / 32;
   for (int64_t b = 0; b < blocks; ++b) {
     const __m512 x0 = _mm512_loadu_ps(g.x + b * 32), x1 = _mm512_loadu_ps(g.x + b * 32 + 16);
-    // Lane 1 (m) or lane 0 (d, times the offset) meets the block's sum of x.
-    const __m128 xs =
-        Q1 ? _mm_setr_ps(0, g.xsum[b], 0, 0) : _mm_setr_ps(B::kOffset * g.xsum[b], 0, 0, 0);
     for (int r = 0; r < R; ++r) {
       const char* blk = w + r * g.row_bytes + b * B::kBytes;
       _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
-      uint32_t header = 0;
-      __builtin_memcpy(&header, blk, Q1 ? 4 : 2);
-      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(header)));
-      __m512i qlo, qhi;
-      B::quants(blk, &qlo, &qhi);
-      const __m512 lo = _mm512_cvtepi32_ps(qlo);
-      const __m512 hi = _mm512_cvtepi32_ps(qhi);
-      const __m512 t = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
-      acc[r] = _mm512_fmadd_ps(t, _mm512_broadcastss_ps(dm), acc[r]);
-      corr[r] = _mm_fmadd_ps(dm, xs, corr[r]);
+      __m512 lo, hi;
+      weights32<Q1, Fifth>(blk, &lo, &hi);
+      acc[r] = _mm512_fmadd_ps(hi, x1, _mm512_fmadd_ps(lo, x0, acc[r]));
     }
   }
-  for (int r = 0; r < R; ++r) {
-    __m128 c = _mm_add_ps(corr[r], _mm_movehl_ps(corr[r], corr[r]));
-    c = _mm_add_ss(c, _mm_movehdup_ps(c));
-    y[r] = _mm512_reduce_add_ps(acc[r]) + _mm_cvtss_f32(c);
-  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
 template <int R>
@@ -224,10 +244,6 @@ void gemv_rows(const GemvArgs& g, const char* w, float* y) {
 
 void gemv(const GemvArgs& g) {
   if (quant_gemv<Lanes>(g)) return;
-  if (with_blocks32(g.dtype, [](auto, auto) {}))  // blocks of 4 or 5 bits meet x's block sums
-    for (int64_t b = 0; b < g.k / 32; ++b)
-      g.xsum[b] = _mm512_reduce_add_ps(
-          _mm512_add_ps(_mm512_loadu_ps(g.x + b * 32), _mm512_loadu_ps(g.x + b * 32 + 16)));
   int64_t r = 0;
   for (; r + 4 <= g.rows; r += 4) gemv_rows<4>(g, g.w + r * g.row_bytes, g.y + r);
   for (; r < g.rows; ++r) gemv_rows<1>(g, g.w + r * g.row_bytes, g.y + r);
@@ -291,32 +307,18 @@ void many_q4(const GemvManyArgs& g) {
   for (int64_t r = 0; r < g.rows; ++r) {
     const char* row = g.w + r * g.row_bytes;
     __m512 acc[M];
-    __m128 corr[M];
-    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps(), corr[m] = _mm_setzero_ps();
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
       const char* blk = row + b * B::kBytes;
       _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
-      uint32_t header = 0;
-      __builtin_memcpy(&header, blk, Q1 ? 4 : 2);
-      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(header)));
-      const __m512 d = _mm512_broadcastss_ps(dm);
-      __m512i qlo, qhi;
-      B::quants(blk, &qlo, &qhi);
-      const __m512 lo = _mm512_cvtepi32_ps(qlo), hi = _mm512_cvtepi32_ps(qhi);
+      __m512 lo, hi;
+      weights32<Q1, Fifth>(blk, &lo, &hi);
       for (int m = 0; m < M; ++m) {
         const float* x = g.x + m * g.ldx + b * 32;
-        const float xsum = g.xsum[m * blocks + b];
-        const __m128 xs = Q1 ? _mm_setr_ps(0, xsum, 0, 0) : _mm_setr_ps(B::kOffset * xsum, 0, 0, 0);
-        const __m512 t = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + 16), _mm512_mul_ps(lo, _mm512_loadu_ps(x)));
-        acc[m] = _mm512_fmadd_ps(t, d, acc[m]);
-        corr[m] = _mm_fmadd_ps(dm, xs, corr[m]);
+        acc[m] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + 16), _mm512_fmadd_ps(lo, _mm512_loadu_ps(x), acc[m]));
       }
     }
-    for (int m = 0; m < M; ++m) {
-      __m128 c = _mm_add_ps(corr[m], _mm_movehl_ps(corr[m], corr[m]));
-      c = _mm_add_ss(c, _mm_movehdup_ps(c));
-      g.y[m * g.ldy + r] = _mm512_reduce_add_ps(acc[m]) + _mm_cvtss_f32(c);
-    }
+    for (int m = 0; m < M; ++m) g.y[m * g.ldy + r] = _mm512_reduce_add_ps(acc[m]);
   }
 }
 
@@ -332,16 +334,7 @@ bool many_rows(const GemvManyArgs& g) {
     case DType::q8_0:
       return many_q8_0<M>(g), true;
     default:
-      return with_blocks32(g.dtype, [&](auto q1, auto fifth) {
-        // x's block sums, as gemv() makes them for one row.
-        const int64_t blocks = g.k / 32;
-        for (int m = 0; m < M; ++m)
-          for (int64_t b = 0; b < blocks; ++b) {
-            const float* x = g.x + m * g.ldx + b * 32;
-            g.xsum[m * blocks + b] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)));
-          }
-        many_q4<q1, fifth, M>(g);
-      });
+      return with_blocks32(g.dtype, [&](auto q1, auto fifth) { many_q4<q1, fifth, M>(g); });
   }
 }
 
