@@ -106,7 +106,7 @@ void int8_tiles(const GemmInt8Args& g, int64_t i0, int64_t tiles, const char* gr
   // Ring slots (block b's is b % kRing): a block's quants as 8 B rows (all but q8_0), and its
   // sums by tile (x tile, or q6_k's half), row of x, row of W.
   alignas(64) uint8_t unpacked[kUnpackRing][8 * 64];
-  alignas(64) int32_t sums[kRing][kMaxTiles * 2][16 * 16];
+  alignas(64) int32_t sums[kRing][2][16 * 16];
   alignas(64) float acc[kMaxTiles * kAmxRows][16];
   for (int64_t r = 0; r < rows; ++r) _mm512_store_ps(acc[r], _mm512_setzero_ps());
   const int8_t* x = g.q + i0 * g.k;
