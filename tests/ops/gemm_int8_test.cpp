@@ -185,8 +185,11 @@ TEST(GemmInt8, AmxTilesGiveTheVnniLoopsBits) {
   if (!cpu::Features::host().amx_int8) GTEST_SKIP() << "AMX-INT8 is not usable here";
   cpu::Features vnni = cpu::Features::host();
   vnni.amx_int8 = false;
-  for (DType t : every_kind())
-    for (int64_t k : row_lengths(t))
+  for (DType t : every_kind()) {
+    // An odd count of blocks too (a pair's second block is the layout's padding).
+    std::vector<int64_t> lengths = row_lengths(t);
+    if (info(t).block == 32) lengths.push_back(96);
+    for (int64_t k : lengths)
       for (auto [rows, valid] : {std::pair<int64_t, int64_t>{16, 16}, {40, 37}, {100, 100}}) {
         Case c;
         c.w = t, c.k = k, c.n = 35, c.rows = rows, c.valid = valid, c.gaussian = true;
@@ -198,6 +201,7 @@ TEST(GemmInt8, AmxTilesGiveTheVnniLoopsBits) {
         }
         check(c);  // and within the tolerance of the reference
       }
+  }
 }
 
 // Row j of a group's weight at column col, read from the rearranged layout as kernels.hpp
