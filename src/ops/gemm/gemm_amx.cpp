@@ -76,10 +76,10 @@ void block(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t pairs, flo
 
 // ---- int8 ---------------------------------------------------------------------------------
 // Tiles are not renamed: a block's sums tile cannot be zeroed for the next block until its store
-// has read it, so the blocks alternate between two sets of sums tiles, and block b + 1's
+// has read it, so the blocks alternate between two sets of sums tiles, and block b + kAhead's
 // products are issued before block b's epilogue reads its sums (the tile unit works while the
-// vector units finish). With one set, each block waited on the last: 5-10% faster than the VNNI
-// loop instead of (measured below in docs/design.md).
+// vector units finish). With one set and no lead, each block waited on the last and the whole
+// was about as fast as the VNNI loop (docs/design.md has the figures of this one).
 //   q6_k (each half of 16 columns has its own scale, so its own sums): one tile of 16 rows of x
 //     a pass; sums tiles 2s (half 0) and 2s + 1 (half 1) of set s; x's halves in tiles 4 and 5;
 //     W's halves (4 B rows each) in 6 and 7.
@@ -88,7 +88,7 @@ void block(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t pairs, flo
 // Blocks whose products are issued ahead of the epilogue, and the ring of their sums (a power of
 // two above it); blocks whose quants are unpacked ahead of their products, and the ring of those.
 // A tile load of bytes the vector units have just stored waits for the stores to reach the
-// cache: unpacking a block right before its products took 250 cycles a block where the tiles
+// cache: unpacking a block right before its products took 250 TSC ticks a block where the tiles
 // alone take 50 (a one-off measurement of tile throughput on this Xeon).
 constexpr int64_t kAhead = 4, kRing = 8, kUnpackAhead = 12, kUnpackRing = 16;
 
@@ -103,8 +103,8 @@ template <DType T>
 void int8_tiles(const GemmInt8Args& g, int64_t i0, int64_t tiles, const char* group, float* y) {
   constexpr int64_t kMaxTiles = int8_x_tiles<T>();
   const int64_t blocks = g.k / 32, rows = kAmxRows * tiles;
-  // Ring slots (block b's is b % kRing): a block's quants as 8 B rows (all but q8_0), and its
-  // sums by tile (x tile, or q6_k's half), row of x, row of W.
+  // Ring slots: block b's quants as 8 B rows (all but q8_0) at b % kUnpackRing, and its sums
+  // at b % kRing by tile (x tile, or q6_k's half), row of x, row of W.
   alignas(64) uint8_t unpacked[kUnpackRing][8 * 64];
   alignas(64) int32_t sums[kRing][2][16 * 16];
   alignas(64) float acc[kMaxTiles * kAmxRows][16];
