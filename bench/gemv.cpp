@@ -44,7 +44,11 @@ const Shape2 kShapes[] = {{"576->576 q4_1", 576, 576, DType::q4_1},
                           {"2048->640 q4_1", 2048, 640, DType::q4_1},
                           {"2048->640 q4_k", 2048, 640, DType::q4_k},
                           {"2048->640 q5_k", 2048, 640, DType::q5_k},
-                          {"2048->640 q6_k", 2048, 640, DType::q6_k}};
+                          {"2048->640 q6_k", 2048, 640, DType::q6_k},
+                          // SmolLM2 requantised to Q6_K: 576-wide rows fall back to q8_0, the
+                          // down projection (1536-wide) is q6_k.
+                          {"576->1536 q8_0", 576, 1536, DType::q8_0},
+                          {"1536->576 q6_k", 1536, 576, DType::q6_k}};
 constexpr int64_t kSmolShapes = 5, kAllShapes = int64_t(sizeof(kShapes) / sizeof(kShapes[0]));
 
 // Indices [from, to) of kShapes, for ArgsProduct.

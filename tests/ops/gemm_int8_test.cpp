@@ -179,6 +179,33 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
   std::printf("int8 path, U(-1, 1) x: largest error / tolerance %.3f\n", worst);
 }
 
+TEST(GemmInt8, AmxTilesGiveTheVnniLoopsBits) {
+  // Where AMX-INT8 runs, whole tiles of 16 rows take it and the rest the VNNI loop; each row's
+  // outputs must be the bits the VNNI loop alone gives it (the same exact int32 sums, the same
+  // f32 epilogue), for every kind: one tile, two, and two plus a ragged rest.
+  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
+  if (!cpu::Features::host().amx_int8) GTEST_SKIP() << "AMX-INT8 is not usable here";
+  cpu::Features vnni = cpu::Features::host();
+  vnni.amx_int8 = false;
+  for (DType t : every_kind()) {
+    // An odd count of blocks too (a pair's second block is the layout's padding).
+    std::vector<int64_t> lengths = row_lengths(t);
+    if (info(t).block == 32) lengths.push_back(96);
+    for (int64_t k : lengths)
+      for (auto [rows, valid] : {std::pair<int64_t, int64_t>{16, 16}, {40, 37}, {100, 100}}) {
+        Case c;
+        c.w = t, c.k = k, c.n = 35, c.rows = rows, c.valid = valid, c.gaussian = true;
+        SCOPED_TRACE(describe(c));
+        const Outcome amx = run(c, cpu::Features::host()), alone = run(c, vnni);
+        for (size_t e = 0; e < amx.got1.size(); ++e) {
+          ASSERT_EQ(amx.got1[e], alone.got1[e]) << "output " << e << " (1 thread)";
+          ASSERT_EQ(amx.got2[e], alone.got2[e]) << "output " << e << " (2 threads)";
+        }
+        check(c);  // and within the tolerance of the reference
+      }
+  }
+}
+
 // Row j of a group's weight at column col, read from the rearranged layout as kernels.hpp
 // describes it.
 float packed_value(DType t, const uint8_t* group, int64_t j, int64_t col) {

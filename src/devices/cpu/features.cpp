@@ -36,6 +36,7 @@ const Features& Features::host() {
       f.avx512vnni = c & (1u << 11);
       f.avx512vl = b & (1u << 31);
       f.amx_bf16 = (d & (1u << 22)) && (d & (1u << 24));  // AMX-BF16 and AMX-TILE
+      f.amx_int8 = (d & (1u << 25)) && (d & (1u << 24));  // AMX-INT8 and AMX-TILE
     }
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = a & (1u << 5);
     // The OS must also save the wide registers (XCR0): AVX state and, for AVX-512, opmask/ZMM.
@@ -55,7 +56,10 @@ const Features& Features::host() {
     // ask for it (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA): a VM may list AMX in cpuid and
     // still refuse, and a tile instruction without that permission kills the process. So AMX is
     // offered only where the request succeeded, which holds for every thread of the process.
-    f.amx_bf16 = f.amx_bf16 && f.avx512bf16 && (xcr0_lo & 0x60000) == 0x60000 && request_tile_state();
+    const bool tiles = (f.amx_bf16 || f.amx_int8) && (xcr0_lo & 0x60000) == 0x60000 && request_tile_state();
+    f.amx_bf16 = f.amx_bf16 && f.avx512bf16 && tiles;
+    // The int8 tiles' epilogue is the AVX-512 int8 loops' (gemm_amx.cpp), so it wants their features.
+    f.amx_int8 = f.amx_int8 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && tiles;
 #endif
     const char* level = std::getenv("IRON_CPU");
     return level ? f.limited_to(level) : f;
@@ -65,10 +69,10 @@ const Features& Features::host() {
 
 Features Features::limited_to(std::string_view level) const {
   Features f = *this;
-  if (level == "avx512") f.amx_bf16 = false;
+  if (level == "avx512") f.amx_bf16 = f.amx_int8 = false;
   if (level == "portable" || level == "avx2") {
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512bf16 = f.avx512vnni = false;
-    f.amx_bf16 = false;
+    f.amx_bf16 = f.amx_int8 = false;
   }
   if (level == "portable") f.avx2 = f.fma = f.f16c = false;
   return f;
@@ -79,7 +83,8 @@ std::string Features::str() const {
   o << (avx2 ? "avx2 " : "") << (fma ? "fma " : "") << (f16c ? "f16c " : "")
     << (avx512f ? "avx512f " : "") << (avx512bw ? "avx512bw " : "") << (avx512vl ? "avx512vl " : "")
     << (avx512dq ? "avx512dq " : "") << (avx512bf16 ? "avx512bf16 " : "")
-    << (avx512vnni ? "avx512vnni " : "") << (amx_bf16 ? "amx-bf16 " : "");
+    << (avx512vnni ? "avx512vnni " : "") << (amx_bf16 ? "amx-bf16 " : "")
+    << (amx_int8 ? "amx-int8 " : "");
   std::string s = o.str();
   return s.empty() ? "portable" : s.substr(0, s.size() - 1);
 }

@@ -193,7 +193,8 @@ class Matmul : public Operator {
       // an int8 layout (packed_int8 decides).
       const bool int8 = medium && projection_ && f.avx512vnni && isa->gemm_int8 && a.in.at(0).dtype == f32;
       const bool bf16 = medium && f.avx512bf16 && isa->tile_bf16;
-      return gemm::fast_kernel(a, c, *isa, bf16, int8, bf16 && f.amx_bf16 && isa == &gemm::avx512_isa());
+      const bool avx512 = isa == &gemm::avx512_isa();
+      return gemm::fast_kernel(a, c, *isa, bf16, int8, bf16 && f.amx_bf16 && avx512, int8 && f.amx_int8 && avx512);
     }
     return gemm::portable_kernel(a, c);
   }

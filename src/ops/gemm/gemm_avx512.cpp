@@ -1,7 +1,8 @@
 // The matmul loops for AVX-512 (F, BW, VL, DQ) with FMA and F16C: 16 f32 lanes.
-// GEMV: four weight rows at a time share each load of x; blocks are unpacked with byte ops and
-// converted to f32, summed per block, then scaled; q4_1's minimum (and q4_0's -8) multiplies
-// the block's sum of x. Tiles: 8 rows of a x 32 columns of packed W in 16 accumulators.
+// GEMV: four weight rows at a time share each load of x; q8_0's blocks are converted to f32,
+// summed per block, then scaled; the blocks of 4 or 5 bits index a table of their block's 16
+// (32) dequantised values (weights32), and the weights meet x directly. Tiles: 8 rows of a x 32
+// columns of packed W in 16 accumulators.
 // Int8 (Precision::medium, AVX512_VNNI): x quantised to int8 blocks, vpdpbusd of W's quants
 // rearranged 16 rows to a load (kernels.hpp) with 4 values of x, int32 sums per block scaled in
 // f32 by d_w * d_x.
@@ -14,8 +15,8 @@
 
 #include <type_traits>
 
+#include "ops/gemm/int8_blocks.hpp"
 #include "ops/gemm/kernels.hpp"
-
 
 namespace iron::ops::gemm {
 
@@ -169,40 +170,59 @@ struct Blocks32 {
   }
 };
 
-// Per block and row: d * sum(q x) in 16 lanes, and the block's offset (m, or -8 d / -16 d) times
-// its sum of x in a 4-lane accumulator, from one conversion of the block's f16 header [d, m].
+// A block's 32 weights as f32, the values to_f32 gives them (d q + m, or d (q - 8) / d (q - 16)),
+// from a table of the kind's 16 (32 with a fifth bit) values for this block's d and m, which
+// the quants index with one permute per 16 lanes: d q is exact in f32 (an f16 d times a 4- or
+// 5-bit q), so each entry is the dequantised weight rounded once, as to_f32 rounds it. This
+// took the place of converting the quants to f32 and meeting m with the block's sum of x.
+template <bool Q1, bool Fifth>
+inline void weights32(const char* blk, __m512* lo, __m512* hi) {
+  using B = Blocks32<Q1, Fifth>;
+  uint32_t header = 0;
+  __builtin_memcpy(&header, blk, Q1 ? 4 : 2);
+  const __m512 dm = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(int(header))));
+  const __m512 d = _mm512_broadcastss_ps(_mm512_castps512_ps128(dm));
+  // The quants' values: 0..15 (0..31), less 8 (16) without a minimum.
+  const float first = Q1 ? 0.0f : B::kOffset;
+  const __m512 values = _mm512_add_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                      _mm512_set1_ps(first));
+  auto table = [&](__m512 v) {
+    if constexpr (Q1) return _mm512_fmadd_ps(v, d, _mm512_permutexvar_ps(_mm512_set1_epi32(1), dm));
+    return _mm512_mul_ps(v, d);
+  };
+  const __m512 t0 = table(values);
+  const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + B::kQuants)));
+  if constexpr (!Fifth) {
+    // vpermps reads the low 4 bits of each lane: the low nibble as it is.
+    *lo = _mm512_permutexvar_ps(q, t0);
+    *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), t0);
+  } else {
+    const __m512 t1 = table(_mm512_add_ps(values, _mm512_set1_ps(16.0f)));
+    __m512i qlo, qhi;
+    B::quants(blk, &qlo, &qhi);
+    *lo = _mm512_permutex2var_ps(t0, qlo, t1);
+    *hi = _mm512_permutex2var_ps(t0, qhi, t1);
+  }
+}
+
+// Per block and row: the block's weights (weights32) times x in 16 lanes.
 template <bool Q1, bool Fifth, int R>
 void gemv_q4(const GemvArgs& g, const char* w, float* y) {
   using B = Blocks32<Q1, Fifth>;
   __m512 acc[R];
-  __m128 corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps(), corr[r] = _mm_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   const int64_t blocks = g.k / 32;
   for (int64_t b = 0; b < blocks; ++b) {
     const __m512 x0 = _mm512_loadu_ps(g.x + b * 32), x1 = _mm512_loadu_ps(g.x + b * 32 + 16);
-    // Lane 1 (m) or lane 0 (d, times the offset) meets the block's sum of x.
-    const __m128 xs =
-        Q1 ? _mm_setr_ps(0, g.xsum[b], 0, 0) : _mm_setr_ps(B::kOffset * g.xsum[b], 0, 0, 0);
     for (int r = 0; r < R; ++r) {
       const char* blk = w + r * g.row_bytes + b * B::kBytes;
       _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
-      uint32_t header = 0;
-      __builtin_memcpy(&header, blk, Q1 ? 4 : 2);
-      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(header)));
-      __m512i qlo, qhi;
-      B::quants(blk, &qlo, &qhi);
-      const __m512 lo = _mm512_cvtepi32_ps(qlo);
-      const __m512 hi = _mm512_cvtepi32_ps(qhi);
-      const __m512 t = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
-      acc[r] = _mm512_fmadd_ps(t, _mm512_broadcastss_ps(dm), acc[r]);
-      corr[r] = _mm_fmadd_ps(dm, xs, corr[r]);
+      __m512 lo, hi;
+      weights32<Q1, Fifth>(blk, &lo, &hi);
+      acc[r] = _mm512_fmadd_ps(hi, x1, _mm512_fmadd_ps(lo, x0, acc[r]));
     }
   }
-  for (int r = 0; r < R; ++r) {
-    __m128 c = _mm_add_ps(corr[r], _mm_movehl_ps(corr[r], corr[r]));
-    c = _mm_add_ss(c, _mm_movehdup_ps(c));
-    y[r] = _mm512_reduce_add_ps(acc[r]) + _mm_cvtss_f32(c);
-  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
 template <int R>
@@ -224,10 +244,6 @@ void gemv_rows(const GemvArgs& g, const char* w, float* y) {
 
 void gemv(const GemvArgs& g) {
   if (quant_gemv<Lanes>(g)) return;
-  if (with_blocks32(g.dtype, [](auto, auto) {}))  // blocks of 4 or 5 bits meet x's block sums
-    for (int64_t b = 0; b < g.k / 32; ++b)
-      g.xsum[b] = _mm512_reduce_add_ps(
-          _mm512_add_ps(_mm512_loadu_ps(g.x + b * 32), _mm512_loadu_ps(g.x + b * 32 + 16)));
   int64_t r = 0;
   for (; r + 4 <= g.rows; r += 4) gemv_rows<4>(g, g.w + r * g.row_bytes, g.y + r);
   for (; r < g.rows; ++r) gemv_rows<1>(g, g.w + r * g.row_bytes, g.y + r);
@@ -291,32 +307,18 @@ void many_q4(const GemvManyArgs& g) {
   for (int64_t r = 0; r < g.rows; ++r) {
     const char* row = g.w + r * g.row_bytes;
     __m512 acc[M];
-    __m128 corr[M];
-    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps(), corr[m] = _mm_setzero_ps();
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; ++b) {
       const char* blk = row + b * B::kBytes;
       _mm_prefetch(blk + kAhead * g.row_bytes, _MM_HINT_T0);
-      uint32_t header = 0;
-      __builtin_memcpy(&header, blk, Q1 ? 4 : 2);
-      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(int(header)));
-      const __m512 d = _mm512_broadcastss_ps(dm);
-      __m512i qlo, qhi;
-      B::quants(blk, &qlo, &qhi);
-      const __m512 lo = _mm512_cvtepi32_ps(qlo), hi = _mm512_cvtepi32_ps(qhi);
+      __m512 lo, hi;
+      weights32<Q1, Fifth>(blk, &lo, &hi);
       for (int m = 0; m < M; ++m) {
         const float* x = g.x + m * g.ldx + b * 32;
-        const float xsum = g.xsum[m * blocks + b];
-        const __m128 xs = Q1 ? _mm_setr_ps(0, xsum, 0, 0) : _mm_setr_ps(B::kOffset * xsum, 0, 0, 0);
-        const __m512 t = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + 16), _mm512_mul_ps(lo, _mm512_loadu_ps(x)));
-        acc[m] = _mm512_fmadd_ps(t, d, acc[m]);
-        corr[m] = _mm_fmadd_ps(dm, xs, corr[m]);
+        acc[m] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + 16), _mm512_fmadd_ps(lo, _mm512_loadu_ps(x), acc[m]));
       }
     }
-    for (int m = 0; m < M; ++m) {
-      __m128 c = _mm_add_ps(corr[m], _mm_movehl_ps(corr[m], corr[m]));
-      c = _mm_add_ss(c, _mm_movehdup_ps(c));
-      g.y[m * g.ldy + r] = _mm512_reduce_add_ps(acc[m]) + _mm_cvtss_f32(c);
-    }
+    for (int m = 0; m < M; ++m) g.y[m * g.ldy + r] = _mm512_reduce_add_ps(acc[m]);
   }
 }
 
@@ -332,16 +334,7 @@ bool many_rows(const GemvManyArgs& g) {
     case DType::q8_0:
       return many_q8_0<M>(g), true;
     default:
-      return with_blocks32(g.dtype, [&](auto q1, auto fifth) {
-        // x's block sums, as gemv() makes them for one row.
-        const int64_t blocks = g.k / 32;
-        for (int m = 0; m < M; ++m)
-          for (int64_t b = 0; b < blocks; ++b) {
-            const float* x = g.x + m * g.ldx + b * 32;
-            g.xsum[m * blocks + b] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)));
-          }
-        many_q4<q1, fifth, M>(g);
-      });
+      return with_blocks32(g.dtype, [&](auto q1, auto fifth) { many_q4<q1, fifth, M>(g); });
   }
 }
 
@@ -639,12 +632,6 @@ constexpr int64_t kPrefetchBelow = int64_t(4) << 20;
 // of x broadcast), then the block's int32 sums meet d_w * scale (and the offset term) in f32.
 template <DType T, int R, bool Prefetch>
 inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, float* y) {
-  // The offset each quant carries, met by x's block sum: q4_0 w = d (q - 8), q5_0 w = d (q - 16),
-  // q8_0 w = d (u - 128).
-  constexpr float kOffset = T == DType::q8_0   ? -128.0f
-                            : T == DType::q4_0 ? -8.0f
-                            : T == DType::q5_0 ? -16.0f
-                                               : 0.0f;
   const int64_t blocks = g.k / 32;
   const int8_t* q[R];
   const float *scale[R], *xsum[R], *xsum16[R];
@@ -662,94 +649,24 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
     __builtin_memcpy(&v, q[r] + at, 4);
     return _mm512_set1_epi32(v);
   };
-  const __m512i low = _mm512_set1_epi8(0x0f);
-  auto halves = [](const char* at) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
-  };
-  __m512 super_d, super_dmin;  // K-quants: the 16 rows' d and dmin of the current super-block
+  Int8Scales<T> sc;
   for (int64_t b = 0; b < blocks; ++b) {
     const char* quants = group + int8_quants_at(T, b);
-    // Five lines ahead a block (q4_0 / q4_1's 288 to 320 bytes; as measured for q8_0 too), six
-    // with fifth bits (352 to 384 bytes), seven for q6_k (420).
-    if constexpr (Prefetch)
-      for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c)
-        _mm_prefetch(quants + kPrefetchAhead + 64 * c, _MM_HINT_T0);
-    // The 16 rows' scale d and offset m of this block (m: q4_1 / q5_1, q4_k / q5_k); q6_k's
-    // scales of its two halves.
-    __m512 d, m = _mm512_setzero_ps(), d16[2];
-    if constexpr (T == DType::q6_k) {
-      const char* header = group + int8_k_header_at(T, b / 8);
-      if (b % 8 == 0) super_d = halves(header);
-      for (int h = 0; h < 2; ++h)
-        d16[h] = _mm512_mul_ps(super_d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                                            reinterpret_cast<const __m128i*>(header + 32 + 16 * (2 * (b % 8) + h))))));
-    } else if constexpr (int8_k(T)) {
-      // Sub-block s's 6-bit scale and minimum (kernels.hpp) times the super-block's d and dmin.
-      const char* header = group + int8_k_header_at(T, b / 8);
-      const int64_t s = b % 8;
-      if (s == 0) super_d = halves(header), super_dmin = halves(header + 32);
-      const __m512i sm = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 64 + 16 * s)));
-      const __m512i top = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(header + 192 + 16 * (s / 2))));
-      const __m512i six = _mm512_and_si512(sm, _mm512_set1_epi32(63));
-      const __m512i minimum = _mm512_or_si512(
-          _mm512_srli_epi32(sm, 6), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(top, 4 * (s % 2)), _mm512_set1_epi32(15)), 2));
-      d = _mm512_mul_ps(super_d, _mm512_cvtepi32_ps(six));
-      m = _mm512_mul_ps(super_dmin, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_setzero_si512(), minimum)));
-    } else {
-      d = halves(group + int8_d_at(T, b));
-      if constexpr (int8_minimum(T)) m = halves(group + int8_m_at(T, b));
-    }
+    if constexpr (Prefetch) int8_prefetch<T>(quants, kPrefetchAhead);
+    sc.load(group, b);
     // q6_k sums columns 0-15 and 16-31 apart (each 16 has its own scale); the rest in dot[0].
-    __m512i dot[2][R];
-    for (int r = 0; r < R; ++r) dot[0][r] = dot[1][r] = _mm512_setzero_si512();
-    if constexpr (T == DType::q8_0) {
-      for (int c = 0; c < 8; ++c) {
-        const __m512i w = _mm512_loadu_si512(quants + 64 * c);
-        for (int r = 0; r < R; ++r) dot[0][r] = _mm512_dpbusd_epi32(dot[0][r], w, x4(r, b * 32 + 4 * c));
-      }
-    } else {
-      const __m512i fifth = int8_fifth(T) ? _mm512_loadu_si512(quants + 256) : _mm512_setzero_si512();
-      for (int c = 0; c < 4; ++c) {
-        const __m512i v = _mm512_loadu_si512(quants + 64 * c);
-        __m512i lo = _mm512_and_si512(v, low);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-        if constexpr (int8_fifth(T)) {  // plus 16 where bit 2c (low) or 2c + 1 (high) is set
-          const __m512i sixteen = _mm512_set1_epi8(16);
-          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(fifth, _mm512_set1_epi8(char(1 << (2 * c)))), lo, sixteen);
-          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(fifth, _mm512_set1_epi8(char(2 << (2 * c)))), hi, sixteen);
-        }
-        if constexpr (T == DType::q6_k) {  // the top 2 bits: bits 4 (c % 2) (low) and 4 (c % 2) + 2 (high)
-          const __m512i top = _mm512_loadu_si512(quants + 256 + 64 * (c / 2)), bits = _mm512_set1_epi8(0x30);
-          lo = _mm512_or_si512(lo, _mm512_and_si512(c % 2 ? top : _mm512_slli_epi16(top, 4), bits));
-          hi = _mm512_or_si512(hi, _mm512_and_si512(c % 2 ? _mm512_srli_epi16(top, 2) : _mm512_slli_epi16(top, 2), bits));
-        }
-        const int half = T == DType::q6_k ? c / 2 : 0;
-        for (int r = 0; r < R; ++r) {
-          dot[half][r] = _mm512_dpbusd_epi32(dot[half][r], lo, x4(r, b * 32 + 8 * c));
-          dot[half][r] = _mm512_dpbusd_epi32(dot[half][r], hi, x4(r, b * 32 + 8 * c + 4));
-        }
+    __m512i dot[R][2];
+    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      __m512i lo, hi;
+      int8_unpack<T>(quants, c, &lo, &hi);
+      const int half = T == DType::q6_k ? c / 2 : 0;
+      for (int r = 0; r < R; ++r) {
+        dot[r][half] = _mm512_dpbusd_epi32(dot[r][half], lo, x4(r, b * 32 + 8 * c));
+        dot[r][half] = _mm512_dpbusd_epi32(dot[r][half], hi, x4(r, b * 32 + 8 * c + 4));
       }
     }
-    if constexpr (T == DType::q6_k) {
-      // w = d s (q - 32): each half's sum less 32 times x's sum of those 16 columns.
-      for (int r = 0; r < R; ++r)
-        for (int h = 0; h < 2; ++h) {
-          const __m512 sum = _mm512_fmsub_ps(_mm512_cvtepi32_ps(dot[h][r]), _mm512_set1_ps(scale[r][b]),
-                                             _mm512_set1_ps(32.0f * xsum16[r][2 * b + h]));
-          acc[r] = _mm512_fmadd_ps(d16[h], sum, acc[r]);
-        }
-    } else if constexpr (int8_minimum(T) || int8_k(T)) {
-      for (int r = 0; r < R; ++r) {
-        const __m512 sum = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[0][r]), _mm512_set1_ps(scale[r][b]));
-        acc[r] = _mm512_fmadd_ps(d, sum, _mm512_fmadd_ps(m, _mm512_set1_ps(xsum[r][b]), acc[r]));
-      }
-    } else {
-      for (int r = 0; r < R; ++r) {
-        const __m512 sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[0][r]), _mm512_set1_ps(scale[r][b]),
-                                           _mm512_set1_ps(kOffset * xsum[r][b]));
-        acc[r] = _mm512_fmadd_ps(d, sum, acc[r]);
-      }
-    }
+    for (int r = 0; r < R; ++r) acc[r] = int8_finish<T>(sc, dot[r], scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[r]);
   }
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * g.ldy, acc[r]);
 }

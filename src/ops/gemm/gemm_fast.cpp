@@ -66,7 +66,7 @@ constexpr int64_t kAloneRows = 8;
 static_assert(kAloneRows <= kGemvManyRows, "a batched step's rows fit one gemv_many call");
 // Bytes of W rows the GEMV loop walks for every row of `a` before moving on: within L1.
 constexpr int64_t kAloneChunkBytes = 16 * 1024;
-// Rows of x the int8 path quantises at a time (its scratch holds their int8 blocks and sums).
+// Rows of x the int8 path multiplies at a time (its scratch holds their outputs).
 constexpr int64_t kInt8Chunk = 32;
 // The AMX path packs W's columns a panel at a time (a panel of 1536-wide rows is 768 KiB of bf16
 // pairs: it stays in L2 while every row of a passes it) and multiplies rows of a a chunk at a
@@ -109,7 +109,8 @@ std::shared_ptr<const uint16_t> packed_bf16(const cpu::Operand& w, const Isa& is
 
 class FastKernel final : public RowRangeKernel {
  public:
-  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8, bool amx)
+  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8, bool amx,
+             bool amx_int8)
       : a_(a.in.at(0)),
         b_(a.in.at(1)),
         y_(a.out.at(0)),
@@ -119,6 +120,7 @@ class FastKernel final : public RowRangeKernel {
         bf16_(bf16),
         w8_(int8 ? packed_int8(b_, c.n, c.k) : nullptr),
         int8_(w8_ != nullptr),
+        amx_int8_(int8_ && amx_int8),
         rows_of_a_(a, c),
         gemv_rows_(a.precision == Precision::highest && !bf16 && !int8 ? kAloneRows : kPackRows - 1) {
     if (c_.residual) r_ = a.in.at(2);
@@ -150,10 +152,13 @@ class FastKernel final : public RowRangeKernel {
     };
     abuf_ = region(rows_of_a_.in_place() ? 0 : max_rows_ * k);
     a16_ = region(bf16_ && tiles_ ? a16_rows * (k + 2) / 2 : 0);
-    q8_ = region(int8_ ? chunk_ * k / 4 : 0);
-    qscale_ = region(int8_ ? chunk_ * (k / 32) : 0);
-    qsum_ = region(int8_ ? chunk_ * (k / 32) : 0);
-    qsum16_ = region(int8_ ? chunk_ * (k / 16) : 0);
+    // Every row of x quantised (by prepare(), so the parts of a step over one `a` share it: a
+    // chunk at a time in run_rows, each part quantised the rows again, 12% of SmolLM2-Q6_K's
+    // prefill with its RMSNorm; the int8 rows take a quarter of the f32 rows' bytes).
+    q8_ = region(int8_ ? max_rows_ * k / 4 : 0);
+    qscale_ = region(int8_ ? max_rows_ * (k / 32) : 0);
+    qsum_ = region(int8_ ? max_rows_ * (k / 32) : 0);
+    qsum16_ = region(int8_ ? max_rows_ * (k / 16) : 0);
     // The GEMV loop over several rows (gemv_many) takes every row's block sums and outputs.
     const int64_t many = gemv_rows_ > 1 && isa_.gemv_many ? std::min(gemv_rows_, kGemvManyRows) : 1;
     xsum_ = region(many * (k / 32) + 1);
@@ -185,8 +190,7 @@ class FastKernel final : public RowRangeKernel {
     if (rows <= 0) return;
     float* base = scratch_.get(thread);
     if (int8_) {
-      // More rows than a chunk are quantised a chunk at a time by run_rows.
-      if (rows <= chunk_) quantise(w, base, 0, rows);
+      quantise(w, base, 0, rows);
       return;
     }
     if (!rows_of_a_.in_place())
@@ -211,11 +215,21 @@ class FastKernel final : public RowRangeKernel {
     if (int8_) {
       // Groups of 16 rows of W (begin is a multiple of 16) against each chunk of x's rows.
       const int64_t groups = (end - begin + kInt8Rows - 1) / kInt8Rows, width = groups * kInt8Rows;
+      const int64_t blocks = k / 32;
+      const char* groups_at = w8_->group(begin / kInt8Rows, k, b_.dtype);
       for (int64_t m0 = 0; m0 < rows; m0 += chunk_) {
         const int64_t mc = std::min(chunk_, rows - m0);
-        if (rows > chunk_) quantise(w, base, m0, mc);
-        isa_.gemm_int8({b_.dtype, reinterpret_cast<const int8_t*>(base + q8_), base + qscale_, base + qsum_,
-                        base + qsum16_, mc, k, w8_->group(begin / kInt8Rows, k, b_.dtype), groups, ybuf, width});
+        // x's rows [from, to) as prepare() quantised them, into ybuf's rows from `from - m0`.
+        auto rows_from = [&](int64_t from, int64_t to) -> GemmInt8Args {
+          return {b_.dtype, reinterpret_cast<const int8_t*>(base + q8_) + from * k, base + qscale_ + from * blocks,
+                  base + qsum_ + from * blocks, base + qsum16_ + from * 2 * blocks, to - from, k, groups_at, groups,
+                  ybuf + (from - m0) * width, width};
+        };
+        // Whole tiles of 16 rows on AMX where it runs, the rest (and every row elsewhere) on the
+        // VNNI loop: the same bits either way (gemm_amx.cpp).
+        const int64_t tiled = amx_int8_ ? mc / kAmxRows * kAmxRows : 0;
+        if (tiled > 0) gemm_int8_amx(rows_from(m0, m0 + tiled));
+        if (tiled < mc) isa_.gemm_int8(rows_from(m0 + tiled, m0 + mc));
         for (int64_t i = 0; i < mc; ++i) finish_row(w, m0 + i, begin, end, ybuf + i * width);
       }
       return;
@@ -293,12 +307,12 @@ class FastKernel final : public RowRangeKernel {
     return rows_of_a_.in_place() ? a_.data<float>(w) : base + abuf_;
   }
 
-  // Rows [m0, m0 + count) of x as int8 blocks, scales and block sums, at the chunk's start.
+  // Rows [m0, m0 + count) of x as int8 blocks, scales and block sums, in their places.
   void quantise(const int64_t* w, float* base, int64_t m0, int64_t count) const {
     const int64_t k = c_.k, blocks = k / 32;
     auto* q8 = reinterpret_cast<int8_t*>(base + q8_);
-    for (int64_t i = 0; i < count; ++i)
-      isa_.quantise_x8({rows_of_a_.row(w, m0 + i, base + abuf_), k, q8 + i * k, base + qscale_ + i * blocks,
+    for (int64_t i = m0; i < m0 + count; ++i)
+      isa_.quantise_x8({rows_of_a_.row(w, i, base + abuf_), k, q8 + i * k, base + qscale_ + i * blocks,
                         base + qsum_ + i * blocks, base + qsum16_ + 2 * i * blocks});
   }
 
@@ -319,6 +333,7 @@ class FastKernel final : public RowRangeKernel {
   std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken
   std::shared_ptr<const uint16_t> w16_;   // the bf16 tiles' W, packed once: null where packed per call
   bool int8_;
+  bool amx_int8_;  // the int8 path's whole tiles of 16 rows on AMX-INT8
   RowsOfA rows_of_a_;
   int64_t gemv_rows_;   // calls of at most this many rows take the GEMV loop for each row
   int64_t chunk_rows_ = 8;
@@ -336,8 +351,8 @@ class FastKernel final : public RowRangeKernel {
 }  // namespace
 
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                            const Isa& isa, bool bf16, bool int8, bool amx) {
-  return std::make_unique<FastKernel>(a, c, isa, bf16, int8, amx);
+                                            const Isa& isa, bool bf16, bool int8, bool amx, bool amx_int8) {
+  return std::make_unique<FastKernel>(a, c, isa, bf16, int8, amx, amx_int8);
 }
 
 }  // namespace iron::ops::gemm

@@ -309,6 +309,10 @@ struct GemmInt8Args {
   int64_t ldy;
 };
 
+/// The int8 path on AMX-INT8 (gemm_amx.cpp): as an Isa's gemm_int8, for m a multiple of 16
+/// (kAmxRows), each row's outputs the bits the AVX-512 VNNI loop gives it.
+void gemm_int8_amx(const GemmInt8Args&);
+
 struct Isa {
   const char* name;
   int nr;  // columns of a packed tile
@@ -361,9 +365,11 @@ std::unique_ptr<RowRangeKernel> portable_kernel(const cpu::KernelArgs& a, const 
 /// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16); with
 /// `amx` too (AMX-BF16 usable, the AVX-512 loops, k a multiple of 32), in AMX tiles.
 /// `int8`: rows take int8 blocks of x and int32 dot products against W rearranged once
-/// (Precision::medium, AVX512_VNNI, a weight of int8_weight's kinds, f32 activations).
+/// (Precision::medium, AVX512_VNNI, a weight of int8_weight's kinds, f32 activations); with
+/// `amx_int8` (AMX-INT8 usable, the AVX-512 loops), whole tiles of 16 rows in AMX tiles.
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                            const Isa& isa, bool bf16, bool int8 = false, bool amx = false);
+                                            const Isa& isa, bool bf16, bool int8 = false, bool amx = false,
+                                            bool amx_int8 = false);
 /// One step over several weights (gemm_parts.cpp), a kernel per weight; `silu_mul`: two weights,
 /// and a third output silu(y0) * y1 (a.out).
 std::unique_ptr<cpu::Kernel> parts_kernel(std::vector<std::unique_ptr<RowRangeKernel>> parts,
