@@ -14,18 +14,12 @@
 
 #include <cstdint>
 
+#include "devices/cpu/amx.hpp"
 #include "ops/gemm/kernels.hpp"
 
 namespace iron::ops::gemm {
 
 namespace {
-
-// The LDTILECFG operand: palette 1, then each tile's bytes per row and rows.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
 
 constexpr int64_t kCols = 32;  // columns of a packed tile (the AVX-512 loops' nr)
 
@@ -63,12 +57,7 @@ void block(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t pairs, flo
 }  // namespace
 
 void tile_bf16_amx(const TileAmxArgs& t) {
-  TileConfig config;
-  for (int i = 0; i < 8; ++i) {
-    config.bytes_per_row[i] = 64;
-    config.rows[i] = 16;
-  }
-  _tile_loadconfig(&config);
+  cpu::amx::configure_full_tiles();
   for (int64_t m = 0; m < t.m; m += 2 * kAmxRows) {
     const uint16_t* a = t.a + m * t.lda;
     for (int64_t tile = 0; tile < t.tiles; ++tile) {
