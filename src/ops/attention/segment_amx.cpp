@@ -34,10 +34,21 @@ inline __mmask16 first_lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
-// 32 floats from p (those at or past `n` read as zero), times `scale`, as 32 bf16 in order.
-inline __m512i bf16_32(const float* p, int64_t n, __m512 scale) {
-  const __m512 lo = _mm512_mul_ps(_mm512_maskz_loadu_ps(first_lanes(n), p), scale);
-  const __m512 hi = _mm512_mul_ps(_mm512_maskz_loadu_ps(first_lanes(n - 16), p + 16), scale);
+// Which of a row's floats each 16-float part of chunk c (32 floats) reads: those below d.
+struct ChunkLanes {
+  __mmask16 lo[kSegmentAmxMaxDim / 32], hi[kSegmentAmxMaxDim / 32];
+  explicit ChunkLanes(int64_t d) {
+    for (int64_t c = 0; c < kSegmentAmxMaxDim / 32; ++c) {
+      lo[c] = first_lanes(d - c * 32);
+      hi[c] = first_lanes(d - c * 32 - 16);
+    }
+  }
+};
+
+// Chunk c of a row from p (the floats past d read as zero), times `scale`, as 32 bf16 in order.
+inline __m512i bf16_32(const float* p, const ChunkLanes& lanes, int64_t c, __m512 scale) {
+  const __m512 lo = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes.lo[c], p + c * 32), scale);
+  const __m512 hi = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes.hi[c], p + c * 32 + 16), scale);
   return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
@@ -79,14 +90,14 @@ Work carve(float* base, int64_t L, int64_t D) {
 
 // K^T by pairs: B tile (jb, c)'s row i holds, for each key n of the block, the pair of
 // head_dim elements (32 c + 2 i, 32 c + 2 i + 1) of key 16 jb + n. Keys at or past `keys`: zero.
-void prepare_keys(const SegmentHead& s, int64_t L, int64_t D, const Work& w) {
+void prepare_keys(const SegmentHead& s, int64_t L, int64_t D, const ChunkLanes& lanes, const Work& w) {
   const int64_t chunks = D / 32;
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t jb = 0; jb < L / 16; ++jb) {
     for (int64_t n = 0; n < 16; ++n) {
       const int64_t j = jb * 16 + n;
       for (int64_t c = 0; c < chunks; ++c) {
-        const __m512i pairs = j < s.keys ? bf16_32(s.k + j * s.kv_stride + c * 32, s.d - c * 32, one) : _mm512_setzero_si512();
+        const __m512i pairs = j < s.keys ? bf16_32(s.k + j * s.kv_stride, lanes, c, one) : _mm512_setzero_si512();
         _mm512_store_si512(w.stage + (c * 16 + n) * 16, pairs);
       }
     }
@@ -103,11 +114,11 @@ void prepare_keys(const SegmentHead& s, int64_t L, int64_t D, const Work& w) {
 
 // V by pairs: row p holds, for each column e of head_dim, (value 2p's e, value 2p + 1's e).
 // Keys at or past `keys` and columns at or past d: zero.
-void prepare_values(const SegmentHead& s, int64_t L, int64_t D, const Work& w) {
+void prepare_values(const SegmentHead& s, int64_t L, int64_t D, const ChunkLanes& lanes, const Work& w) {
   for (int64_t p = 0; p < L / 2; ++p) {
     const int64_t j = 2 * p;
     for (int64_t nb = 0; nb < D / 16; ++nb) {
-      const __mmask16 m = first_lanes(s.d - nb * 16);
+      const __mmask16 m = nb % 2 ? lanes.hi[nb / 2] : lanes.lo[nb / 2];
       const __m512i even = bf16_low(s.v + j * s.kv_stride + nb * 16, j < s.keys ? m : __mmask16(0));
       const __m512i odd = bf16_low(s.v + (j + 1) * s.kv_stride + nb * 16, j + 1 < s.keys ? m : __mmask16(0));
       _mm512_store_si512(w.vp + p * 2 * D + nb * 32, _mm512_or_si512(even, _mm512_slli_epi32(odd, 16)));
@@ -116,13 +127,15 @@ void prepare_values(const SegmentHead& s, int64_t L, int64_t D, const Work& w) {
 }
 
 // Queries [r0, r0 + 16) of the head: scores, softmax, weighted values, written out.
-void query_block(const SegmentHead& s, int64_t r0, int64_t L, int64_t D, const Work& w) {
+// `keep`: per block of 16 keys, the lanes that are keys.
+void query_block(const SegmentHead& s, int64_t r0, int64_t L, int64_t D, const ChunkLanes& lanes, const __mmask16* keep,
+                 const Work& w) {
   const int64_t count = s.queries - r0 < 16 ? s.queries - r0 : 16, chunks = D / 32;
   const __m512 scale = _mm512_set1_ps(s.scale);
   for (int64_t n = 0; n < 16; ++n)
     for (int64_t c = 0; c < chunks; ++c)
       _mm512_store_si512(w.qb + n * D + c * 32,
-                         n < count ? bf16_32(s.q + (r0 + n) * s.q_stride + c * 32, s.d - c * 32, scale) : _mm512_setzero_si512());
+                         n < count ? bf16_32(s.q + (r0 + n) * s.q_stride, lanes, c, scale) : _mm512_setzero_si512());
   // Scores, two key blocks at a time (tiles 0 and 3), the queries' chunk loaded once for both.
   const int64_t blocks = round_up(s.keys, 16) / 16;  // blocks holding a key; those past are not read
   for (int64_t jb = 0; jb < blocks; jb += 2) {
@@ -148,11 +161,11 @@ void query_block(const SegmentHead& s, int64_t r0, int64_t L, int64_t D, const W
     }
     const float* row = w.scores + n * L;
     __m512 top = minus_inf;
-    for (int64_t jb = 0; jb < blocks; ++jb) top = _mm512_max_ps(top, _mm512_mask_loadu_ps(minus_inf, first_lanes(s.keys - jb * 16), row + jb * 16));
+    for (int64_t jb = 0; jb < blocks; ++jb) top = _mm512_max_ps(top, _mm512_mask_loadu_ps(minus_inf, keep[jb], row + jb * 16));
     const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(top));
     __m512 sum = _mm512_setzero_ps();
     for (int64_t jb = 0; jb < L / 16; ++jb) {
-      const __mmask16 m = first_lanes(s.keys - jb * 16);
+      const __mmask16 m = keep[jb];
       const __m512 e = _mm512_maskz_mov_ps(m, cpu::avx512::exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + jb * 16), max)));
       const __m256i rounded = (__m256i)_mm512_cvtneps_pbh(e);
       _mm256_store_si256(reinterpret_cast<__m256i*>(weights + jb * 16), rounded);
@@ -195,10 +208,13 @@ void segment_head_amx(const SegmentHead& s) {
   if (s.keys <= 0 || s.queries <= 0) return;
   const int64_t L = round_up(s.keys, 32), D = round_up(s.d, 32);
   const Work w = carve(s.work, L, D);
-  prepare_keys(s, L, D, w);
-  prepare_values(s, L, D, w);
+  const ChunkLanes lanes(s.d);
+  __mmask16 keep[kSegmentAmxMaxRows / 16];
+  for (int64_t jb = 0; jb < L / 16; ++jb) keep[jb] = first_lanes(s.keys - jb * 16);
+  prepare_keys(s, L, D, lanes, w);
+  prepare_values(s, L, D, lanes, w);
   cpu::amx::configure_full_tiles();
-  for (int64_t r0 = 0; r0 < s.queries; r0 += 16) query_block(s, r0, L, D, w);
+  for (int64_t r0 = 0; r0 < s.queries; r0 += 16) query_block(s, r0, L, D, lanes, keep, w);
   // Leaves the tile state empty again, so a context switch saves none of it.
   _tile_release();
 }
