@@ -692,8 +692,9 @@ struct Attention : Operator {
 
   Tolerance tolerance(Precision p) const override {
     // At medium an encoder's attention may round queries, keys, values and weights to bf16
-    // (segment_amx.hpp): outputs of values within +-2 move by up to about 1e-2.
-    if (p == Precision::medium) return {2e-2, 1e-2};
+    // (segment_amx.hpp): outputs of values within +-2 move by up to about 1e-2. Causal
+    // attention computes in f32 at every precision.
+    if (p == Precision::medium && d_.segment > 0) return {2e-2, 1e-2};
     return {2e-5, 1e-4};
   }
 
