@@ -251,7 +251,7 @@ Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, 
 }
 
 Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, const Handle& lengths,
-                         int64_t segment, std::optional<double> scale) {
+                         int64_t segment, std::optional<double> scale, Precision precision) {
   if (!q.defined() || !k.defined() || !v.defined() || !lengths.defined())
     type_error("segment_attention() of an undefined handle");
   if (q.rank() != 3 || k.rank() != 3 || k.shape() != v.shape() || q.dim(0) != k.dim(0))
@@ -275,8 +275,8 @@ Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, cons
            {"scale", scale.value_or(1.0 / std::sqrt(double(d)))},
            {"window", int64_t(0)},
            {"segment", segment}};
-  return step("Attention", p, {q, k, v, lengths}, q.shape(), activation_dtype(q), q.bounds(),
-              Precision::highest, {Affine(0)});
+  return step("Attention", p, {q, k, v, lengths}, q.shape(), activation_dtype(q), q.bounds(), precision,
+              {Affine(0)});
 }
 
 namespace {

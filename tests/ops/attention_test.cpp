@@ -83,12 +83,14 @@ struct Direct {
   int64_t window = 0;  // a sliding window's keys (0: none)
   int64_t segment = 0;  // segments of rows (then rows == ctx), each `lengths` long
   std::vector<int32_t> lengths = {};
+  Precision precision = Precision::highest;
 
   std::string str() const {
     return "heads " + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " d " + std::to_string(s.d) +
            " ctx " + std::to_string(ctx) + " rows " + std::to_string(rows) + " start " + std::to_string(start) +
            " cache rows " + std::to_string(cache_rows) + " " + std::string(name(cache)) + " window " +
-           std::to_string(window) + " segment " + std::to_string(segment) + " " + tunables.str();
+           std::to_string(window) + " segment " + std::to_string(segment) + " " + tunables.str() + " at " +
+           std::string(name(precision));
   }
 };
 
@@ -96,7 +98,8 @@ struct Direct {
 // pool together; every thread count gives the same bits (the split of a decode step's keys
 // depends on the keys alone). The pool is made with four threads where this test is the
 // process's first to ask for it (as ctest runs each test), whatever this machine has.
-void check_direct(const Direct& c, const cpu::Features& features, uint32_t seed) {
+// Returns the results.
+std::vector<float> check_direct(const Direct& c, const cpu::Features& features, uint32_t seed) {
   SCOPED_TRACE(c.str() + " on " + features.str());
   const int pool = cpu::ThreadPool::shared(4).size();
   std::shared_ptr<Operator> op = catalog_entry("Attention")
@@ -139,6 +142,7 @@ void check_direct(const Direct& c, const cpu::Features& features, uint32_t seed)
   const Shape ls{int64_t(lengths.size())};
   if (c.segment > 0) args.in.push_back(cpu::dense_operand(i32, ls, reinterpret_cast<char*>(lengths.data())));
   args.features = &features;
+  args.precision = c.precision;
   std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
 
   RefCall call;
@@ -148,7 +152,7 @@ void check_direct(const Direct& c, const cpu::Features& features, uint32_t seed)
   call.out = {{want.data(), qs, qs, f32}};
   call.scalars = {c.start};
   op->reference(call);
-  const Tolerance tol = op->tolerance(Precision::highest);
+  const Tolerance tol = op->tolerance(c.precision);
 
   std::vector<float> first;
   auto check = [&](int threads, bool together) {
@@ -173,6 +177,7 @@ void check_direct(const Direct& c, const cpu::Features& features, uint32_t seed)
   };
   for (int threads = 1; threads <= std::min(pool, 4); ++threads) check(threads, false);
   check(pool, true);
+  return first;
 }
 
 // The dispatch paths this host runs: the portable loops always, AVX2 and AVX-512 where it has them.
@@ -257,6 +262,35 @@ TEST(Attention, SegmentsOnEveryPath) {
         check_direct({s, 96, 96, 0, 96, cache, {{"tile", int64_t(16)}}, 0, 48, {0, 45}}, f, seed++);
         check_direct({s, 96, 96, 0, 90, cache, {}, 0, 8, {8, 3, 0, 5, 99, -1, 8, 2, 7, 8, 1, 6}}, f, seed++);
       }
+}
+
+// At medium, segments of f32 caches on a host with AMX take the bf16 tiles (segment_amx.hpp):
+// against the reference at medium's tolerance on every path (AMX, and AVX-512's, AVX2's and the
+// portable f32 tiles, which medium leaves as they are), for MiniLM's heads at 128 rows, segments
+// of 256, grouped heads, head_dim 16 and 48 (padded to 32 and 64), keys not a multiple of 16 or
+// 32, empty and one-row segments, lengths past the segment, and keys bounded per call.
+TEST(Attention, SegmentsAtMediumOnEveryPath) {
+  uint32_t seed = 1700;
+  std::vector<cpu::Features> sets = feature_sets();
+  const cpu::Features& host = cpu::Features::host();
+  if (host.amx_bf16) sets.push_back(host.limited_to("avx512"));  // medium without AMX: the f32 tiles
+  for (const cpu::Features& f : sets) {
+    auto medium = [&](Direct c) {
+      c.precision = Precision::medium;
+      const std::vector<float> y = check_direct(c, f, seed);
+      c.precision = Precision::highest;
+      const std::vector<float> exact = check_direct(c, f, seed++);
+      // AMX rounds to bf16, so its results differ from the f32 tiles': this runs that path.
+      if (f.amx_bf16) {
+        EXPECT_NE(y, exact) << c.str() << ": medium gave highest's bits on AMX";
+      }
+    };
+    medium({{12, 12, 32}, 256, 256, 0, 256, f32, {}, 0, 128, {128, 77}});
+    medium({{2, 2, 32}, 256, 256, 0, 256, f32, {}, 0, 256, {250}});
+    medium({{4, 2, 16}, 96, 96, 0, 96, f32, {}, 0, 16, {16, 5, 0, 1, 40, -2}});
+    medium({{3, 1, 48}, 120, 120, 0, 120, f32, {}, 0, 40, {40, 33, 17}});
+    medium({{12, 12, 32}, 128, 128, 0, 90, f32, {}, 0, 64, {64, 64}});  // keys cut this call
+  }
 }
 
 TEST(Attention, PerHeadPathMatchesReference) {
@@ -375,6 +409,15 @@ TEST(Attention, SegmentsMatchReference) {
       }
     }
   }
+}
+
+// The op at medium through the harness (the host's path: AMX where it has it), query rows
+// bounded per call: rows past the bound are not written.
+TEST(Attention, SegmentsAtMediumWithRowsBoundedPerCall) {
+  Case c = segment_case(64, {64, 50}, 12, 12, 32, /*valid_rows=*/100);
+  c.precision = Precision::medium;
+  c.seed = 1800;
+  run_case(c);
 }
 
 TEST(Attention, SegmentRowsSeeTheirWholeSegmentOnly) {

@@ -27,19 +27,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "devices/cpu/amx.hpp"
 #include "ops/gemm/int8_blocks.hpp"
 #include "ops/gemm/kernels.hpp"
 
 namespace iron::ops::gemm {
 
 namespace {
-
-// The LDTILECFG operand: palette 1, then each tile's bytes per row and rows.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
 
 constexpr int64_t kCols = 32;  // columns of a packed tile (the AVX-512 loops' nr)
 
@@ -197,7 +191,7 @@ void int8_tiles(const GemmInt8Args& g, int64_t i0, int64_t tiles, const char* gr
 
 template <DType T>
 void int8_all(const GemmInt8Args& g) {
-  TileConfig config;
+  cpu::amx::TileConfig config;
   for (int t = 0; t < 4; ++t) config.bytes_per_row[t] = 64, config.rows[t] = 16;
   // x: 16 rows of a block's 32 columns (q6_k: of a half's 16); W: the block's 8 rows of 64
   // bytes (q6_k: a half's 4).
@@ -240,12 +234,7 @@ void gemm_int8_amx(const GemmInt8Args& g) {
 }
 
 void tile_bf16_amx(const TileAmxArgs& t) {
-  TileConfig config;
-  for (int i = 0; i < 8; ++i) {
-    config.bytes_per_row[i] = 64;
-    config.rows[i] = 16;
-  }
-  _tile_loadconfig(&config);
+  cpu::amx::configure_full_tiles();
   for (int64_t m = 0; m < t.m; m += 2 * kAmxRows) {
     const uint16_t* a = t.a + m * t.lda;
     for (int64_t tile = 0; tile < t.tiles; ++tile) {
