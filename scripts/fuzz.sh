@@ -31,7 +31,7 @@ jobs=${IRON_BUILD_JOBS:-2}
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DIRON_FUZZ=ON -DIRON_SANITIZE=address,undefined \
-  -DIRON_BUILD_TESTS=OFF -DIRON_BUILD_BENCH=OFF -DIRON_WERROR=OFF -DIRON_VULKAN=OFF >/dev/null
+  -DIRON_BUILD_TESTS=OFF -DIRON_BUILD_BENCH=OFF -DIRON_VULKAN=OFF >/dev/null
 cmake --build build-fuzz -j "$jobs" --target iron_fuzz
 
 shared=${IRON_SHARED_DIR:-../shared}

@@ -19,7 +19,6 @@ namespace {
 
 constexpr uint32_t kMaxRank = 4;   // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 8;  // nested arrays deeper than this are refused
-constexpr uint32_t kDefaultAlignment = 32;
 
 // The smallest encodings, used to bound counts by the bytes left before anything is allocated.
 constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;  // key length, value type, a u8 value

@@ -1,5 +1,7 @@
 // silu(a) * b over f32 rows with 512-bit registers and a vector e^x (the SwiGLU step).
+#ifndef __clang__  // a GCC warning; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <immintrin.h>

@@ -3,7 +3,9 @@
 // element of its 2048-wide rows; the scalar tanh in double took a third of a prefill). The exact
 // form: 0.5 x (1 + erf(x / sqrt 2)) with gelu.hpp's polynomials for erf (a BERT encoder's
 // feed-forward; the scalar erf was an eighth of all-MiniLM-L6-v2's time).
+#ifndef __clang__  // a GCC warning; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <immintrin.h>

@@ -1,7 +1,9 @@
 // LayerNorm's row with 512-bit registers: the mean and the variance summed in double, 8 lanes at
 // a time (two sums each), then (x - mean) * scale * weight in double and rounded once, as the
 // scalar row does; only the order of the sums differs from it.
+#ifndef __clang__  // a GCC warning; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <immintrin.h>
