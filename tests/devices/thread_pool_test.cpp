@@ -12,6 +12,7 @@
 #include "devices/cpu/thread_pool.hpp"
 #include "graph/recording.hpp"
 #include "iron/iron.hpp"
+#include "sanitized.hpp"
 
 namespace F = iron::functional;
 using iron::cpu::ThreadGovernor;
@@ -287,8 +288,15 @@ TEST(ThreadPool, AKernelTooQuickToGainFromASplitEndsOnOneThreadAndASlowOneStaysS
   auto& vq = quick.compile({{"x", {4, 16}}}, {.threads = 2});
   auto& vs = slow.compile({{"x", {4, 16}}}, {.threads = 2});
   // Split at first (by its declared work), then timed: after a few hundred calls it runs on
-  // thread 0 alone, every call.
-  EXPECT_EQ(split_in_last(vq, x, quick_splits, 400, 100), 0);
+  // thread 0 alone, every call. Under a sanitizer its few instrumented instructions can take
+  // longer than the line (ThreadSanitizer measured it above 6 us), so only the Release build
+  // holds it to that; the calls still run there, and their results are compared below.
+  const int quick_split = split_in_last(vq, x, quick_splits, 400, 100);
+#ifndef IRON_SANITIZED_BUILD
+  EXPECT_EQ(quick_split, 0);
+#else
+  (void)quick_split;
+#endif
   // 200 us on one thread is worth a split: it stays split.
   EXPECT_EQ(split_in_last(vs, x, slow_splits, 400, 100), 100);
   EXPECT_EQ(vq({x}).outputs[0].to_floats(), vs({x}).outputs[0].to_floats());
