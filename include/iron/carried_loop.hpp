@@ -1,12 +1,16 @@
 // A graph's carried values looped on the device: `first` runs once from the host, then `body`
 // (a version that takes no tensor) runs step after step, each run's Emit writing the next run's
-// per-call values, with up to `depth` runs ahead of the host; the host only waits. Built on what
-// any user can call: emit_to(), start() and Run::wait().
+// per-call values, with up to `depth` runs ahead of the host; the host only waits. On a device
+// that chains steps itself (Vulkan: each step makes its words from the last one's carried values
+// on the device) the host submits them there directly; elsewhere (the CPU) the graph's run queue
+// steps them, built on what any user can call: emit_to(), start() and Run::wait().
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <span>
+#include <string_view>
 
 #include "iron/graph.hpp"
 
@@ -49,14 +53,24 @@ class CarriedLoop {
     Steps& operator=(const Steps&) = delete;
     iterator begin();
     iterator end() { return iterator(this, count_); }
+    /// What carried value `name` became in the step last yielded: a decode loop's next token,
+    /// read from memory the host maps while later steps run.
+    int64_t carried(std::string_view name) const;
+    /// Whether the device chains the steps itself (Vulkan), rather than the run queue.
+    bool chained() const { return chain_ != nullptr; }
 
    private:
     /// Starts runs until `depth` are in flight or every step is started.
     void top_up();
+    /// Waits for the oldest step in flight; throws what stopped it.
+    void wait_oldest();
+    int in_flight() const;
     CarriedLoop& loop_;
     int64_t count_;
     int64_t started_ = 0;
-    std::deque<Run> in_flight_;
+    std::deque<Run> in_flight_;                // the run queue's steps
+    std::unique_ptr<detail::StepChain> chain_;  // or the device's own (null where it has none)
+    uint64_t generation_ = 0;                   // the arena's, when the chain was lowered
   };
 
   /// `count` steps of body (after start()).

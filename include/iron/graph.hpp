@@ -26,6 +26,7 @@ class CompiledGraph;
 namespace detail {
 class Image;
 class RunQueue;
+class StepChain;
 }
 
 /// A named graph input; undefined (false) when an optional input is absent this signature.
@@ -166,6 +167,8 @@ class Run {
   /// a value error saying so. What a loop left early uses, so the steps it no longer wants cost
   /// nothing.
   void cancel();
+  /// What carried value `name` became in this run (after wait(); until 64 more runs start).
+  int64_t carried_value(std::string_view name) const;
 
  private:
   friend class CompiledGraph;
@@ -276,7 +279,11 @@ class Graph : public Module {
   // the runs in flight) before the versions and the arena they use.
   std::shared_ptr<detail::RunQueue> queue_;
   const std::shared_ptr<detail::RunQueue>& queue();
-  /// Waits out every started run (a call on the host's thread must not overlap one).
+  // A CarriedLoop's steps chained on the device while its Steps range lives (else null).
+  detail::StepChain* chain_ = nullptr;
+  friend class CarriedLoop;
+  /// Waits out every started run and chained step (a call on the host's thread must not
+  /// overlap one).
   void settle();
 };
 

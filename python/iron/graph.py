@@ -493,7 +493,8 @@ class CarriedLoop:
         return self._loop.start(*tensors, **values)
 
     def steps(self, steps: int):
-        """Yields each step's index once that run is complete."""
+        """Yields each step's index once that run is complete; ``carried(name)`` on what it
+        returns gives what a carried value became in the step last yielded."""
         return self._loop.steps(steps)
 
     def run(self, steps: int, /, *tensors, **values):

@@ -169,6 +169,10 @@ class PySteps {
     }
     return **it_;
   }
+  int64_t carried(const std::string& name) const {
+    if (!steps_) value_error("the loop's steps are closed");
+    return steps_->carried(name);
+  }
   void close() {
     if (!steps_) return;
     DeviceTurn turn;
@@ -363,6 +367,8 @@ void bind_graph(nb::module_& m) {
   nb::class_<PySteps>(m, "_Steps")
       .def("__iter__", [](nb::handle s) { return s; })
       .def("__next__", &PySteps::next)
+      .def("carried", &PySteps::carried, nb::arg("name"),
+           "What carried value `name` became in the step last yielded.")
       .def("close", &PySteps::close);
 
   // For bench/python_call_overhead.py: `n` calls of a version from C++ on the same arrays, timed

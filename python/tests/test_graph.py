@@ -156,7 +156,11 @@ def test_decoder_step_example():
     loop = iron.CarriedLoop(step, step, depth=2)
     steps = 20
     produced = step.read(decoder.tokens._held)
-    device = [int(produced[k + 2]) for k in loop.run(steps, token=7, position=0)]
+    device, carried_tokens = [], []
+    walk = loop.run(steps, token=7, position=0)
+    for k in walk:
+        device.append(int(produced[k + 2]))
+        carried_tokens.append(walk.carried("token"))  # what the step carries into the next
     host = []
     token, position = 7, 0
     for p in range(steps + 1):
@@ -166,6 +170,7 @@ def test_decoder_step_example():
         if p > 0:
             host.append(token)
     assert device == host
+    assert carried_tokens == host
     # A direct call returns the logits and the carried values too.
     logits, carried = step(token=3, position=0)
     assert carried["position"] == 1 and 0 <= carried.token < VOCAB

@@ -40,6 +40,28 @@ struct Location {
 };
 using Locator = std::function<Location(const Place&)>;
 
+/// Steps of a version whose Emit feeds its own next run (a CarriedLoop's body), run by the
+/// device ahead of the host: each step makes its per-call words on the device from the carried
+/// values the step before it emitted, so the host submits steps without waiting for any and
+/// reads each step's carried values from memory it maps, with later steps still queued.
+class StepChain {
+ public:
+  virtual ~StepChain() = default;
+  /// Submits the next step. At most `depth` (Program::chain) are submitted and not yet waited.
+  virtual void submit() = 0;
+  /// Waits for the oldest step submitted and not waited for, and writes the carried values it
+  /// emitted into `next` (one per carry item). False when the device refused the step's words
+  /// (a carried value the step before emitted indexes or bounds a view outside it): the step
+  /// then ran again with the words before it, changing nothing, and so will every later one.
+  virtual bool wait(int64_t* next) = 0;
+  /// Waits until every step submitted is done; wait() then returns at once for each.
+  virtual void finish() = 0;
+  /// Steps submitted and not waited for.
+  virtual int in_flight() const = 0;
+  /// The most that may be in flight (the depth asked for, or less where the device holds fewer).
+  virtual int depth() const = 0;
+};
+
 /// What a device runs: the commands of one version.
 class Program {
  public:
@@ -49,6 +71,10 @@ class Program {
   /// Runs command `i` alone (check mode, and around host steps).
   virtual void run_one(size_t i, const int64_t* words) = 0;
   virtual size_t commands() const = 0;
+  /// This version's steps chained on the device (StepChain), the first with `words` (checked by
+  /// the host), up to `depth` ahead; null where the device has no such chain (the CPU, whose
+  /// host is its device: the graph's run queue steps it instead).
+  virtual std::unique_ptr<StepChain> chain(const int64_t* /*words*/, int /*depth*/) { return nullptr; }
   /// The device's own clock over the run() calls so far (DeviceTime); nothing on a device
   /// without one.
   virtual DeviceTime device_time() const { return {}; }

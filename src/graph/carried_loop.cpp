@@ -1,5 +1,7 @@
 #include "iron/carried_loop.hpp"
 
+#include "graph/arena.hpp"
+#include "graph/image.hpp"
 #include "graph/recording.hpp"
 #include "iron/error.hpp"
 
@@ -34,17 +36,69 @@ const CompiledGraph::Result& CarriedLoop::start(std::span<const Tensor> tensors,
 CarriedLoop::Steps::Steps(CarriedLoop& loop, int64_t count) : loop_(loop), count_(count) {
   if (!loop.started_) value_error("CarriedLoop: start() runs first before any step");
   if (count < 0) value_error("CarriedLoop: a negative step count " + std::to_string(count));
+  Graph& graph = *loop.body_.graph_;
+  if (graph.chain_) value_error("CarriedLoop: another loop's steps of this graph are still running");
+  if (count > 0) {
+    graph.settle();
+    chain_ = loop.body_.image().chain(loop.depth_);
+    if (chain_) {
+      graph.chain_ = chain_.get();
+      generation_ = graph.arena().generation();
+    }
+  }
   top_up();
 }
 
+int CarriedLoop::Steps::in_flight() const { return chain_ ? chain_->in_flight() : int(in_flight_.size()); }
+
 void CarriedLoop::Steps::top_up() {
-  while (started_ < count_ && int64_t(in_flight_.size()) < loop_.depth_) {
-    in_flight_.push_back(loop_.body_.start());
+  const int depth = chain_ ? chain_->depth() : loop_.depth_;
+  while (started_ < count_ && in_flight() < depth) {
+    if (chain_) {
+      // A chain's commands name the arena's buffers as they were: compiling another version
+      // inside the loop may have moved them.
+      if (loop_.body_.graph_->arena().generation() != generation_)
+        value_error(loop_.body_.recording().graph + ": the graph's memory moved while a CarriedLoop ran (a version compiled inside the loop?)");
+      chain_->submit();
+    } else {
+      in_flight_.push_back(loop_.body_.start());
+    }
     ++started_;
   }
 }
 
+void CarriedLoop::Steps::wait_oldest() {
+  if (!chain_) {
+    in_flight_.front().wait();
+    return;
+  }
+  detail::Image& image = loop_.body_.image();
+  int64_t next[detail::kMaxCarried];
+  if (!chain_->wait(next)) image.refused_step();
+  image.chained_step(next, loop_.body_.result_);
+}
+
+int64_t CarriedLoop::Steps::carried(std::string_view name) const {
+  if (!chain_) {
+    if (in_flight_.empty()) value_error("CarriedLoop: carried() outside the loop's steps");
+    return in_flight_.front().carried_value(name);
+  }
+  return loop_.body_.result_.carried_value(name);
+}
+
 CarriedLoop::Steps::~Steps() {
+  if (chain_) {
+    // The device runs every step submitted (it cannot drop one): each that completes leaves its
+    // carried values to the version, as the last run a queue ran does.
+    loop_.body_.graph_->chain_ = nullptr;
+    try {
+      detail::Image& image = loop_.body_.image();
+      int64_t next[detail::kMaxCarried];
+      while (chain_->in_flight() > 0 && chain_->wait(next)) image.chained_step(next, loop_.body_.result_);
+    } catch (const std::exception&) {
+    }
+    return;  // chain_'s destructor waits out any step left
+  }
   // Closing early drops the runs in flight the device has not begun (their steps are not
   // wanted: a decode that met its end of sequence) and waits out the one running; a failure
   // among them was the host's to see at its step, and a destructor does not throw.
@@ -57,15 +111,16 @@ CarriedLoop::Steps::~Steps() {
 
 CarriedLoop::Steps::iterator CarriedLoop::Steps::begin() {
   if (count_ == 0) return end();
-  in_flight_.front().wait();
+  wait_oldest();
   return iterator(this, 0);
 }
 
 CarriedLoop::Steps::iterator& CarriedLoop::Steps::iterator::operator++() {
   ++k_;
-  steps_->in_flight_.pop_front();  // step k - 1 was waited for and yielded
+  // Step k - 1 was waited for and yielded.
+  if (!steps_->chain_) steps_->in_flight_.pop_front();
   steps_->top_up();
-  if (k_ < steps_->count_) steps_->in_flight_.front().wait();
+  if (k_ < steps_->count_) steps_->wait_oldest();
   return *this;
 }
 

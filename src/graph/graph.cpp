@@ -418,6 +418,15 @@ const RunResult& Run::wait() {
 
 bool Run::done() const { return queue_ && queue_->complete(ticket_); }
 
+int64_t Run::carried_value(std::string_view name) const {
+  if (!queue_ || !queue_->complete(ticket_)) value_error("carried_value() of a run not yet waited for");
+  const std::vector<CarryItem>& carry = version_->recording().carry;
+  const std::vector<int64_t>& values = queue_->carried(ticket_);
+  for (size_t i = 0; i < carry.size() && i < values.size(); ++i)
+    if (carry[i].target.name == name) return values[i];
+  value_error(version_->recording().graph + ": no carried value '" + std::string(name) + "' in this run");
+}
+
 void Run::cancel() {
   if (queue_) queue_->cancel(ticket_);
 }
@@ -429,6 +438,7 @@ const std::shared_ptr<detail::RunQueue>& Graph::queue() {
 
 void Graph::settle() {
   if (queue_) queue_->drain();
+  if (chain_) chain_->finish();
 }
 
 namespace {

@@ -223,15 +223,18 @@ void Image::fill_result(CompiledGraph::Result& result) {
       if (!o.shape.empty()) t = t.rows(0, rows);
     }
   }
-  const std::vector<int>& carry_slots = plan_.carry_slots();
-  size_t n = carry_slots.size();
+  int64_t next[kMaxCarried];
+  if (plan_.carry_slots().size() > kMaxCarried) value_error("more than 64 carried values");
+  emit(next);
+  set_carried(next, result);
+}
+
+void Image::set_carried(const int64_t* next, CompiledGraph::Result& result) {
+  const size_t n = plan_.carry_slots().size();
   if (result.carried.size() != n) {
     result.carried.clear();
     for (const CarryItem& c : recording_.carry) result.carried.emplace_back(c.target.name, 0);
   }
-  int64_t next[64];
-  if (n > 64) value_error("more than 64 carried values");
-  emit(next);
   for (size_t i = 0; i < n; ++i) {
     if (next[i] < 0 || next[i] >= kValueLimit)
       value_error(recording_.graph + ": carried value '" + recording_.carry[i].target.name + "' became " +
@@ -253,6 +256,28 @@ void Image::emit_into(Image& target, const CompiledGraph::Result& result) {
     target.words_[slot] = result.carried[i].second;
     target.have_carried_[slot] = true;
   }
+}
+
+// ---- steps chained on the device ----------------------------------------------------------
+
+std::unique_ptr<StepChain> Image::chain(int depth) {
+  if (options_.check || !recording_.host.empty() || !plan_.emitted()) return nullptr;
+  if (linked_ != arena_.generation()) link();
+  write_values({});  // the values the last run carried: the first step's words, checked
+  check_host_ids();
+  return program_->chain(words_.data(), depth);
+}
+
+void Image::chained_step(const int64_t* next, CompiledGraph::Result& result) {
+  set_carried(next, result);
+  emit_into(*this, result);
+}
+
+void Image::refused_step() {
+  // The words this step would have had, from the carried values of the step before: the same
+  // checks a call makes find what the device refused.
+  write_values({});
+  value_error(recording_.graph + ": the device refused a chained step's words that the host finds within bounds");
 }
 
 DeviceTime Image::device_time() const {

@@ -17,6 +17,9 @@
 
 namespace iron::detail {
 
+/// Carried values a version may have (a device's chain reads them back in one block).
+inline constexpr size_t kMaxCarried = 64;
+
 class Image {
  public:
   Image(Arena& arena, const Recording& recording, const std::vector<std::optional<int64_t>>& defaults,
@@ -34,6 +37,18 @@ class Image {
   /// What this run's Emit writes into `target` (this version's image or another of the graph):
   /// the carried values of `result`, and for another version the values this run was given.
   void emit_into(Image& target, const CompiledGraph::Result& result);
+
+  /// This version's steps chained on its device (Program::chain), its Emit feeding itself; the
+  /// first step's words are the ones a call would write now, checked as a call's are. Null
+  /// where the device has no chain, in check mode and with host steps (those need the host
+  /// between steps): the run queue steps the version then.
+  std::unique_ptr<StepChain> chain(int depth);
+  /// A chained step's carried values `next` become this version's, as a call's do
+  /// (fill_result, then emit_into itself), checked the same way.
+  void chained_step(const int64_t* next, CompiledGraph::Result& result);
+  /// A chained step whose words the device refused: the host finds the fault in the words it
+  /// would have written for that step and throws it as a call would have.
+  [[noreturn]] void refused_step();
 
   int64_t* words() { return words_.data(); }
   const WordTable& table() const { return plan_.table(); }
@@ -65,6 +80,8 @@ class Image {
   /// Copies `bytes` at `offset` past a place's start to or from the host.
   void read(const Place& place, int64_t offset, void* target, int64_t bytes);
   void write(const Place& place, int64_t offset, const void* source, int64_t bytes);
+  /// Checks the carried values `next` (30 bits) and sets them in `result`.
+  void set_carried(const int64_t* next, CompiledGraph::Result& result);
   /// Refuses ids the host staged that fall outside their table, before anything runs.
   void check_host_ids();
   void link();  // (re)lowers against the arena's current addresses

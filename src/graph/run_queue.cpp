@@ -103,7 +103,11 @@ void RunQueue::device() {
     try {
       std::vector<ValueArg> values;
       for (const auto& [name, value] : task.values) values.push_back({name, value});
-      task.version->run_now(task.tensors, values);
+      const RunResult& result = task.version->run_now(task.tensors, values);
+      // The slot is the host's again only once it pushes kSlots more runs.
+      std::vector<int64_t>& carried = slots_[size_t(k % kSlots)].carried;
+      carried.clear();
+      for (const auto& item : result.carried) carried.push_back(item.second);
     } catch (...) {
       // This run failed; the ones queued after it read what it would have carried, so they
       // are dropped with the same error. Runs pushed after this look run as usual: their slots

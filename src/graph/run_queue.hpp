@@ -30,6 +30,8 @@ class RunQueue {
     CompiledGraph* version;
     std::vector<Tensor> tensors;
     std::vector<std::pair<std::string, int64_t>> values;
+    // What the run's carried values became, written by the device thread after it ran.
+    std::vector<int64_t> carried;
   };
 
   RunQueue() = default;
@@ -50,6 +52,8 @@ class RunQueue {
   /// they complete without running, failed with a cancellation error.
   void cancel(int64_t ticket);
   int64_t pushed() const { return pushed_.load(); }
+  /// The carried values run `ticket` emitted, once complete (until kSlots more are pushed).
+  const std::vector<int64_t>& carried(int64_t ticket) const { return slots_[size_t(ticket % kSlots)].carried; }
 
 
  private:

@@ -75,7 +75,6 @@ DecoderModel::DecoderModel(const std::string& name, const LlamaConfig& config, c
   embed = param("embed", {config_.vocab, config_.dim}, keep_dtype);
   norm = param("norm", {config_.dim}, f32);
   output = config_.tied_embeddings ? tie("output", embed) : param("output", {config_.vocab, config_.dim}, keep_dtype);
-  generated = state("generated", {rows_held()}, i32);
   settings = state("settings", {1, F::kSampleSettingsWords}, i32);
 }
 
@@ -204,9 +203,6 @@ Outputs DecoderModel::body() {
   Handle next = F::sample(logits, kept, step, position);
   std::vector<Handle> outs{logits, next};
   if (prefill && options_.all_logits) outs.push_back(F::linear(F::rms_norm(x, c.dim, norm, c.rms_eps), output));
-  // A decode step leaves its token where the host finds it while later steps run: at the
-  // position the token will take. A prefill call's token is its output.
-  if (!prefill) Handle(generated)[window(Affine(position) + 1, 1)].assign(next);
   CarryValue next_position = prefill ? CarryValue(F::scalar({position, rows})) : CarryValue(Affine(position) + 1);
   return Outputs(outs, carry({{"token", next}, {"position", next_position}, {"step", Affine(step) + 1}}));
 }

@@ -45,12 +45,11 @@ Shapes prefill_shapes(int64_t chunk) {
 }  // namespace
 
 int64_t LlamaRunner::context_bytes(const LlamaConfig& c, const LlamaOptions& o) {
-  // Each layer's two caches and the RoPE table hold context + chunk rows, as does `generated`;
-  // computed in doubles, so that no option overflows it, and held to int64.
+  // Each layer's two caches and the RoPE table hold context + chunk rows; computed in doubles, so that no option overflows it, and held to int64.
   const double rows = double(o.context) + double(o.chunk);
   const double row_bytes = double(storage_bytes(o.k_cache_type(), 1024) + storage_bytes(o.v_cache_type(), 1024)) / 1024.0;
   const double cache = double(o.slots) * double(c.layers) * rows * double(c.kv_heads) * double(c.head_dim) * row_bytes;
-  const double total = cache + rows * double(c.head_dim) * 4 + rows * 4;
+  const double total = cache + rows * double(c.head_dim) * 4;
   return total >= 9.0e18 ? INT64_MAX : int64_t(total);
 }
 
@@ -190,10 +189,11 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   int64_t steps = max_tokens < 0 ? room : std::min(max_tokens - 1, room);
   stats.stop = max_tokens < 0 || steps < max_tokens - 1 ? "context full" : "token limit";
   auto t1 = Clock::now();
-  for (int64_t k : loop.steps(steps)) {
-    // Read each step: on the CPU (and a GPU whose memory the host maps) a view of the state in
-    // place; elsewhere a copy made now, which holds this step's token.
-    const int32_t id = decode.read(model_->generated).data_as<int32_t>()[start + total + k + 1];
+  auto decode_steps = loop.steps(steps);
+  for ([[maybe_unused]] int64_t k : decode_steps) {
+    // The token this step sampled, as it carries it into the next: on a device that chains the
+    // steps, read from memory the host maps while the steps after it run.
+    const auto id = int32_t(decode_steps.carried("token"));
     on_token(id);
     ++stats.generated_tokens;
     if (stop_at_end && tokenizer_ && tokenizer_->is_end(id)) {

@@ -6,6 +6,11 @@
 #include <chrono>
 #include <thread>
 
+#include <cstdlib>
+#include <string>
+#include <tuple>
+
+#include "devices/vulkan/vulkan_test_util.hpp"
 #include "iron/iron.hpp"
 #include "test_util.hpp"
 
@@ -44,31 +49,119 @@ void fill_list(CompiledGraph& v, Walk& g) {
   v.push(g.next);
 }
 
-class CarriedLoopDepth : public ::testing::TestWithParam<int> {};
+// A device and whether Vulkan may chain the steps itself (IRON_VULKAN_CHAIN=0: the run queue
+// steps them, the host writing each step's words, as where shaders lack 64-bit integers).
+struct Stepping {
+  const char* device;
+  bool chain;
+};
+
+std::string stepping_name(const Stepping& s) {
+  return std::string(s.device) + (std::string(s.device) == "cpu" ? "" : s.chain ? "_chained" : "_queued");
+}
+
+void PrintTo(const Stepping& s, std::ostream* os) { *os << stepping_name(s); }
+
+class SteppedOn {
+ public:
+  explicit SteppedOn(const Stepping& s) {
+    if (!s.chain) ::setenv("IRON_VULKAN_CHAIN", "0", 1);
+  }
+  ~SteppedOn() { ::unsetenv("IRON_VULKAN_CHAIN"); }
+};
+
+#define IRON_NEEDS_DEVICE(device)                                          \
+  do {                                                                     \
+    if (std::string(device) == "vulkan") IRON_NEEDS_VULKAN();              \
+  } while (0)
+
+class CarriedLoopDepth : public ::testing::TestWithParam<std::tuple<Stepping, int>> {};
 
 TEST_P(CarriedLoopDepth, WalksALinkedListExactly) {
+  const auto [stepping, depth] = GetParam();
+  IRON_NEEDS_DEVICE(stepping.device);
+  SteppedOn on(stepping);
   Walk g;
-  CompiledGraph& first = g.compile({{"start", InputSpec({1}, i32)}});
+  CompiledGraph& first = g.compile({{"start", InputSpec({1}, i32)}}, {.device = stepping.device});
   CompiledGraph& body = g.compile({});
   fill_list(first, g);
-  CarriedLoop loop(first, body, GetParam());
+  CarriedLoop loop(first, body, depth);
   const int steps = 40;
   int64_t expected_index = 0;
-  for (int64_t k : loop.run(steps, {Tensor::from_ints({5}, {1})}, {{"step", 0}, {"node", 0}})) {
+  auto walk = loop.run(steps, {Tensor::from_ints({5}, {1})}, {{"step", 0}, {"node", 0}});
+  // Vulkan chains the steps on the device wherever its shaders have 64-bit integers (lavapipe,
+  // and every GPU we know of): else the run queue steps them, the host writing their words.
+  const bool int64 = std::string(stepping.device) == "vulkan" &&
+                     iron::test::vulkan_shader_int64();
+  EXPECT_EQ(walk.chained(), stepping.chain && int64);
+  auto next = successors();
+  int32_t node = 5;
+  for (int64_t k : walk) {
     EXPECT_EQ(k, expected_index++);
+    node = next[size_t(node)];
+    EXPECT_EQ(walk.carried("node"), node) << "step " << k;
+    EXPECT_EQ(walk.carried("step"), k + 2) << "step " << k;
   }
   EXPECT_EQ(expected_index, steps);
   auto visited = body.read(g.visited).to_ints();
-  auto next = successors();
-  int32_t node = 5;
+  node = 5;
   EXPECT_EQ(visited[0], node);
   for (int k = 1; k <= steps; ++k) {
     node = next[size_t(node)];
     EXPECT_EQ(visited[size_t(k)], node) << "step " << k;
   }
+  // The version carries on from the last step, as after a call: one more plain call is step 41.
+  body({});
+  EXPECT_EQ(body.read(g.visited).to_ints()[size_t(steps + 1)], next[size_t(node)]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Depths, CarriedLoopDepth, ::testing::Values(1, 2, 3));
+const Stepping kSteppings[] = {{"cpu", false}, {"vulkan", true}, {"vulkan", false}};
+
+INSTANTIATE_TEST_SUITE_P(Depths, CarriedLoopDepth,
+                         ::testing::Combine(::testing::ValuesIn(kSteppings), ::testing::Values(1, 2, 3)),
+                         [](const auto& param_info) {
+                           return stepping_name(std::get<0>(param_info.param)) + "_depth" +
+                                  std::to_string(std::get<1>(param_info.param));
+                         });
+
+class CarriedLoopBounds : public ::testing::TestWithParam<Stepping> {};
+
+// `step` indexes `visited` (64 entries): the step whose words index entry 64 fails as a call
+// would, on every device at the same step with the same error, and nothing is written past the
+// state's end. On the chained device the refused step (and each queued after it) runs again
+// with the words before it, writing what that step wrote.
+TEST_P(CarriedLoopBounds, ACarriedValuePastItsViewFailsAtTheSameStepWithTheSameError) {
+  const Stepping stepping = GetParam();
+  IRON_NEEDS_DEVICE(stepping.device);
+  SteppedOn on(stepping);
+  Walk g;
+  CompiledGraph& first = g.compile({{"start", InputSpec({1}, i32)}}, {.device = stepping.device});
+  CompiledGraph& body = g.compile({});
+  fill_list(first, g);
+  CarriedLoop loop(first, body, 3);
+  int64_t reached = -1;
+  std::string error;
+  try {
+    for (int64_t k : loop.run(70, {Tensor::from_ints({5}, {1})}, {{"step", 0}, {"node", 0}})) reached = k;
+  } catch (const Error& e) {
+    error = e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::index) << e.what();
+  }
+  // Steps 0..62 write entries 1..63; step 63 would write entry 64.
+  EXPECT_EQ(reached, 62);
+  EXPECT_NE(error.find("the values index or bound a view outside it"), std::string::npos) << error;
+  EXPECT_NE(error.find("is 64, outside [0, 64)"), std::string::npos) << error;
+  auto visited = body.read(g.visited).to_ints();
+  auto next = successors();
+  int32_t node = 5;
+  for (int k = 1; k < 64; ++k) {
+    node = next[size_t(node)];
+    EXPECT_EQ(visited[size_t(k)], node) << "entry " << k;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, CarriedLoopBounds, ::testing::ValuesIn(kSteppings),
+                         [](const auto& param_info) { return stepping_name(param_info.param); });
 
 TEST(CarriedLoop, ClosingEarlyWaitsOutTheStepsInFlight) {
   Walk g;

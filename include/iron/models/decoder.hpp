@@ -70,8 +70,8 @@ class DecoderBlock : public Module {
 /// Per-call values: `position` (carried: where this call's first row sits), `token` (carried:
 /// the token a decode call embeds), `step` (carried: calls since generation began, the sampler's
 /// counter), `rows` (valid prompt rows of a prefill call). Outputs: the logits of the last valid
-/// row (or of every row with all_logits) and the sampled token, also written to the state
-/// `generated` at the position it will occupy.
+/// row (or of every row with all_logits) and the sampled token, which a decode step carries into
+/// the next as `token` (CarriedLoop::Steps::carried reads it).
 ///
 /// With several cache slots (options.slots), the prefill and decode versions work on slot 0. A
 /// batched version takes B rows at once, each of any sequence (a decode step's row, or one of a
@@ -96,7 +96,6 @@ class DecoderModel : public Graph {
   Scratchpad rows;
   Carried position, token, step;
   Param embed, norm, output;
-  State generated;  // (context + chunk,) i32: the token sampled for each position (slot 0's)
   State settings;   // (1, kSampleSettingsWords) i32: the sampling settings of slot 0's sequence
 
  protected:

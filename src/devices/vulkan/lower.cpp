@@ -7,12 +7,15 @@
 #include <string_view>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <span>
 
 #include "devices/device.hpp"
 #include "devices/vulkan/commands.hpp"
 #include "devices/vulkan/device.hpp"
 #include "devices/vulkan/kernel.hpp"
 #include "devices/vulkan/throughput.hpp"
+#include "graph/image.hpp"
 #include "iron/error.hpp"
 
 namespace iron::vulkan {
@@ -115,14 +118,67 @@ Operand operand(const detail::View& v, const detail::Locator& at) {
   return o;
 }
 
+class VulkanProgram;
+
+// A CarriedLoop's body stepped on the device (detail::StepChain). Each step is one of `depth`
+// command lists, each the whole version recorded once more between two commands of its own:
+// first chain_words.comp, which makes the step's words from the carried values the step before
+// emitted, then (after the version's own commands) a copy of what this step's Emit wrote into
+// memory the host maps, with the words' outcome beside it. The lists take turns, so up to
+// `depth` steps are queued while the host reads the oldest; nothing waits on the queue as a
+// whole, and the host writes nothing between steps.
+class VulkanChain final : public detail::StepChain {
+ public:
+  VulkanChain(VulkanProgram& program, std::vector<std::unique_ptr<CommandList>> lists, std::vector<Buffer> outcomes,
+              Buffer words_program, size_t carried)
+      : program_(program), lists_(std::move(lists)), outcomes_(std::move(outcomes)),
+        words_program_(std::move(words_program)), carried_(carried) {}
+  ~VulkanChain() override {
+    try {
+      finish();
+    } catch (const std::exception&) {  // a lost device: nothing is in flight any more
+    }
+  }
+  void submit() override {
+    if (in_flight() == int(lists_.size()))
+      value_error("Vulkan: " + std::to_string(lists_.size()) + " chained steps are in flight already");
+    lists_[size_t(submitted_ % int64_t(lists_.size()))]->submit();
+    ++submitted_;
+  }
+  bool wait(int64_t* next) override;
+  void finish() override {
+    for (int64_t k = waited_; k < submitted_; ++k) lists_[size_t(k % int64_t(lists_.size()))]->wait();
+  }
+  int in_flight() const override { return int(submitted_ - waited_); }
+  int depth() const override { return int(lists_.size()); }
+
+ private:
+  VulkanProgram& program_;
+  std::vector<std::unique_ptr<CommandList>> lists_;
+  std::vector<Buffer> outcomes_;  // one per list: the outcome word, then the carried values
+  Buffer words_program_;          // what chain_words.comp evaluates (see there)
+  size_t carried_;
+  int64_t submitted_ = 0, waited_ = 0;
+};
+
+// Chained steps queued at most: a GPU's step takes far longer than the host's read of its
+// token, so a few hide the host, and each one more records the whole version again.
+constexpr int kChainedLists = 4;
+
+// The words of the outcome buffer before the carried values: the outcome, and padding that
+// keeps the copy of the carried values 16-byte aligned.
+constexpr size_t kOutcomeWords = 4;
+
 // One version's commands: all of them in one list, and (for check mode and host steps) each on
 // its own, recorded when first asked for.
 class VulkanProgram final : public detail::Program {
  public:
   VulkanProgram(Device& device, const detail::VersionPlan& plan, const detail::Locator& at)
       : device_(device), plan_(plan), all_(device) {
-    words_ = device_.create_buffer(size_t(std::max(plan.table().size(), 1)) * sizeof(int32_t), MemoryKind::per_call,
+    // Twice the table: a chained step makes its candidate words in the second half.
+    words_ = device_.create_buffer(size_t(std::max(plan.table().size(), 1)) * 2 * sizeof(int32_t), MemoryKind::per_call,
                                    plan.recording().graph + "'s per-call words");
+    if (plan.emitted()) emitted_ = operand(*plan.emitted(), at);
     const Recording& recording = plan.recording();
     for (size_t i = 0; i < recording.steps.size(); ++i) {
       const detail::StepPlan& step = plan.steps()[i];
@@ -139,16 +195,11 @@ class VulkanProgram final : public detail::Program {
       args_.push_back(std::move(a));
       recorders_.push_back(record);
     }
-    all_.begin();
     // A timestamp before and after the commands: the device's own time for each run, which
     // `iron bench` holds against the bound (bytes over the copy bandwidth, plus dispatches).
     timed_ = device_.info().timestamps;
-    if (timed_) all_.timestamp();
-    for (size_t i = 0; i < args_.size(); ++i) {
-      if (plan.steps()[i].barrier_before) all_.barrier();
-      recorders_[i](*recording.steps[i].op, args_[i], all_);
-    }
-    if (timed_) all_.timestamp();
+    all_.begin();
+    record_steps(all_);
     all_.host_barrier();
     all_.end();
     single_.resize(args_.size());
@@ -156,11 +207,18 @@ class VulkanProgram final : public detail::Program {
 
   void run(const int64_t* words) override {
     submit(all_, words);
+    count_time(all_);
+  }
+
+  /// Adds a waited list's run (record_steps' two timestamps) to the device's time.
+  void count_time(const CommandList& list) {
     if (!timed_) return;
-    const std::vector<double> ns = all_.timestamps_ns();
+    const std::vector<double> ns = list.timestamps_ns();
     nanoseconds_.fetch_add(int64_t(ns[1] - ns[0]), std::memory_order_relaxed);
     runs_.fetch_add(1, std::memory_order_release);
   }
+
+  std::unique_ptr<detail::StepChain> chain(const int64_t* words, int depth) override;
 
   DeviceTime device_time() const override {
     if (!timed_) return {};
@@ -185,6 +243,25 @@ class VulkanProgram final : public detail::Program {
   size_t commands() const override { return args_.size(); }
 
  private:
+  /// Every step's dispatches, each after the barrier its plan asks for, between two timestamps.
+  void record_steps(CommandList& list) {
+    const Recording& recording = plan_.recording();
+    if (timed_) list.timestamp();
+    for (size_t i = 0; i < args_.size(); ++i) {
+      if (plan_.steps()[i].barrier_before) list.barrier();
+      recorders_[i](*recording.steps[i].op, args_[i], list);
+    }
+    if (timed_) list.timestamp();
+  }
+  /// What chain_words.comp evaluates: the word table's layout, how each derived word follows
+  /// from its value, and the constraints the host checks per call (see the shader).
+  std::vector<int32_t> words_program() const;
+  /// The Emit step's first i32 in its buffer (its offset is no per-call word where it chains).
+  int32_t emitted_first() const {
+    const Start s = start(*emitted_);
+    return s.base + s.offset;
+  }
+
   void submit(CommandList& list, const int64_t* words) {
     // Words fit 30 bits (the image checks): the shaders read them as int.
     auto* target = reinterpret_cast<int32_t*>(words_.mapped());
@@ -198,6 +275,7 @@ class VulkanProgram final : public detail::Program {
   Device& device_;
   const detail::VersionPlan& plan_;
   Buffer words_;
+  std::optional<Operand> emitted_;  // what the Emit step writes (a version with carried values)
   std::vector<KernelArgs> args_;
   std::vector<KernelRecorder> recorders_;
   CommandList all_;
@@ -206,6 +284,102 @@ class VulkanProgram final : public detail::Program {
   // Read by the host between runs while the run queue's thread adds to them.
   std::atomic<int64_t> runs_{0}, nanoseconds_{0};
 };
+
+std::vector<int32_t> VulkanProgram::words_program() const {
+  const detail::WordTable& table = plan_.table();
+  const std::vector<int>& carry = plan_.carry_slots();
+  auto wide = [](std::vector<int32_t>& out, int64_t v) {
+    out.push_back(int32_t(uint32_t(uint64_t(v) & 0xffffffffu)));
+    out.push_back(int32_t(v >> 32));
+  };
+  std::vector<int32_t> constraints;
+  int32_t checked = 0;
+  for (const detail::CheckedConstraint& c : plan_.constraints()) {
+    if (!c.word.per_call()) continue;  // a constant one held when the chain's first words did
+    constraints.push_back(int32_t(c.word.index));
+    wide(constraints, c.lo);
+    wide(constraints, c.hi);
+    ++checked;
+  }
+  std::vector<int32_t> p{int32_t(table.size()), int32_t(table.values()), int32_t(carry.size()),
+                         int32_t(table.derived().size()), checked, emitted_first()};
+  for (int slot : carry) p.push_back(int32_t(slot));
+  for (const Affine& a : table.derived()) {
+    p.push_back(int32_t(a.slot()));
+    p.push_back(int32_t(a.steps().size()));
+    for (const Affine::Step& step : a.steps()) {
+      p.push_back(int32_t(step.op));
+      wide(p, step.operand);
+    }
+  }
+  p.insert(p.end(), constraints.begin(), constraints.end());
+  return p;
+}
+
+std::unique_ptr<detail::StepChain> VulkanProgram::chain(const int64_t* words, int depth) {
+  // The words are evaluated in int64, as the host does: a device without 64-bit integers in
+  // shaders steps through the run queue instead, the host writing each step's words.
+  if (!emitted_ || emitted_->offset.per_call() || !device_.enabled().shader_int64 ||
+      disabled_by_environment("IRON_VULKAN_CHAIN") || depth < 1 ||
+      plan_.carry_slots().size() > detail::kMaxCarried)
+    return nullptr;
+  depth = std::min(depth, kChainedLists);
+  const size_t carried = plan_.carry_slots().size();
+  const std::string& graph = plan_.recording().graph;
+  const std::vector<int32_t> program = words_program();
+  Buffer words_program = device_.create_buffer(padded_bytes(int64_t(program.size() * 4)), MemoryKind::device,
+                                               graph + "'s chained word program");
+  device_.upload(words_program, 0, std::as_bytes(std::span(program)));
+  // The first step's words as the host made them, and its carried values where the step makes
+  // its words from: the first step's words come out as the host's.
+  auto* target = reinterpret_cast<int32_t*>(words_.mapped());
+  const size_t n = size_t(plan_.table().size());
+  for (size_t w = 0; w < n; ++w) target[w] = int32_t(words[w]);
+  words_.flush(0, n * sizeof(int32_t));
+  std::vector<int32_t> first(carried);
+  for (size_t i = 0; i < carried; ++i) first[i] = int32_t(words[plan_.carry_slots()[i]]);
+  const size_t emitted_bytes = size_t(emitted_first()) * 4;
+  device_.upload(*emitted_->buffer, emitted_bytes, std::as_bytes(std::span(first)));
+
+  const Pipeline& make_words = device_.pipeline({"chain_words", {}, 4, 0});
+  std::vector<std::unique_ptr<CommandList>> lists;
+  std::vector<Buffer> outcomes;
+  const size_t outcome_bytes = (kOutcomeWords + carried) * 4;
+  for (int i = 0; i < depth; ++i) {
+    outcomes.push_back(device_.create_buffer(padded_bytes(int64_t(outcome_bytes)), MemoryKind::readback,
+                                             graph + "'s chained step outcome"));
+    auto list = std::make_unique<CommandList>(device_);
+    list->begin();
+    list->barrier();  // after the step before: its Emit's writes, its reads of the words
+    list->bind(make_words);
+    list->bind_buffers({{&words_, 0, words_.size()},
+                        {&words_program, 0, words_program.size()},
+                        emitted_->binding(),
+                        {&outcomes.back(), 0, outcomes.back().size()}});
+    list->dispatch(1);
+    list->barrier();
+    record_steps(*list);
+    list->barrier();
+    list->copy(*emitted_->buffer, emitted_bytes, outcomes.back(), kOutcomeWords * 4, carried * 4);
+    list->host_barrier();
+    list->end();
+    lists.push_back(std::move(list));
+  }
+  return std::make_unique<VulkanChain>(*this, std::move(lists), std::move(outcomes), std::move(words_program), carried);
+}
+
+bool VulkanChain::wait(int64_t* next) {
+  if (in_flight() == 0) value_error("Vulkan: wait() for a chained step with none in flight");
+  const size_t i = size_t(waited_ % int64_t(lists_.size()));
+  lists_[i]->wait();
+  ++waited_;
+  program_.count_time(*lists_[i]);
+  const Buffer& outcome = outcomes_[i];
+  outcome.invalidate(0, (kOutcomeWords + carried_) * 4);
+  const auto* words = reinterpret_cast<const int32_t*>(outcome.mapped());
+  for (size_t c = 0; c < carried_; ++c) next[c] = words[kOutcomeWords + c];
+  return words[0] == 0;
+}
 
 class VulkanDevice final : public detail::Device {
  public:

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "iron/error.hpp"
@@ -23,6 +24,18 @@ inline std::string why_no_vulkan() {
   }
 #else
   return "this build has no Vulkan device";
+#endif
+}
+
+/// Whether the device the Vulkan tests run on has 64-bit integers in shaders (a CarriedLoop's
+/// steps chain on the device only then).
+inline bool vulkan_shader_int64() {
+#if IRON_HAS_VULKAN
+  const auto& devices = vulkan::Instance::shared()->devices();
+  if (devices.empty()) return false;
+  return devices[vulkan::choose_device(devices, std::getenv("IRON_VULKAN_DEVICE"))].features.shader_int64;
+#else
+  return false;
 #endif
 }
 
