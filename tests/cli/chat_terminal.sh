@@ -16,7 +16,7 @@ command -v tmux >/dev/null || { echo "tmux is not installed (apt-get install tmu
 [ -f "$model" ] || { echo "$model is absent"; exit 77; }
 work=$(mktemp -d)
 session="iron_chat_$$"
-trap 'tmux kill-server -L "$session" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'tmux -L "$session" kill-server 2>/dev/null; rm -rf "$work"' EXIT
 tmux_() { tmux -L "$session" "$@"; }
 fail() { echo "FAIL: $*"; echo "--- screen:"; cat "$work/screen"; exit 1; }
 
