@@ -324,8 +324,9 @@ class CompiledGraph {
   /// `x`'s buffer as the device left it: a host view (a state, an output, a scratch buffer).
   Tensor read(const Held& x);
   Tensor read(const Handle& x);
-  /// Sends back to the device what the host wrote into read(x)'s view (a no-op on the CPU,
-  /// where the view is the device memory).
+  /// Sends back to the device what the host wrote into read(x)'s view: a no-op where that
+  /// view is the device's memory (the CPU, a unified-memory GPU); elsewhere it writes the copy
+  /// the last read(x) returned, once the runs in flight are done.
   void push(const Held& x);
   /// Loads the image and uploads its weights now rather than on the first call.
   CompiledGraph& load();
@@ -364,6 +365,9 @@ class CompiledGraph {
   CompileOptions options_;
   std::unique_ptr<detail::Image> image_;
   Result result_;
+  // read(x)'s copies of states and weights where the host does not map the device's memory:
+  // what push(x) writes back.
+  std::map<const Resident*, Tensor> pushed_copies_;
 };
 
 }  // namespace iron

@@ -453,7 +453,11 @@ Tensor host_view(const detail::Location& at, const Shape& shape, DType dtype) {
 
 Tensor CompiledGraph::read(const Held& x) {
   const Resident& r = *x.resident();
-  return host_view({&graph_->arena().place(x.resident()), 0}, r.shape, r.dtype);
+  detail::DeviceBuffer& memory = graph_->arena().place(x.resident());
+  Tensor view = host_view({&memory, 0}, r.shape, r.dtype);
+  // A copy (the host does not map the device's memory) is what push() sends back.
+  if (!memory.host()) pushed_copies_[x.resident().get()] = view;
+  return view;
 }
 
 Tensor CompiledGraph::read(const Handle& x) {
@@ -463,7 +467,13 @@ Tensor CompiledGraph::read(const Handle& x) {
   value_error(recording_->graph + ": " + x.str() + " is not a buffer of this version");
 }
 
-void CompiledGraph::push(const Held&) {}
+void CompiledGraph::push(const Held& x) {
+  auto copy = pushed_copies_.find(x.resident().get());
+  if (copy == pushed_copies_.end()) return;  // read() gave the device's memory itself (or nothing)
+  graph_->settle();  // no run may be using the memory while it is written
+  graph_->arena().place(x.resident()).write(0, copy->second.data(), copy->second.nbytes());
+  pushed_copies_.erase(copy);
+}
 
 CompiledGraph& CompiledGraph::load() {
   upload();
