@@ -180,9 +180,10 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
 }
 
 TEST(GemmInt8, AmxTilesGiveTheVnniLoopsBits) {
-  // Where AMX-INT8 runs, whole tiles of 16 rows take it and the rest the VNNI loop; each row's
-  // outputs must be the bits the VNNI loop alone gives it (the same exact int32 sums, the same
-  // f32 epilogue), for every kind: one tile, two, and two plus a ragged rest.
+  // Where AMX-INT8 runs, whole tiles of 16 rows take it, and a rest (or a batched decode
+  // step's few rows) of q8_0 one tile of fewer rows from 5 on; each row's outputs must be the
+  // bits the VNNI loop alone gives it (the same exact int32 sums, the same f32 epilogue), for
+  // every kind: a step's 1 to 15 rows (either side of 5), one tile, two, and two plus a rest.
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   if (!cpu::Features::host().amx_int8) GTEST_SKIP() << "AMX-INT8 is not usable here";
   cpu::Features vnni = cpu::Features::host();
@@ -192,7 +193,8 @@ TEST(GemmInt8, AmxTilesGiveTheVnniLoopsBits) {
     std::vector<int64_t> lengths = row_lengths(t);
     if (info(t).block == 32) lengths.push_back(96);
     for (int64_t k : lengths)
-      for (auto [rows, valid] : {std::pair<int64_t, int64_t>{16, 16}, {40, 37}, {100, 100}}) {
+      for (auto [rows, valid] : {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {4, 4}, {5, 5}, {8, 7}, {15, 15},
+                                 {16, 16}, {40, 37}, {100, 100}}) {
         Case c;
         c.w = t, c.k = k, c.n = 35, c.rows = rows, c.valid = valid, c.gaussian = true;
         SCOPED_TRACE(describe(c));
