@@ -200,6 +200,13 @@ BENCHMARK(BM_GEMM)
     ->ArgNames({"shape", "rows", "threads", "fast"})
     ->UseRealTime()
     ->MinTime(0.3);
+// The other kinds the int8 path takes, either side of the row count from which a batched step's
+// rows take AMX-INT8 tiles where it runs (gemm_fast.cpp: q8_0 8, the K-quants 9, q5_0 / q5_1 12).
+BENCHMARK(BM_GEMM)
+    ->ArgsProduct({{6, 7, 9, 10, 11, 12, 13}, {8, 9, 12}, {1}, {2}})
+    ->ArgNames({"shape", "rows", "threads", "fast"})
+    ->UseRealTime()
+    ->MinTime(0.3);
 // Gemma's shapes: 64 rows, the dispatched kernels only.
 BENCHMARK(BM_GEMM)
     ->ArgsProduct({shapes(kSmolShapes, kAllShapes), {64}, {1, 2}, {1, 2}})

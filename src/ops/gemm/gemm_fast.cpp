@@ -70,11 +70,27 @@ constexpr int64_t kAloneChunkBytes = 16 * 1024;
 constexpr int64_t kInt8Chunk = 32;
 // Where AMX-INT8 runs, the fewest rows past a chunk's whole tiles of 16 (a batched decode step's
 // rows, or a prefill's rest) that take one tile of that many rows; fewer take the VNNI loop.
-// q8_0's blocks are B tiles as they lie in W. Every other kind's nibbles are first unpacked to
-// memory for the tile loads, and below 16 rows that, with each block's sums leaving through a
-// tile store, costs more than the VNNI loop's dot products (docs/design.md, "AMX where the OS
-// allows it", has the figures): those rests stay on the VNNI loop.
-int64_t amx_int8_fewest_rows(DType w) { return w == DType::q8_0 ? 5 : kAmxRows; }
+// Below 16 rows the tiles' fixed costs (every kind but q8_0 unpacks its nibbles to memory for the
+// tile loads, and each block's sums leave through a tile store) are repaid only once the VNNI
+// loop needs a second pass (it takes 8 rows a pass): as measured with every count on the
+// tiles (docs/design.md, "AMX where the OS allows it"), q8_0 ties at 8 rows where W is in
+// cache (and wins by a quarter on the classifier, which is not), the K-quants win from 9, q5_0
+// and q5_1 tie at 9 and win at 12, and q4_0 and q4_1 do not win below 16.
+int64_t amx_int8_fewest_rows(DType w) {
+  switch (w) {
+    case DType::q8_0:
+      return 8;
+    case DType::q4_k:
+    case DType::q5_k:
+    case DType::q6_k:
+      return 9;
+    case DType::q5_0:
+    case DType::q5_1:
+      return 12;
+    default:
+      return kAmxRows;
+  }
+}
 // The AMX path packs W's columns a panel at a time (a panel of 1536-wide rows is 768 KiB of bf16
 // pairs: it stays in L2 while every row of a passes it) and multiplies rows of a a chunk at a
 // time (each chunk's sums are finished before the next).
