@@ -193,10 +193,17 @@ BENCHMARK(BM_GEMM)
     ->ArgNames({"shape", "rows", "threads", "fast"})
     ->UseRealTime()
     ->MinTime(0.3);
-// A batched decode step's rows (a server's streams: 4 and 8) on SmolLM2's shapes, the weight
+// A batched decode step's rows (a server's streams: 1 to 8) on SmolLM2's shapes, the weight
 // hot in cache (so the products, not memory, are timed), at medium: the int8 path.
 BENCHMARK(BM_GEMM)
-    ->ArgsProduct({shapes(0, kSmolShapes), {4, 8}, {1}, {2}})
+    ->ArgsProduct({shapes(0, kSmolShapes), {1, 2, 4, 5, 8, 12}, {1}, {2}})
+    ->ArgNames({"shape", "rows", "threads", "fast"})
+    ->UseRealTime()
+    ->MinTime(0.3);
+// The other kinds the int8 path takes, either side of the row count from which a batched step's
+// rows take AMX-INT8 tiles where it runs (gemm_fast.cpp: q8_0 8, the K-quants 9, q5_0 / q5_1 12).
+BENCHMARK(BM_GEMM)
+    ->ArgsProduct({{6, 7, 9, 10, 11, 12, 13}, {8, 9, 12}, {1}, {2}})
     ->ArgNames({"shape", "rows", "threads", "fast"})
     ->UseRealTime()
     ->MinTime(0.3);

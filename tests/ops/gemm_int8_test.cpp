@@ -180,9 +180,11 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
 }
 
 TEST(GemmInt8, AmxTilesGiveTheVnniLoopsBits) {
-  // Where AMX-INT8 runs, whole tiles of 16 rows take it and the rest the VNNI loop; each row's
-  // outputs must be the bits the VNNI loop alone gives it (the same exact int32 sums, the same
-  // f32 epilogue), for every kind: one tile, two, and two plus a ragged rest.
+  // Where AMX-INT8 runs, whole tiles of 16 rows take it, and a rest (or a batched decode
+  // step's few rows) one tile of fewer rows from a count that depends on the kind (q8_0 8, the
+  // K-quants 9, q5_0 / q5_1 12: gemm_fast.cpp); each row's outputs must be the bits the VNNI
+  // loop alone gives it (the same exact int32 sums, the same f32 epilogue), for every kind: a
+  // step's rows either side of each count, one tile, two, and two plus a rest of 9.
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   if (!cpu::Features::host().amx_int8) GTEST_SKIP() << "AMX-INT8 is not usable here";
   cpu::Features vnni = cpu::Features::host();
@@ -192,7 +194,8 @@ TEST(GemmInt8, AmxTilesGiveTheVnniLoopsBits) {
     std::vector<int64_t> lengths = row_lengths(t);
     if (info(t).block == 32) lengths.push_back(96);
     for (int64_t k : lengths)
-      for (auto [rows, valid] : {std::pair<int64_t, int64_t>{16, 16}, {40, 37}, {100, 100}}) {
+      for (auto [rows, valid] : {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {8, 7}, {8, 8}, {9, 9}, {12, 11},
+                                 {12, 12}, {15, 15}, {16, 16}, {44, 41}, {100, 100}}) {
         Case c;
         c.w = t, c.k = k, c.n = 35, c.rows = rows, c.valid = valid, c.gaussian = true;
         SCOPED_TRACE(describe(c));

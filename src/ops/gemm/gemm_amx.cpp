@@ -12,7 +12,8 @@
 // called only where cpu::Features says the OS lets this process use the tiles.
 //
 // The int8 path (Precision::medium, block-quantised W) on AMX-INT8: one TDPBSUD multiplies 16
-// rows of x's int8 blocks (signed) by a block of W's rearranged quants (unsigned: the layout's 8
+// rows of x's int8 blocks (signed; or fewer, as many as a batched decode step has: q8_0 only,
+// gemm_fast.cpp) by a block of W's rearranged quants (unsigned: the layout's 8
 // 64-byte loads of a block are a B tile's rows as they are, after unpacking nibbles) into the
 // 16 x 16 exact int32 sums that 64 vpdpbusd make, and the AVX-512 int8 loop's own epilogue
 // (int8_blocks.hpp) finishes each row's block from them. So a row's outputs are the bits the
@@ -93,12 +94,13 @@ constexpr int64_t int8_x_tiles() {
   return T == DType::q6_k ? 1 : 2;
 }
 
-// Rows [i0, i0 + 16 * tiles) of x (tiles at most int8_x_tiles) against one group of W: 16
-// output columns of each, at y (ldy apart).
+// Rows [i0, i0 + rows) of x against one group of W: 16 output columns of each, at y (ldy
+// apart). `rows` is 16 times a count of tiles (at most int8_x_tiles), or below 16: one tile of
+// that many rows, which the configuration (int8_all) gave x's and the sums' tiles.
 template <DType T>
-void int8_tiles(const GemmInt8Args& g, int64_t i0, int64_t tiles, const char* group, float* y) {
+void int8_tiles(const GemmInt8Args& g, int64_t i0, int64_t rows, const char* group, float* y) {
   constexpr int64_t kMaxTiles = int8_x_tiles<T>();
-  const int64_t blocks = g.k / 32, rows = kAmxRows * tiles;
+  const int64_t blocks = g.k / 32;
   // Ring slots: block b's quants as 8 B rows (all but q8_0) at b % kUnpackRing, and its sums
   // at b % kRing by tile (x tile, or q6_k's half), row of x, row of W.
   alignas(64) uint8_t unpacked[kUnpackRing][8 * 64];
@@ -144,7 +146,7 @@ void int8_tiles(const GemmInt8Args& g, int64_t i0, int64_t tiles, const char* gr
     _tile_loadd(4, xb, g.k);                                  \
     _tile_dpbsud(c0, 4, wt);                                  \
     _tile_stored(c0, sums[slot][0], 64);                         \
-    if (tiles == 2) {                                         \
+    if (rows > kAmxRows) {                                    \
       _tile_zero(c1);                                         \
       _tile_loadd(5, xb + kAmxRows * g.k, g.k);               \
       _tile_dpbsud(c1, 5, wt);                                \
@@ -193,20 +195,23 @@ void int8_tiles(const GemmInt8Args& g, int64_t i0, int64_t tiles, const char* gr
 
 template <DType T>
 void int8_all(const GemmInt8Args& g) {
+  // Tiles of x and of the sums have 16 rows, or all of x's rows where it has fewer (a batched
+  // decode step): a TDPBSUD, a tile load and a tile store of fewer rows take fewer cycles,
+  // where rows of zeros padding x to 16 would cost what 16 rows do.
+  const auto x_rows = uint8_t(std::min<int64_t>(g.m, kAmxRows));
   cpu::amx::TileConfig config;
-  for (int t = 0; t < 4; ++t) config.bytes_per_row[t] = 64, config.rows[t] = 16;
-  // x: 16 rows of a block's 32 columns (q6_k: of a half's 16); W: the block's 8 rows of 64
-  // bytes (q6_k: a half's 4).
+  for (int t = 0; t < 4; ++t) config.bytes_per_row[t] = 64, config.rows[t] = x_rows;
+  // x: a block's 32 columns (q6_k: a half's 16); W: the block's 8 rows of 64 bytes (q6_k: a
+  // half's 4).
   const int x_bytes = T == DType::q6_k ? 16 : 32, w_rows = T == DType::q6_k ? 4 : 8;
-  for (int t = 4; t < 6; ++t) config.bytes_per_row[t] = uint16_t(x_bytes), config.rows[t] = 16;
+  for (int t = 4; t < 6; ++t) config.bytes_per_row[t] = uint16_t(x_bytes), config.rows[t] = x_rows;
   for (int t = 6; t < 8; ++t) config.bytes_per_row[t] = 64, config.rows[t] = uint8_t(w_rows);
   _tile_loadconfig(&config);
-  const int64_t group_bytes = PackedInt8::group_bytes(g.k, T);
+  const int64_t group_bytes = PackedInt8::group_bytes(g.k, T), pass = int8_x_tiles<T>() * kAmxRows;
   // Group by group, as the VNNI loop: a group of W stays in L1 while every row of x meets it.
   for (int64_t j = 0; j < g.groups; ++j)
-    for (int64_t i = 0; i < g.m; i += int8_x_tiles<T>() * kAmxRows)
-      int8_tiles<T>(g, i, std::min<int64_t>(int8_x_tiles<T>(), (g.m - i) / kAmxRows), g.w + j * group_bytes,
-                    g.y + i * g.ldy + j * kInt8Rows);
+    for (int64_t i = 0; i < g.m; i += pass)
+      int8_tiles<T>(g, i, std::min(pass, g.m - i), g.w + j * group_bytes, g.y + i * g.ldy + j * kInt8Rows);
   _tile_release();
 }
 

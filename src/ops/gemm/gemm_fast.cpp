@@ -68,6 +68,29 @@ static_assert(kAloneRows <= kGemvManyRows, "a batched step's rows fit one gemv_m
 constexpr int64_t kAloneChunkBytes = 16 * 1024;
 // Rows of x the int8 path multiplies at a time (its scratch holds their outputs).
 constexpr int64_t kInt8Chunk = 32;
+// Where AMX-INT8 runs, the fewest rows past a chunk's whole tiles of 16 (a batched decode step's
+// rows, or a prefill's rest) that take one tile of that many rows; fewer take the VNNI loop.
+// Below 16 rows the tiles' fixed costs (every kind but q8_0 unpacks its nibbles to memory for the
+// tile loads, and each block's sums leave through a tile store) are repaid only once the VNNI
+// loop needs a second pass (it takes 8 rows a pass): as measured with every count on the
+// tiles (docs/design.md, "AMX where the OS allows it"), q8_0 ties at 8 rows where W is in
+// cache (and wins by a quarter on the classifier, which is not), the K-quants win from 9, q5_0
+// and q5_1 tie at 9 and win at 12, and q4_0 and q4_1 do not win below 16.
+int64_t amx_int8_fewest_rows(DType w) {
+  switch (w) {
+    case DType::q8_0:
+      return 8;
+    case DType::q4_k:
+    case DType::q5_k:
+    case DType::q6_k:
+      return 9;
+    case DType::q5_0:
+    case DType::q5_1:
+      return 12;
+    default:
+      return kAmxRows;
+  }
+}
 // The AMX path packs W's columns a panel at a time (a panel of 1536-wide rows is 768 KiB of bf16
 // pairs: it stays in L2 while every row of a passes it) and multiplies rows of a a chunk at a
 // time (each chunk's sums are finished before the next).
@@ -225,11 +248,17 @@ class FastKernel final : public RowRangeKernel {
                   base + qsum_ + from * blocks, base + qsum16_ + from * 2 * blocks, to - from, k, groups_at, groups,
                   ybuf + (from - m0) * width, width};
         };
-        // Whole tiles of 16 rows on AMX where it runs, the rest (and every row elsewhere) on the
-        // VNNI loop: the same bits either way (gemm_amx.cpp).
+        // Whole tiles of 16 rows on AMX where it runs, then the rest in one tile of fewer rows
+        // where that is faster, else (and every row elsewhere) on the VNNI loop: the same bits
+        // either way (gemm_amx.cpp).
         const int64_t tiled = amx_int8_ ? mc / kAmxRows * kAmxRows : 0;
         if (tiled > 0) gemm_int8_amx(rows_from(m0, m0 + tiled));
-        if (tiled < mc) isa_.gemm_int8(rows_from(m0 + tiled, m0 + mc));
+        if (tiled < mc) {
+          if (amx_int8_ && mc - tiled >= amx_int8_fewest_rows(b_.dtype))
+            gemm_int8_amx(rows_from(m0 + tiled, m0 + mc));
+          else
+            isa_.gemm_int8(rows_from(m0 + tiled, m0 + mc));
+        }
         for (int64_t i = 0; i < mc; ++i) finish_row(w, m0 + i, begin, end, ybuf + i * width);
       }
       return;

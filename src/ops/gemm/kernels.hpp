@@ -310,7 +310,8 @@ struct GemmInt8Args {
 };
 
 /// The int8 path on AMX-INT8 (gemm_amx.cpp): as an Isa's gemm_int8, for m a multiple of 16
-/// (kAmxRows), each row's outputs the bits the AVX-512 VNNI loop gives it.
+/// (kAmxRows) or below 16 (tiles of m rows), each row's outputs the bits the AVX-512 VNNI loop
+/// gives it.
 void gemm_int8_amx(const GemmInt8Args&);
 
 struct Isa {
