@@ -75,17 +75,27 @@ class SteppedOn {
     if (std::string(device) == "vulkan") IRON_NEEDS_VULKAN();              \
   } while (0)
 
+// A Walk compiled on `device`, its list filled: the loop's first version and its body.
+struct WalkOn {
+  Walk g;
+  CompiledGraph& first;
+  CompiledGraph& body;
+  explicit WalkOn(const char* device)
+      : first(g.compile({{"start", InputSpec({1}, i32)}}, {.device = device})), body(g.compile({})) {
+    fill_list(first, g);
+  }
+};
+
 class CarriedLoopDepth : public ::testing::TestWithParam<std::tuple<Stepping, int>> {};
 
 TEST_P(CarriedLoopDepth, WalksALinkedListExactly) {
   const auto [stepping, depth] = GetParam();
   IRON_NEEDS_DEVICE(stepping.device);
   SteppedOn on(stepping);
-  Walk g;
-  CompiledGraph& first = g.compile({{"start", InputSpec({1}, i32)}}, {.device = stepping.device});
-  CompiledGraph& body = g.compile({});
-  fill_list(first, g);
-  CarriedLoop loop(first, body, depth);
+  WalkOn walk_on(stepping.device);
+  Walk& g = walk_on.g;
+  CompiledGraph& body = walk_on.body;
+  CarriedLoop loop(walk_on.first, body, depth);
   const int steps = 40;
   int64_t expected_index = 0;
   auto walk = loop.run(steps, {Tensor::from_ints({5}, {1})}, {{"step", 0}, {"node", 0}});
@@ -134,11 +144,10 @@ TEST_P(CarriedLoopBounds, ACarriedValuePastItsViewFailsAtTheSameStepWithTheSameE
   const Stepping stepping = GetParam();
   IRON_NEEDS_DEVICE(stepping.device);
   SteppedOn on(stepping);
-  Walk g;
-  CompiledGraph& first = g.compile({{"start", InputSpec({1}, i32)}}, {.device = stepping.device});
-  CompiledGraph& body = g.compile({});
-  fill_list(first, g);
-  CarriedLoop loop(first, body, 3);
+  WalkOn walk_on(stepping.device);
+  Walk& g = walk_on.g;
+  CompiledGraph& body = walk_on.body;
+  CarriedLoop loop(walk_on.first, body, 3);
   int64_t reached = -1;
   std::string error;
   try {
