@@ -281,9 +281,12 @@ class Graph : public Module {
   const std::shared_ptr<detail::RunQueue>& queue();
   // A CarriedLoop's steps chained on the device while its Steps range lives (else null).
   detail::StepChain* chain_ = nullptr;
+  // A version's read(x) copies of states and weights where the host does not map the device's
+  // memory: what push(x) of any version writes back.
+  std::map<const Resident*, Tensor> pushed_copies_;
   friend class CarriedLoop;
-  /// Waits out every started run and chained step (a call on the host's thread must not
-  /// overlap one).
+  /// Waits out every started run (a call on the host's thread must not overlap one); refused
+  /// while a CarriedLoop's steps are chained on the device.
   void settle();
 };
 
@@ -365,9 +368,6 @@ class CompiledGraph {
   CompileOptions options_;
   std::unique_ptr<detail::Image> image_;
   Result result_;
-  // read(x)'s copies of states and weights where the host does not map the device's memory:
-  // what push(x) writes back.
-  std::map<const Resident*, Tensor> pushed_copies_;
 };
 
 }  // namespace iron

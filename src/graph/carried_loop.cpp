@@ -1,8 +1,11 @@
 #include "iron/carried_loop.hpp"
 
+#include <algorithm>
+
 #include "graph/arena.hpp"
 #include "graph/image.hpp"
 #include "graph/recording.hpp"
+#include "graph/run_queue.hpp"
 #include "iron/error.hpp"
 
 namespace iron {
@@ -40,19 +43,25 @@ CarriedLoop::Steps::Steps(CarriedLoop& loop, int64_t count) : loop_(loop), count
   if (graph.chain_) value_error("CarriedLoop: another loop's steps of this graph are still running");
   if (count > 0) {
     graph.settle();
-    chain_ = loop.body_.image().chain(loop.depth_);
-    if (chain_) {
-      graph.chain_ = chain_.get();
-      generation_ = graph.arena().generation();
+    try {
+      chain_ = loop.body_.image().chain(loop.depth_);
+    } catch (const Error&) {
+      // The first step's words are bad: its wait throws it, as where the run queue steps it.
+      failure_ = std::current_exception();
+      return;
     }
+    if (chain_) generation_ = graph.arena().generation();
   }
   top_up();
+  if (chain_) graph.chain_ = chain_.get();  // only once nothing here can throw
 }
 
 int CarriedLoop::Steps::in_flight() const { return chain_ ? chain_->in_flight() : int(in_flight_.size()); }
 
 void CarriedLoop::Steps::top_up() {
-  const int depth = chain_ ? chain_->depth() : loop_.depth_;
+  // On the run queue, a run's carried values stay in its slot until kRunSlots more are pushed:
+  // fewer than that in flight keeps the oldest's until the host has read them.
+  const int depth = chain_ ? chain_->depth() : std::min(loop_.depth_, int(detail::kRunSlots / 2));
   while (started_ < count_ && in_flight() < depth) {
     if (chain_) {
       // A chain's commands name the arena's buffers as they were: compiling another version
@@ -68,13 +77,17 @@ void CarriedLoop::Steps::top_up() {
 }
 
 void CarriedLoop::Steps::wait_oldest() {
+  if (failure_) std::rethrow_exception(failure_);
   if (!chain_) {
     in_flight_.front().wait();
     return;
   }
   detail::Image& image = loop_.body_.image();
   int64_t next[detail::kMaxCarried];
-  if (!chain_->wait(next)) image.refused_step();
+  const bool held = chain_->wait(next);
+  // The last step done, nothing is in flight: the graph is the host's again.
+  if (started_ == count_ && chain_->in_flight() == 0) loop_.body_.graph_->chain_ = nullptr;
+  if (!held) image.refused_step();
   image.chained_step(next, loop_.body_.result_);
 }
 

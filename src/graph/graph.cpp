@@ -253,6 +253,7 @@ std::shared_ptr<Recording> Graph::record(const Shapes& shapes, bool checking) {
 }
 
 CompiledGraph& Graph::compile(const Shapes& shapes, CompileOptions options) {
+  if (chain_) settle();  // refused: a new version may grow the scratch the chained steps use
   // A graph's memory is on one device at a time: by default, the one its versions use.
   if (options.device.empty()) options.device = arena_->device().name();
   arena_->set_device(detail::device_named(options.device));
@@ -395,6 +396,7 @@ const CompiledGraph::Result& CompiledGraph::run_now(std::span<const Tensor> tens
 }
 
 Run CompiledGraph::start(std::span<const Tensor> tensors, std::span<const ValueArg> values) {
+  if (graph_->chain_) graph_->settle();  // refused while a chained loop runs (see settle)
   detail::RunQueue::Task task{this, {tensors.begin(), tensors.end()}, {}};
   for (const ValueArg& v : values) task.values.emplace_back(std::string(v.name), v.value);
   Run run;
@@ -438,7 +440,11 @@ const std::shared_ptr<detail::RunQueue>& Graph::queue() {
 
 void Graph::settle() {
   if (queue_) queue_->drain();
-  if (chain_) chain_->finish();
+  // A chain's steps make their words from what the step before left in the scratch: a call of
+  // any version would overwrite it, and a compile or release could free memory queued steps use.
+  if (chain_)
+    value_error(name_ + ": a CarriedLoop's steps are running on the device; finish the loop (or leave it) before "
+                "calling, starting, compiling or releasing a version of this graph");
 }
 
 namespace {
@@ -456,7 +462,7 @@ Tensor CompiledGraph::read(const Held& x) {
   detail::DeviceBuffer& memory = graph_->arena().place(x.resident());
   Tensor view = host_view({&memory, 0}, r.shape, r.dtype);
   // A copy (the host does not map the device's memory) is what push() sends back.
-  if (!memory.host()) pushed_copies_[x.resident().get()] = view;
+  if (!memory.host()) graph_->pushed_copies_[x.resident().get()] = view;
   return view;
 }
 
@@ -468,11 +474,12 @@ Tensor CompiledGraph::read(const Handle& x) {
 }
 
 void CompiledGraph::push(const Held& x) {
-  auto copy = pushed_copies_.find(x.resident().get());
-  if (copy == pushed_copies_.end()) return;  // read() gave the device's memory itself (or nothing)
+  auto& copies = graph_->pushed_copies_;
+  auto copy = copies.find(x.resident().get());
+  if (copy == copies.end()) return;  // read() gave the device's memory itself (or nothing)
   graph_->settle();  // no run may be using the memory while it is written
   graph_->arena().place(x.resident()).write(0, copy->second.data(), copy->second.nbytes());
-  pushed_copies_.erase(copy);
+  copies.erase(copy);
 }
 
 CompiledGraph& CompiledGraph::load() {

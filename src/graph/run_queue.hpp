@@ -22,6 +22,9 @@ class CompiledGraph;
 
 namespace iron::detail {
 
+/// Runs a graph's queue holds at once (a host with this many in flight waits for the oldest).
+inline constexpr int64_t kRunSlots = 64;
+
 class RunQueue {
  public:
   /// One started call: its version, its tensors (views the caller keeps valid until it is
@@ -67,7 +70,7 @@ class RunQueue {
   // publishes `pushed_`, the device reads it after, so the two never share a lock (a lock taken
   // by both every run cost a futex call whenever they met). A host with kSlots runs in flight
   // waits for the oldest before starting another.
-  static constexpr int64_t kSlots = 64;
+  static constexpr int64_t kSlots = kRunSlots;
   std::vector<Task> slots_ = std::vector<Task>(kSlots);
   std::mutex push_mutex_;     // callers that start runs on several threads take turns
   std::mutex failure_mutex_;  // guards the failure, taken only when there is one

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -65,9 +66,21 @@ void PrintTo(const Stepping& s, std::ostream* os) { *os << stepping_name(s); }
 class SteppedOn {
  public:
   explicit SteppedOn(const Stepping& s) {
-    if (!s.chain) ::setenv("IRON_VULKAN_CHAIN", "0", 1);
+    if (const char* v = std::getenv("IRON_VULKAN_CHAIN")) before_ = v;
+    if (s.chain)
+      ::unsetenv("IRON_VULKAN_CHAIN");
+    else
+      ::setenv("IRON_VULKAN_CHAIN", "0", 1);
   }
-  ~SteppedOn() { ::unsetenv("IRON_VULKAN_CHAIN"); }
+  ~SteppedOn() {
+    if (before_)
+      ::setenv("IRON_VULKAN_CHAIN", before_->c_str(), 1);
+    else
+      ::unsetenv("IRON_VULKAN_CHAIN");
+  }
+
+ private:
+  std::optional<std::string> before_;
 };
 
 #define IRON_NEEDS_DEVICE(device)                                          \
@@ -134,13 +147,13 @@ INSTANTIATE_TEST_SUITE_P(Depths, CarriedLoopDepth,
                                   std::to_string(std::get<1>(param_info.param));
                          });
 
-class CarriedLoopBounds : public ::testing::TestWithParam<Stepping> {};
+class CarriedLoopOn : public ::testing::TestWithParam<Stepping> {};
 
 // `step` indexes `visited` (64 entries): the step whose words index entry 64 fails as a call
 // would, on every device at the same step with the same error, and nothing is written past the
 // state's end. On the chained device the refused step (and each queued after it) runs again
 // with the words before it, writing what that step wrote.
-TEST_P(CarriedLoopBounds, ACarriedValuePastItsViewFailsAtTheSameStepWithTheSameError) {
+TEST_P(CarriedLoopOn, ACarriedValuePastItsViewFailsAtTheSameStepWithTheSameError) {
   const Stepping stepping = GetParam();
   IRON_NEEDS_DEVICE(stepping.device);
   SteppedOn on(stepping);
@@ -169,14 +182,49 @@ TEST_P(CarriedLoopBounds, ACarriedValuePastItsViewFailsAtTheSameStepWithTheSameE
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, CarriedLoopBounds, ::testing::ValuesIn(kSteppings),
-                         [](const auto& param_info) { return stepping_name(param_info.param); });
+// The first step's words already past the view (first leaves step 64): that step's wait
+// throws, as any step's, and nothing is written past the state's end.
+TEST_P(CarriedLoopOn, AFirstStepPastItsViewFailsAtItsWait) {
+  const Stepping stepping = GetParam();
+  IRON_NEEDS_DEVICE(stepping.device);
+  SteppedOn on(stepping);
+  WalkOn walk_on(stepping.device);
+  CarriedLoop loop(walk_on.first, walk_on.body, 2);
+  auto steps = loop.run(5, {Tensor::from_ints({5}, {1})}, {{"step", 63}, {"node", 0}});
+  expect_error([&] { steps.begin(); }, ErrorKind::index, {"is 64, outside [0, 64)"});
+  EXPECT_EQ(walk_on.body.read(walk_on.g.visited).to_ints()[63], 5);
+}
 
-TEST(CarriedLoop, ClosingEarlyWaitsOutTheStepsInFlight) {
-  Walk g;
-  CompiledGraph& first = g.compile({{"start", InputSpec({1}, i32)}});
-  CompiledGraph& body = g.compile({});
-  fill_list(first, g);
+// While a loop's steps are chained on the device, they make their words from what the last
+// one left in the graph's scratch: any other call, start or compile of the graph is refused
+// with an error saying why (on the queue path the queue orders them); once the loop is done,
+// calls work again and carry on from its last step.
+TEST_P(CarriedLoopOn, OtherWorkOnTheGraphWaitsForTheLoopsEnd) {
+  const Stepping stepping = GetParam();
+  IRON_NEEDS_DEVICE(stepping.device);
+  SteppedOn on(stepping);
+  WalkOn walk_on(stepping.device);
+  CarriedLoop loop(walk_on.first, walk_on.body, 3);
+  {
+    auto steps = loop.run(10, {Tensor::from_ints({5}, {1})}, {{"step", 0}, {"node", 0}});
+    for (int64_t k : steps) {
+      if (k != 2 || !steps.chained()) continue;
+      const std::string why = "a CarriedLoop's steps are running on the device";
+      expect_error([&] { walk_on.body({}); }, ErrorKind::value, {why});
+      expect_error([&] { walk_on.body.start(); }, ErrorKind::value, {why});
+      expect_error([&] { walk_on.g.compile({{"start", InputSpec({2}, i32)}}); }, ErrorKind::value, {why});
+    }
+  }
+  EXPECT_EQ(walk_on.body({}).carried_value("step"), 12);
+}
+
+TEST_P(CarriedLoopOn, ClosingEarlyWaitsOutTheStepsInFlight) {
+  const Stepping stepping = GetParam();
+  IRON_NEEDS_DEVICE(stepping.device);
+  SteppedOn on(stepping);
+  WalkOn walk_on(stepping.device);
+  Walk& g = walk_on.g;
+  CompiledGraph &first = walk_on.first, &body = walk_on.body;
   Tensor visited_state = first.read(g.visited);
   std::fill_n(visited_state.mutable_data_as<int32_t>(), 64, -1);
   first.push(g.visited);
@@ -199,6 +247,9 @@ TEST(CarriedLoop, ClosingEarlyWaitsOutTheStepsInFlight) {
   EXPECT_LE(written, 5 + 2);
   for (int i = 1; i <= written; ++i) EXPECT_NE(visited[size_t(i)], -1) << "a gap at " << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, CarriedLoopOn, ::testing::ValuesIn(kSteppings),
+                         [](const auto& param_info) { return stepping_name(param_info.param); });
 
 TEST(CarriedLoop, RefusesWhatTheSpecRefuses) {
   Walk g;

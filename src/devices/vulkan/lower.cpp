@@ -17,6 +17,7 @@
 #include "devices/vulkan/throughput.hpp"
 #include "graph/image.hpp"
 #include "iron/error.hpp"
+#include "iron/log.hpp"
 
 namespace iron::vulkan {
 
@@ -131,8 +132,8 @@ class VulkanChain final : public detail::StepChain {
  public:
   VulkanChain(VulkanProgram& program, std::vector<std::unique_ptr<CommandList>> lists, std::vector<Buffer> outcomes,
               Buffer words_program, size_t carried)
-      : program_(program), lists_(std::move(lists)), outcomes_(std::move(outcomes)),
-        words_program_(std::move(words_program)), carried_(carried) {}
+      : program_(program), outcomes_(std::move(outcomes)), words_program_(std::move(words_program)),
+        carried_(carried), lists_(std::move(lists)) {}
   ~VulkanChain() override {
     try {
       finish();
@@ -154,11 +155,13 @@ class VulkanChain final : public detail::StepChain {
 
  private:
   VulkanProgram& program_;
-  std::vector<std::unique_ptr<CommandList>> lists_;
   std::vector<Buffer> outcomes_;  // one per list: the outcome word, then the carried values
   Buffer words_program_;          // what chain_words.comp evaluates (see there)
   size_t carried_;
   int64_t submitted_ = 0, waited_ = 0;
+  // Last, so destroyed first: a list still in flight (a wait that timed out) is left allocated
+  // by its destructor, and the buffers it reads must outlive it.
+  std::vector<std::unique_ptr<CommandList>> lists_;
 };
 
 // Chained steps queued at most: a GPU's step takes far longer than the host's read of its
@@ -175,9 +178,10 @@ class VulkanProgram final : public detail::Program {
  public:
   VulkanProgram(Device& device, const detail::VersionPlan& plan, const detail::Locator& at)
       : device_(device), plan_(plan), all_(device) {
-    // Twice the table: a chained step makes its candidate words in the second half.
-    words_ = device_.create_buffer(size_t(std::max(plan.table().size(), 1)) * 2 * sizeof(int32_t), MemoryKind::per_call,
-                                   plan.recording().graph + "'s per-call words");
+    // Twice the table and a word: a chained step makes its candidate words in the second half,
+    // and the last says a step was refused (chain_words.comp).
+    words_ = device_.create_buffer((size_t(std::max(plan.table().size(), 1)) * 2 + 1) * sizeof(int32_t),
+                                   MemoryKind::per_call, plan.recording().graph + "'s per-call words");
     if (plan.emitted()) emitted_ = operand(*plan.emitted(), at);
     const Recording& recording = plan.recording();
     for (size_t i = 0; i < recording.steps.size(); ++i) {
@@ -335,7 +339,8 @@ std::unique_ptr<detail::StepChain> VulkanProgram::chain(const int64_t* words, in
   auto* target = reinterpret_cast<int32_t*>(words_.mapped());
   const size_t n = size_t(plan_.table().size());
   for (size_t w = 0; w < n; ++w) target[w] = int32_t(words[w]);
-  words_.flush(0, n * sizeof(int32_t));
+  target[2 * n] = 0;  // no step refused yet
+  words_.flush(0, (2 * n + 1) * sizeof(int32_t));
   std::vector<int32_t> first(carried);
   for (size_t i = 0; i < carried; ++i) first[i] = int32_t(words[plan_.carry_slots()[i]]);
   const size_t emitted_bytes = size_t(emitted_first()) * 4;
@@ -365,6 +370,8 @@ std::unique_ptr<detail::StepChain> VulkanProgram::chain(const int64_t* words, in
     list->end();
     lists.push_back(std::move(list));
   }
+  log(LogLevel::debug, "vulkan: " + graph + "'s steps chained on the device, up to " + std::to_string(depth) +
+                           " ahead of the host");
   return std::make_unique<VulkanChain>(*this, std::move(lists), std::move(outcomes), std::move(words_program), carried);
 }
 

@@ -8,8 +8,10 @@
 // bounds, every derived word within 30 bits, every carried value in [0, 2^30). Only words that
 // pass replace the live ones; otherwise the step runs again with the words before it (which
 // recomputes the step before, writing what it wrote) and the outcome says so, for the host to
-// report as the call would have failed. One invocation: a few dozen words.
-//   binding 0: the words (i32): the live words [0, n), then room for n candidates [n, 2n)
+// report as the call would have failed. A refusal sticks: every step queued after it is refused
+// too, whatever the rerun emitted. One invocation: a few dozen words.
+//   binding 0: the words (i32): the live words [0, n), then room for n candidates [n, 2n), then
+//              at 2n whether a step was refused (the host zeroes it when the chain starts)
 //   binding 1: the program (i32), built by lower.cpp:
 //              n, values, carried, derived, constraints, the emitted values' first element,
 //              then per carried value its slot,
@@ -50,6 +52,10 @@ int64_t apply(int op, int64_t x, int64_t operand) {
 void main() {
   const int n = program[0], values = program[1], carried = program[2], derived = program[3];
   const int constraints = program[4], first = program[5];
+  if (words[2 * n] != 0) {
+    outcome[0] = 1;
+    return;
+  }
   bool held = true;
   for (int i = 0; i < n; ++i) words[n + i] = words[i];
   int at = 6;
@@ -77,5 +83,7 @@ void main() {
   }
   if (held)
     for (int i = 0; i < n; ++i) words[i] = words[n + i];
+  else
+    words[2 * n] = 1;
   outcome[0] = held ? 0 : 1;
 }
