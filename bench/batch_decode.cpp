@@ -1,7 +1,9 @@
 // Aggregate decode speed of models::BatchDecoder at 1, 4 and 8 rows a step (one sequence per
 // cache slot), in alternating rounds in one run, each round's figure printed, then min-max:
-//   ./build/bench/bench_batch_decode models/SmolLM2-135M-Instruct.Q4_1.gguf [threads] [precision]
+//   ./build/bench/bench_batch_decode models/SmolLM2-135M-Instruct.Q4_1.gguf [threads] [precision] [TRACE]
 // What a server's continuous batching gains when a step reads the weights once for every row.
+// With TRACE, the last round's steps are written there as a timeline (bench/trace_summary.py
+// says where each step's time went).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include "iron/io/gguf.hpp"
 #include "iron/models/batch.hpp"
 #include "iron/models/llama_config.hpp"
+#include "iron/trace.hpp"
 
 using namespace iron;
 using namespace iron::models;
@@ -22,7 +25,7 @@ namespace {
 
 int run(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL.gguf [threads] [highest|high|medium]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.gguf [threads] [highest|high|medium] [TRACE.json]\n", argv[0]);
     return 2;
   }
   const std::string path = argv[1];
@@ -46,8 +49,10 @@ int run(int argc, char** argv) {
   std::map<size_t, std::vector<double>> rates;
   for (size_t b : sizes) batch.step(std::span(rows.data(), b));  // compile each version once, untimed
   for (auto& r : rows) r.position += 1;
+  const std::string trace_path = argc > 4 ? argv[4] : "";
   for (int round = 0; round < rounds; ++round)
     for (size_t b : sizes) {
+      if (!trace_path.empty() && round == rounds - 1 && b == sizes.front()) trace::start();
       const auto t0 = std::chrono::steady_clock::now();
       for (int k = 0; k < steps; ++k) {
         const std::vector<int32_t> next = batch.step(std::span(rows.data(), b));
@@ -61,6 +66,7 @@ int run(int argc, char** argv) {
       rates[b].push_back(double(b * steps) / seconds);
       std::printf("round %d, %zu rows: %.1f tokens/s aggregate\n", round + 1, b, rates[b].back());
     }
+  if (trace::on()) std::printf("trace: %zu spans in %s\n", trace::stop_and_write(trace_path), trace_path.c_str());
   for (size_t b : sizes) {
     const auto [lo, hi] = std::minmax_element(rates[b].begin(), rates[b].end());
     std::printf("%zu rows: %.1f-%.1f tokens/s aggregate (%d rounds of %d steps)\n", b, *lo, *hi, rounds, steps);
