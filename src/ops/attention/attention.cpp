@@ -697,9 +697,9 @@ struct Attention : Operator {
   Tolerance tolerance(Precision p) const override {
     // At medium an encoder's attention may round queries, keys, values and weights to bf16
     // (segment_amx.hpp), and a decode step over q8_0 caches rounds each query to q8_0 blocks
-    // and its weights to bytes (tile_avx512.cpp's int8 products): outputs of values within +-2
-    // move by up to about 1e-2 (the int8 products' largest in the operator's tests: 9.3e-3).
-    // Otherwise attention computes in f32 at every precision.
+    // (tile_avx512.cpp's int8 scores): outputs of values within +-2 move by up to about 1e-2
+    // (the int8 scores' largest in the operator's tests: 6.7e-3). Otherwise attention computes
+    // in f32 at every precision.
     if (p == Precision::medium) return {2e-2, 1e-2};
     return {2e-5, 1e-4};
   }

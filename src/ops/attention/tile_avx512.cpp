@@ -366,78 +366,6 @@ inline void int8_scores(const Tile& a, const RoundedQueries& rq, int64_t h, int6
   }
 }
 
-// Adds keys [j0, j0 + n) of kv head h's values, weighted by `p` (16 per query vector), into the
-// accumulators of B query vectors from m, as int8 products too: per pair of the row's blocks,
-// each query's 16 weights times the keys' block scales are rounded to unsigned bytes against
-// their largest (one f32 unit per query and block), four keys' value bytes are interleaved so
-// that each int32 lane holds one element of the four (vpdpbusd then adds the four keys' weighted
-// elements in one step, exactly), and the 16 keys' int32 sums, times the unit, are added to the
-// f32 accumulators. The f32 values took a conversion and 3 FMAs per element and query.
-template <int C, int B>
-inline void int8_values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, const float* p) {
-  constexpr int W = C * 16, Pairs = C / 4;
-  const int64_t d = a.d;
-  int64_t e[16];  // every key's value row (of kv head h); rows past n repeat row n - 1 (weight 0)
-  for (int j = 0; j < 16; ++j) e[j] = a.v0 + h * d + (j < n ? j0 + j : j0 + n - 1) * a.stride;
-  for (int pair = 0; pair < Pairs; ++pair) {
-    alignas(32) uint16_t bits[2][16];  // the values' scales of blocks 2 pair and 2 pair + 1, in key order
-    for (int j = 0; j < 16; ++j) {
-      const char* block = a.v + ((e[j] + pair * 64) >> 5) * 34;
-      std::memcpy(&bits[0][j], block, 2);
-      std::memcpy(&bits[1][j], block + 34, 2);
-    }
-    const __m512 value_scale[2] = {_mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits[0]))),
-                                   _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits[1])))};
-    // Query i's weights of block b as bytes (key j's at byte j), and the f32 each byte counts.
-    alignas(16) uint32_t bytes[B][2][4];
-    float unit[B][2];
-    for (int i = 0; i < B; ++i)
-      for (int b = 0; b < 2; ++b) {
-        const __m512 w = _mm512_mul_ps(_mm512_load_ps(p + i * kKeyBlock), value_scale[b]);
-        const float top = _mm512_reduce_max_ps(w);  // weights are >= 0
-        const __m512i u = _mm512_cvtps_epi32(_mm512_mul_ps(w, _mm512_set1_ps(top > 0 ? 255.0f / top : 0.0f)));
-        _mm_store_si128(reinterpret_cast<__m128i*>(bytes[i][b]), _mm512_cvtusepi32_epi8(u));
-        unit[i][b] = top / 255.0f;
-      }
-    // sum[i][k], lane (128-bit lane L, element t): element 16 L + 4 k + t of the pair's 64.
-    __m512i sum[B][4];
-    for (int i = 0; i < B; ++i)
-      for (auto& x : sum[i]) x = _mm512_setzero_si512();
-    for (int g = 0; g < 4 && 4 * g < n; ++g) {  // keys [4 g, 4 g + 4)
-      __m512i r[4];
-      for (int t = 0; t < 4; ++t) {
-        const char* block = a.v + ((e[4 * g + t] + pair * 64) >> 5) * 34;
-        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 36));
-        r[t] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-      }
-      // Byte t of each int32 lane: key 4 g + t's element (within each 128-bit lane).
-      const __m512i t0 = _mm512_unpacklo_epi8(r[0], r[1]), t1 = _mm512_unpackhi_epi8(r[0], r[1]);
-      const __m512i t2 = _mm512_unpacklo_epi8(r[2], r[3]), t3 = _mm512_unpackhi_epi8(r[2], r[3]);
-      const __m512i u[4] = {_mm512_unpacklo_epi16(t0, t2), _mm512_unpackhi_epi16(t0, t2),
-                            _mm512_unpacklo_epi16(t1, t3), _mm512_unpackhi_epi16(t1, t3)};
-      for (int i = 0; i < B; ++i) {
-        // The four keys' weights: block 2 pair's in lanes 0-7 (elements 0-31), the next's in 8-15.
-        const __m512i w = _mm512_mask_set1_epi32(_mm512_set1_epi32(int(bytes[i][0][g])), 0xff00, int(bytes[i][1][g]));
-        for (int k = 0; k < 4; ++k) sum[i][k] = _mm512_dpbusd_epi32(sum[i][k], w, u[k]);
-      }
-    }
-    for (int i = 0; i < B; ++i) {
-      __m512 f[4];
-      for (int k = 0; k < 4; ++k) f[k] = _mm512_cvtepi32_ps(sum[i][k]);
-      // Back to element order: vector L is 128-bit lane L of f[0], f[1], f[2], f[3].
-      const __m512 lo01 = _mm512_shuffle_f32x4(f[0], f[1], 0x44), hi01 = _mm512_shuffle_f32x4(f[0], f[1], 0xee);
-      const __m512 lo23 = _mm512_shuffle_f32x4(f[2], f[3], 0x44), hi23 = _mm512_shuffle_f32x4(f[2], f[3], 0xee);
-      const __m512 x[4] = {_mm512_shuffle_f32x4(lo01, lo23, 0x88), _mm512_shuffle_f32x4(lo01, lo23, 0xdd),
-                           _mm512_shuffle_f32x4(hi01, hi23, 0x88), _mm512_shuffle_f32x4(hi01, hi23, 0xdd)};
-      float* acc = a.acc + (m + i) * W + pair * 64;
-      for (int c = 0; c < 4; ++c)
-        _mm512_store_ps(acc + c * 16,
-                        _mm512_fmadd_ps(x[c], _mm512_set1_ps(unit[i][c / 2]), _mm512_load_ps(acc + c * 16)));
-    }
-  }
-}
-
 // One block for B query vectors from m of kv head h: scores, the online softmax's update, the
 // weighted values. The update is the tile above's but for the factor that rescales a query's
 // sums when its maximum rises: one vector e^x for the B queries (the tile above calls std::exp
@@ -483,10 +411,7 @@ void decode_block(const Tile& a, const RoundedQueries& rq, int64_t h, int64_t m,
     a.sum[m + i] += _mm512_reduce_add_ps(e);
     _mm512_store_ps(weights + i * kKeyBlock, e);
   }
-  if constexpr (I)
-    int8_values<C, B>(a, h, m, j0, n, weights);
-  else
-    decode_values<T, C, B, P>(a, h, m, j0, n, last, weights);
+  decode_values<T, C, B, P>(a, h, m, j0, n, last, weights);
 }
 
 // The byte of a cache that holds element e (q8_0: its block's first byte).
