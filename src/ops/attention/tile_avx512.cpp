@@ -366,6 +366,45 @@ inline void int8_scores(const Tile& a, const RoundedQueries& rq, int64_t h, int6
   }
 }
 
+// decode_values for q8_0 rows of whole blocks at medium: each block's scale is taken into the
+// weights (16 keys' at once per query and block) rather than into every value element, so a
+// value vector is its int8 elements converted, nothing more; the products round otherwise than
+// highest's (weight x scale, then x element), which medium allows. Up to 16 / B of a row's
+// vectors at a time in registers, an even count.
+template <int C, int B>
+inline void scaled_weight_values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, const float* p) {
+  constexpr int W = C * 16, Blocks = C / 2, G = (C < 16 / B ? C : 16 / B) & ~1;
+  const int64_t e0 = a.v0 + h * a.d + j0 * a.stride;
+  // Query i's weight of key j times the key's block b scale: w[(i * Blocks + b) * 16 + j].
+  alignas(64) float w[B * Blocks * kKeyBlock];
+  for (int b = 0; b < Blocks; ++b) {
+    alignas(32) uint16_t bits[kKeyBlock];
+    for (int64_t j = 0; j < kKeyBlock; ++j)
+      std::memcpy(&bits[j], a.v + ((e0 + (j < n ? j : n - 1) * a.stride + b * 32) >> 5) * 34, 2);
+    const __m512 scale = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits)));
+    for (int i = 0; i < B; ++i)
+      _mm512_store_ps(w + (i * Blocks + b) * kKeyBlock, _mm512_mul_ps(_mm512_load_ps(p + i * kKeyBlock), scale));
+  }
+  for (int c0 = 0; c0 < C; c0 += G) {
+    __m512 sum[B][G];
+    for (int i = 0; i < B; ++i)
+      for (int c = 0; c < G && c0 + c < C; ++c) sum[i][c] = _mm512_load_ps(a.acc + (m + i) * W + (c0 + c) * 16);
+    for (int64_t j = 0; j < n; ++j)
+      for (int c = 0; c < G && c0 + c < C; c += 2) {
+        const char* block = a.v + ((e0 + j * a.stride + (c0 + c) * 16) >> 5) * 34;
+        const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2))));
+        const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 18))));
+        for (int i = 0; i < B; ++i) {
+          const __m512 weight = _mm512_set1_ps(w[(i * Blocks + (c0 + c) / 2) * kKeyBlock + j]);
+          sum[i][c] = _mm512_fmadd_ps(weight, lo, sum[i][c]);
+          sum[i][c + 1] = _mm512_fmadd_ps(weight, hi, sum[i][c + 1]);
+        }
+      }
+    for (int i = 0; i < B; ++i)
+      for (int c = 0; c < G && c0 + c < C; ++c) _mm512_store_ps(a.acc + (m + i) * W + (c0 + c) * 16, sum[i][c]);
+  }
+}
+
 // One block for B query vectors from m of kv head h: scores, the online softmax's update, the
 // weighted values. The update is the tile above's but for the factor that rescales a query's
 // sums when its maximum rises: one vector e^x for the B queries (the tile above calls std::exp
@@ -411,7 +450,10 @@ void decode_block(const Tile& a, const RoundedQueries& rq, int64_t h, int64_t m,
     a.sum[m + i] += _mm512_reduce_add_ps(e);
     _mm512_store_ps(weights + i * kKeyBlock, e);
   }
-  decode_values<T, C, B, P>(a, h, m, j0, n, last, weights);
+  if constexpr (I)
+    scaled_weight_values<C, B>(a, h, m, j0, n, weights);
+  else
+    decode_values<T, C, B, P>(a, h, m, j0, n, last, weights);
 }
 
 // The byte of a cache that holds element e (q8_0: its block's first byte).
