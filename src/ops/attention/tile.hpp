@@ -56,7 +56,8 @@ TileFn avx512_decode_tile(DType cache, int64_t d);
 
 /// medium's AVX-512 decode tile for q8_0 caches (keys and values): avx512_decode_tile's, but each
 /// query rounded to q8_0 blocks once per tile and its products with the keys' blocks exact int32
-/// sums (AVX512-VNNI), scaled by both blocks' scales; the values' sums as that tile takes them.
+/// sums (AVX512-VNNI), scaled by both blocks' scales; the values f32 products, each key's block
+/// scales taken into its weights.
 /// For head_dim 64, 128 and 256 (nullptr otherwise); a tile whose rows do not start whole
 /// blocks takes avx512_decode_tile's. The CPU must have AVX512-VNNI too.
 TileFn avx512_decode_tile_q8_0_int8(int64_t d);

@@ -252,7 +252,7 @@ inline void decode_values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64
 // bytes, so the key's bytes are offset by 128 (k ^ 0x80 = k + 128, unsigned) and 128 x the
 // query block's sum (kept with its scale) is taken off the sum: exact, as every term is an
 // integer. Rows must start whole blocks and head_dim be a multiple of 64 (two blocks fill a
-// register); the values stay f32 as in the decode tile above.
+// register); the values stay f32 products (scaled_weight_values).
 
 // The f16 scales of 16 q8_0 blocks as f32: block k at byte offset[k] from `base`, one gather of
 // each scale with the block's first two bytes, the scale kept. Scalar loads into a buffer read
