@@ -5,8 +5,10 @@
 // read cold, as a decode step reads each layer's: calls rotate over copies larger than the
 // last-level cache. GB/s counts the cache bytes read (keys and values); "of stream" is that over
 // a streaming read of 256 MiB on as many threads.
-//   ./build/bench/bench_attention [threads=2] [rounds=7] [cold|hot] ["words the rows' names hold"]
-// (hot: one copy of the caches, read from the processor's caches: what the kernel computes at).
+//   ./build/bench/bench_attention [threads=2] [rounds=7] [cold|hot] ["words the rows' names hold"] [medium]
+// (hot: one copy of the caches, read from the processor's caches: what the kernel computes at;
+// medium: the grouped kernel at highest against itself at medium, which rounds a q8_0 cache's
+// queries for int8 scores where VNNI runs).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -39,10 +41,10 @@ constexpr int64_t kPoolBytes = int64_t(192) << 20;  // the caches' copies: past 
 struct Setup {
   int64_t cache_bytes = 0;  // one call's keys and values
   std::vector<float> q, y;
-  std::vector<std::unique_ptr<cpu::Kernel>> kernels[2];  // [0]: per_head, [1]: grouped
+  std::vector<std::unique_ptr<cpu::Kernel>> kernels[2];  // [0]: per_head (or highest), [1]: grouped (or medium)
   int64_t words[3];
 
-  Setup(const Model& m, int64_t depth, DType t, const std::vector<char>& pool, bool hot) {
+  Setup(const Model& m, int64_t depth, DType t, const std::vector<char>& pool, bool hot, bool medium) {
     const iron::Shape qs{1, m.heads, m.d}, cs{depth, m.kv_heads, m.d};
     cache_bytes = 2 * storage_bytes(t, element_count(cs));
     q.assign(size_t(m.heads * m.d), 0.1f);
@@ -52,7 +54,7 @@ struct Setup {
     for (int path = 0; path < 2; ++path) {
       std::shared_ptr<Operator> op = catalog_entry("Attention")
                                          .make({{"heads", m.heads}, {"kv_heads", m.kv_heads}, {"head_dim", m.d}, {"ctx", depth}},
-                                               {{"path", std::string(path ? "grouped" : "per_head")}});
+                                               {{"path", std::string(path || medium ? "grouped" : "per_head")}});
       for (int64_t c = 0; c < copies; ++c) {
         char* k = const_cast<char*>(pool.data()) + c * cache_bytes;
         cpu::KernelArgs args;
@@ -61,6 +63,7 @@ struct Setup {
         args.out = {cpu::dense_operand(f32, qs, reinterpret_cast<char*>(y.data()), cpu::WordRef{0, 0})};
         args.scalars = {{2, 0}};
         args.features = &cpu::Features::host();
+        args.precision = medium && path ? Precision::medium : Precision::highest;
         kernels[path].push_back(op->cpu_kernel(args));
       }
     }
@@ -102,12 +105,14 @@ int main(int argc, char** argv) {
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
   const bool hot = argc > 3 && std::string(argv[3]) == "hot";  // one copy: what the kernel computes at
   const std::string only = argc > 4 ? argv[4] : "";  // "SmolLM2", "f16", "Gemma3 q8_0": these rows alone
+  const bool medium = argc > 5 && std::string(argv[5]) == "medium";  // highest against medium
   cpu::ThreadPool::shared(threads);
   const double stream = cpu_device::measure_read_bandwidth(threads);
   std::printf("decode attention, %d threads, %d rounds alternating the paths, caches %s; streaming read %.1f GB/s\n",
               threads, rounds, hot ? "hot" : "cold", stream);
   std::printf("GB/s (by %s time): median [min, max] of the rounds\n", threads == 1 ? "CPU" : "wall");
-  std::printf("%-8s %-5s %6s  %-24s %-24s %8s %10s\n", "model", "cache", "depth", "per_head GB/s", "grouped GB/s",
+  std::printf("%-8s %-5s %6s  %-24s %-24s %8s %10s\n", "model", "cache", "depth",
+              medium ? "highest GB/s" : "per_head GB/s", medium ? "medium GB/s" : "grouped GB/s",
               "speedup", "of stream");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -136,7 +141,7 @@ int main(int argc, char** argv) {
     }
     for (auto [model, depth] : rows) {
       const Model& m = *model;
-      Setup s(m, depth, t, pool, hot);
+      Setup s(m, depth, t, pool, hot, medium);
       s.time(0, threads, 0.05), s.time(1, threads, 0.05);  // warm up both
       std::vector<double> gbs[2];
       for (int r = 0; r < rounds; ++r)

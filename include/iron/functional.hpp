@@ -75,9 +75,10 @@ Handle scalar(const std::vector<Affine>& terms);
 /// positions [0, start + r] (held to ctx); `start` is checked to lie in [0, ctx) each call.
 /// Softmax of `scale` (none: 1/sqrt(head_dim)) times q.k, times v; q's per-call row bound holds
 /// for the result, of q's shape and dtype. With a sliding `window` (> 0), a row attends only to
-/// the last `window` positions up to its own, and only those are read.
+/// the last `window` positions up to its own, and only those are read. At Precision::medium the
+/// CPU may round a decode step's queries to q8_0 blocks over q8_0 caches (int8 products).
 Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Affine& start,
-                 std::optional<double> scale = {}, int64_t window = 0);
+                 std::optional<double> scale = {}, int64_t window = 0, Precision precision = Precision::highest);
 /// An encoder's bidirectional attention over a padded batch: q (rows, heads, head_dim), k and v
 /// (rows, kv_heads, head_dim), the rows in segments of `segment` (one sentence each). Row r of
 /// segment b attends to rows [b * segment, b * segment + lengths[b]) of k and v, where `lengths`
@@ -99,8 +100,10 @@ Handle slot_rows(const Handle& slots, const Handle& positions, int64_t slots_cou
 /// slot slots[b] (both (B,) i32, read per call) of caches (slots * slot_rows, kv_heads, head_dim),
 /// attends to its slot's keys up to its position (the last `window` of them, if given), as
 /// attention() of that slot's rows alone at that start computes it, bit for bit.
+/// `precision` as attention()'s.
 Handle slot_attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Handle& positions,
-                      const Handle& slots, int64_t slot_rows, std::optional<double> scale = {}, int64_t window = 0);
+                      const Handle& slots, int64_t slot_rows, std::optional<double> scale = {}, int64_t window = 0,
+                      Precision precision = Precision::highest);
 /// A batch of draws: logits (B, vocab), `settings` (B, kSampleSettingsWords) i32 (a row of
 /// sample_settings() each), and each row's counter `steps` and `positions` (B,) i32; row b draws
 /// as sample(logits[b], settings[b], steps[b], positions[b]) would. (B,) i32.

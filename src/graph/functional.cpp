@@ -224,7 +224,7 @@ Handle scalar(const std::vector<Affine>& terms) {
 }
 
 Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Affine& start,
-                 std::optional<double> scale, int64_t window) {
+                 std::optional<double> scale, int64_t window, Precision precision) {
   if (!q.defined() || !k_cache.defined() || !v_cache.defined())
     type_error("attention() of an undefined handle");
   if (q.rank() != 3 || k_cache.rank() != 3 || k_cache.shape() != v_cache.shape())
@@ -246,8 +246,8 @@ Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, 
            {"ctx", ctx},
            {"scale", scale.value_or(1.0 / std::sqrt(double(d)))},
            {"window", window}};
-  return step("Attention", p, {q, k_cache, v_cache}, q.shape(), activation_dtype(q), q.bounds(),
-              Precision::highest, {start});
+  return step("Attention", p, {q, k_cache, v_cache}, q.shape(), activation_dtype(q), q.bounds(), precision,
+              {start});
 }
 
 Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, const Handle& lengths,
@@ -302,7 +302,8 @@ Handle slot_rows(const Handle& slots, const Handle& positions, int64_t slots_cou
 }
 
 Handle slot_attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, const Handle& positions,
-                      const Handle& slots, int64_t slot_rows, std::optional<double> scale, int64_t window) {
+                      const Handle& slots, int64_t slot_rows, std::optional<double> scale, int64_t window,
+                      Precision precision) {
   if (!q.defined() || !k_cache.defined() || !v_cache.defined())
     type_error("slot_attention() of an undefined handle");
   if (q.rank() != 3 || k_cache.rank() != 3 || k_cache.shape() != v_cache.shape())
@@ -330,7 +331,7 @@ Handle slot_attention(const Handle& q, const Handle& k_cache, const Handle& v_ca
            {"window", window},
            {"slot_rows", slot_rows}};
   return step("Attention", p, {q, k_cache, v_cache, positions, slots}, q.shape(), activation_dtype(q), q.bounds(),
-              Precision::highest, {Affine(0)});
+              precision, {Affine(0)});
 }
 
 Handle sample_rows(const Handle& logits, const Handle& settings, const Handle& steps, const Handle& positions) {

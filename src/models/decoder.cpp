@@ -122,10 +122,11 @@ Handle DecoderModel::attend(DecoderBlock& b, const CacheRows& rows_of, const Han
   if (!rows_of.k_into) rows_of.k.assign(k);
   if (!rows_of.v_into) rows_of.v.assign(v);
   if (at.batch())
-    return F::slot_attention(q, b.k_cache, b.v_cache, at.positions, at.slots, rows_held(), scale, window);
+    return F::slot_attention(q, b.k_cache, b.v_cache, at.positions, at.slots, rows_held(), scale, window,
+                             options_.precision);
   // One sequence (a prefill or decode version) is slot 0's: its positions are below a slot's
   // rows, so it reads no other slot's keys.
-  return F::attention(q, b.k_cache, b.v_cache, at.start, scale, window);
+  return F::attention(q, b.k_cache, b.v_cache, at.start, scale, window, options_.precision);
 }
 
 Outputs DecoderModel::batch_body() {

@@ -293,6 +293,38 @@ TEST(Attention, SegmentsAtMediumOnEveryPath) {
   }
 }
 
+// At medium, a decode step over q8_0 caches on a host with AVX512-VNNI takes int8 scores (the
+// query rounded to q8_0 blocks, tile_avx512.cpp): against the reference at medium's tolerance,
+// the same bits on every thread count, and not highest's bits (so that path ran). Without VNNI
+// (the host with it taken away, AVX2, portable) medium keeps the f32 scores: highest's bits.
+// SmolLM2's and Gemma 3's shapes, head_dim 128, and 80 (rows inside blocks: the f32 scores);
+// one key, part of a block, several partials, a sliding window.
+TEST(Attention, DecodeAtMediumTakesInt8ScoresOnQ8_0) {
+  uint32_t seed = 1800;
+  std::vector<cpu::Features> sets = feature_sets();
+  const cpu::Features& host = cpu::Features::host();
+  if (host.avx512vnni) {
+    cpu::Features without = host;
+    without.avx512vnni = false;
+    sets.push_back(without);
+  }
+  for (const cpu::Features& f : sets)
+    for (const Shape3& s : {Shape3{9, 3, 64}, Shape3{4, 1, 256}, Shape3{4, 2, 128}, Shape3{8, 1, 80}})
+      for (int64_t start : {0, 13, 300})
+        for (int64_t window : {int64_t(0), int64_t(37)}) {
+          Direct c{s, 320, 1, start, 320, DType::q8_0, {{"split", int64_t(64)}}, window};
+          c.precision = Precision::medium;
+          const std::vector<float> y = check_direct(c, f, seed);
+          c.precision = Precision::highest;
+          const std::vector<float> exact = check_direct(c, f, seed++);
+          const bool int8 = f.avx512vnni && f.avx512f && f.avx512bw && f.avx512vl && s.d % 64 == 0;
+          if (int8 && start > 0)
+            EXPECT_NE(y, exact) << c.str() << ": medium gave highest's bits with VNNI";
+          else
+            EXPECT_EQ(y, exact) << c.str() << ": medium changed the f32 scores";
+        }
+}
+
 TEST(Attention, PerHeadPathMatchesReference) {
   uint32_t seed = 1300;
   for (const cpu::Features& f : feature_sets())

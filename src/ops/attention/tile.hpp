@@ -54,6 +54,14 @@ TileFn avx512_tile(DType cache, int64_t d);
 /// avx512_tile's products and sums in its order; nullptr where that has none.
 TileFn avx512_decode_tile(DType cache, int64_t d);
 
+/// medium's AVX-512 decode tile for q8_0 caches (keys and values): avx512_decode_tile's, but each
+/// query rounded to q8_0 blocks once per tile and its products with the keys' blocks exact int32
+/// sums (AVX512-VNNI), scaled by both blocks' scales; the values f32 products, each key's block
+/// scales taken into its weights.
+/// For head_dim 64, 128 and 256 (nullptr otherwise); a tile whose rows do not start whole
+/// blocks takes avx512_decode_tile's. The CPU must have AVX512-VNNI too.
+TileFn avx512_decode_tile_q8_0_int8(int64_t d);
+
 /// The AVX2 tile (FMA and F16C too) for prefill and decode alike; nullptr where head_dim is not
 /// a multiple of 8 or its row takes more than 16 vectors (other than 256).
 TileFn avx2_tile(DType cache, int64_t d);

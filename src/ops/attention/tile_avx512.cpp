@@ -242,16 +242,189 @@ inline void decode_values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64
   }
 }
 
+// ---- medium's integer scores for q8_0 caches (AVX512-VNNI) ------------------------------------
+//
+// At medium a q8_0 key's blocks are multiplied as they are stored: each query vector is rounded
+// once per tile, per 32-element block as q8_0 rounds (int8 and an f32 scale), and a block's
+// product is an exact int32 sum of 32 int8 x int8 products (vpdpbusd), scaled by the two
+// scales. The f32 scores took a conversion of every key element to f32 and 2 x B FMAs for it;
+// this takes one vpdpbusd per 64 key bytes and query. vpdpbusd multiplies unsigned by signed
+// bytes, so the key's bytes are offset by 128 (k ^ 0x80 = k + 128, unsigned) and 128 x the
+// query block's sum (kept with its scale) is taken off the sum: exact, as every term is an
+// integer. Rows must start whole blocks and head_dim be a multiple of 64 (two blocks fill a
+// register); the values stay f32 products (scaled_weight_values).
+
+// The f16 scales of 16 q8_0 blocks as f32: block k at byte offset[k] from `base`, one gather of
+// each scale with the block's first two bytes, the scale kept. Scalar loads into a buffer read
+// back as one vector stall on store forwarding (bench_attention 1 3 hot 'q8_0 2048' medium:
+// SmolLM2 10.4 GB/s that way, 11.4 this).
+inline __m512 q8_0_scales(const char* base, __m512i offset) {
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(offset, base, 1)));
+}
+
+// A tile's queries rounded to q8_0 blocks, in its work space after the weights: query m's int8
+// elements at `values + m * d`, its block b's scale and 128 x its sum at [m * blocks + b].
+struct RoundedQueries {
+  const int8_t* values;
+  const float* scale;
+  const int32_t* offset;
+};
+
+// The bytes the rounded queries of `all` query vectors of head_dim d take after the weights'
+// 64 floats; the caller checks that the work space holds them.
+constexpr int64_t rounded_query_bytes(int64_t all, int64_t d) { return 256 + all * d + all * (d / 32) * 8; }
+
+RoundedQueries round_queries(const Tile& a) {
+  const int64_t all = a.heads * a.queries, d = a.d, blocks = d / 32;
+  char* base = reinterpret_cast<char*>(a.work + 64);
+  int8_t* values = reinterpret_cast<int8_t*>(base);
+  float* scale = reinterpret_cast<float*>(base + all * d);
+  int32_t* offset = reinterpret_cast<int32_t*>(scale + all * blocks);
+  for (int64_t m = 0; m < all; ++m)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* q = a.q + m * a.width + b * 32;
+      const __m512 x0 = _mm512_load_ps(q), x1 = _mm512_load_ps(q + 16);
+      const float top = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+      // Nearest int8 of q * 127 / top (top is +-127 exactly); a block of zeros stays zeros.
+      const __m512 inverse = _mm512_set1_ps(top > 0 ? 127.0f / top : 0.0f);
+      const __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, inverse));
+      const __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, inverse));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(values + m * d + b * 32), _mm512_cvtsepi32_epi8(i0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(values + m * d + b * 32 + 16), _mm512_cvtsepi32_epi8(i1));
+      scale[m * blocks + b] = top / 127.0f;
+      offset[m * blocks + b] = 128 * _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+    }
+  return {values, scale, offset};
+}
+
+// The 64 bytes of blocks 2p and 2p + 1 of a row from element e (a block's first), offset to
+// unsigned (+128).
+inline __m512i q8_0_block_pair_unsigned(const char* buffer, int64_t e) {
+  const char* block = buffer + (e >> 5) * 34;
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 36));
+  return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(char(0x80)));
+}
+
+// quad4 (avx512.hpp) on int32 lanes: 128-bit lane k of the result, element i, is the sum over
+// lane k of x[i]; exact, as every sum here is.
+inline __m512i quad4_i32(const __m512i x[4]) {
+  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(x[0], x[1]), _mm512_unpackhi_epi32(x[0], x[1]));
+  const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2], x[3]), _mm512_unpackhi_epi32(x[2], x[3]));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+
+// Two quads of keys (a register's lanes 0-7: block 2p, 8-15: block 2p + 1) to each block's sum:
+// [block 2p of q0's 4 keys, block 2p + 1 of them, block 2p of q1's, block 2p + 1 of q1's].
+inline __m512i block_pairs(__m512i q0, __m512i q1) {
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(q0, q1, 0x88), _mm512_shuffle_i32x4(q0, q1, 0xdd));
+}
+
+// Scores of keys [j0, j0 + 16) of kv head h for B query vectors from m, as decode_scores gives
+// them but from int8 products: per pair of blocks, J keys' sums at a time in int32, reduced by
+// the tree above to each key's two block sums, less the offset, times the key's and the query's
+// scales, added in f32 (block by block, in order).
+template <int C, int B>
+inline void int8_scores(const Tile& a, const RoundedQueries& rq, int64_t h, int64_t m, int64_t j0, int64_t n,
+                        __m512 scores[B]) {
+  constexpr int J = B <= 3 ? 8 : 4, Pairs = C / 4, Blocks = C / 2;
+  static_assert(B <= 4 && C % 4 == 0, "4 query vectors at most in a pass; rows of whole pairs of blocks");
+  const int64_t d = a.d;
+  // Every key's row (of kv head h) from its first element; rows past n repeat row n - 1.
+  int64_t e[16];
+  for (int j = 0; j < 16; ++j) e[j] = a.k0 + h * d + (j < n ? j0 + j : j0 + n - 1) * a.stride;
+  for (int i = 0; i < B; ++i) scores[i] = _mm512_setzero_ps();
+  // Each key's first block of the row, in bytes from the first key's.
+  const char* first = a.k + (e[0] >> 5) * 34;
+  const __m512i rows = _mm512_min_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                        _mm512_set1_epi32(int(n - 1)));
+  const __m512i offset = _mm512_mullo_epi32(rows, _mm512_set1_epi32(int(a.stride / 32 * 34)));
+  for (int p = 0; p < Pairs; ++p) {
+    // The keys' scales of blocks 2p and 2p + 1, in key order.
+    const __m512 key_scale[2] = {q8_0_scales(first + p * 68, offset), q8_0_scales(first + p * 68 + 34, offset)};
+    __m512i quads[B][2], halves[B][2];  // the quads of the 8 keys being formed; the 8 keys formed
+    for (int group = 0; group < 16 / J; ++group) {
+      __m512i s[B][J];
+      for (int i = 0; i < B; ++i)
+        for (int j = 0; j < J; ++j) s[i][j] = _mm512_setzero_si512();
+      for (int j = 0; j < J; ++j) {
+        const __m512i k = q8_0_block_pair_unsigned(a.k, e[group * J + j] + p * 64);
+        for (int i = 0; i < B; ++i)
+          s[i][j] = _mm512_dpbusd_epi32(s[i][j], k, _mm512_load_si512(rq.values + (m + i) * d + p * 64));
+      }
+      for (int i = 0; i < B; ++i)
+        for (int g = 0; g < J / 4; ++g) {
+          const int quad = group * (J / 4) + g;  // keys [4 quad, 4 quad + 4) of the block
+          quads[i][quad % 2] = quad4_i32(s[i] + 4 * g);
+          if (quad % 2) halves[i][quad / 2] = block_pairs(quads[i][0], quads[i][1]);
+        }
+    }
+    for (int i = 0; i < B; ++i) {
+      const int64_t at = (m + i) * Blocks + 2 * p;
+      // [block 2p of keys 0-15], [block 2p + 1 of them]
+      const __m512i sums[2] = {_mm512_shuffle_i32x4(halves[i][0], halves[i][1], 0x88),
+                               _mm512_shuffle_i32x4(halves[i][0], halves[i][1], 0xdd)};
+      for (int b = 0; b < 2; ++b) {
+        const __m512 exact = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums[b], _mm512_set1_epi32(rq.offset[at + b])));
+        scores[i] = _mm512_fmadd_ps(exact, _mm512_mul_ps(key_scale[b], _mm512_set1_ps(rq.scale[at + b])), scores[i]);
+      }
+    }
+  }
+}
+
+// decode_values for q8_0 rows of whole blocks at medium: each block's scale is taken into the
+// weights (16 keys' at once per query and block) rather than into every value element, so a
+// value vector is its int8 elements converted, nothing more; the products round otherwise than
+// highest's (weight x scale, then x element), which medium allows. Up to 16 / B of a row's
+// vectors at a time in registers, an even count.
+template <int C, int B>
+inline void scaled_weight_values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, const float* p) {
+  constexpr int W = C * 16, Blocks = C / 2, G = (C < 16 / B ? C : 16 / B) & ~1;
+  const int64_t e0 = a.v0 + h * a.d + j0 * a.stride;
+  // Query i's weight of key j times the key's block b scale: w[(i * Blocks + b) * 16 + j].
+  alignas(64) float w[B * Blocks * kKeyBlock];
+  const __m512i rows = _mm512_min_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                        _mm512_set1_epi32(int(n - 1)));
+  const __m512i offset = _mm512_mullo_epi32(rows, _mm512_set1_epi32(int(a.stride / 32 * 34)));
+  for (int b = 0; b < Blocks; ++b) {
+    const __m512 scale = q8_0_scales(a.v + ((e0 + b * 32) >> 5) * 34, offset);
+    for (int i = 0; i < B; ++i)
+      _mm512_store_ps(w + (i * Blocks + b) * kKeyBlock, _mm512_mul_ps(_mm512_load_ps(p + i * kKeyBlock), scale));
+  }
+  for (int c0 = 0; c0 < C; c0 += G) {
+    __m512 sum[B][G];
+    for (int i = 0; i < B; ++i)
+      for (int c = 0; c < G && c0 + c < C; ++c) sum[i][c] = _mm512_load_ps(a.acc + (m + i) * W + (c0 + c) * 16);
+    for (int64_t j = 0; j < n; ++j)
+      for (int c = 0; c < G && c0 + c < C; c += 2) {
+        const char* block = a.v + ((e0 + j * a.stride + (c0 + c) * 16) >> 5) * 34;
+        const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2))));
+        const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 18))));
+        for (int i = 0; i < B; ++i) {
+          const __m512 weight = _mm512_set1_ps(w[(i * Blocks + (c0 + c) / 2) * kKeyBlock + j]);
+          sum[i][c] = _mm512_fmadd_ps(weight, lo, sum[i][c]);
+          sum[i][c + 1] = _mm512_fmadd_ps(weight, hi, sum[i][c + 1]);
+        }
+      }
+    for (int i = 0; i < B; ++i)
+      for (int c = 0; c < G && c0 + c < C; ++c) _mm512_store_ps(a.acc + (m + i) * W + (c0 + c) * 16, sum[i][c]);
+  }
+}
+
 // One block for B query vectors from m of kv head h: scores, the online softmax's update, the
 // weighted values. The update is the tile above's but for the factor that rescales a query's
 // sums when its maximum rises: one vector e^x for the B queries (the tile above calls std::exp
 // for each, a tenth of this tile's time when maxima rise often), so the two differ there by
-// exp16's ulps.
-template <DType T, int C, int B, bool P>
-void decode_block(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, __mmask16 last) {
+// exp16's ulps. Where I (medium, q8_0), the scores are int8_scores' from the rounded queries.
+template <DType T, int C, int B, bool P, bool I>
+void decode_block(const Tile& a, const RoundedQueries& rq, int64_t h, int64_t m, int64_t j0, int64_t n,
+                  __mmask16 last) {
   constexpr int W = C * 16;
   __m512 scores[B];
-  decode_scores<T, C, B, P>(a, h, m, j0, n, last, scores);
+  if constexpr (I)
+    int8_scores<C, B>(a, rq, h, m, j0, n, scores);
+  else
+    decode_scores<T, C, B, P>(a, h, m, j0, n, last, scores);
   alignas(64) float top[16], shrink[16];
   __mmask16 keep[B];
   for (int i = 0; i < B; ++i) {
@@ -283,7 +456,10 @@ void decode_block(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, __
     a.sum[m + i] += _mm512_reduce_add_ps(e);
     _mm512_store_ps(weights + i * kKeyBlock, e);
   }
-  decode_values<T, C, B, P>(a, h, m, j0, n, last, weights);
+  if constexpr (I)
+    scaled_weight_values<C, B>(a, h, m, j0, n, weights);
+  else
+    decode_values<T, C, B, P>(a, h, m, j0, n, last, weights);
 }
 
 // The byte of a cache that holds element e (q8_0: its block's first byte).
@@ -294,7 +470,7 @@ constexpr int64_t byte_of(int64_t e) {
   return e * 2;
 }
 
-template <DType T, int C, bool P>
+template <DType T, int C, bool P, bool I = false>
 void decode_tile(const Tile& a) {
   const int64_t tail = a.d - int64_t(C - 1) * 16;
   const __mmask16 last = __mmask16(tail >= 16 ? 0xffff : (1u << tail) - 1);
@@ -304,6 +480,8 @@ void decode_tile(const Tile& a) {
   // ran Gemma's q8_0 at 6.0 GB/s where the tile above ran 6.9).
   const int64_t width = per % 4 == 0 ? 4 : 3, passes = (per + width - 1) / width;
   const int64_t block_bytes = byte_of<T>(a.stride * kKeyBlock);
+  RoundedQueries rq{};
+  if constexpr (I) rq = round_queries(a);
   for (int64_t j0 = a.begin; j0 < a.end; j0 += kKeyBlock) {
     const int64_t n = smaller(kKeyBlock, a.end - j0);
     // The next block's rows, whole and in order, ahead of this block's reads of one kv head's
@@ -322,10 +500,10 @@ void decode_tile(const Tile& a) {
       for (int64_t pass = 0, m = h * per; pass < passes; ++pass) {
         const int64_t b = (per * (pass + 1)) / passes - (per * pass) / passes;
         switch (b) {
-          case 4: decode_block<T, C, 4, P>(a, h, m, j0, n, last); break;
-          case 3: decode_block<T, C, 3, P>(a, h, m, j0, n, last); break;
-          case 2: decode_block<T, C, 2, P>(a, h, m, j0, n, last); break;
-          default: decode_block<T, C, 1, P>(a, h, m, j0, n, last); break;
+          case 4: decode_block<T, C, 4, P, I>(a, rq, h, m, j0, n, last); break;
+          case 3: decode_block<T, C, 3, P, I>(a, rq, h, m, j0, n, last); break;
+          case 2: decode_block<T, C, 2, P, I>(a, rq, h, m, j0, n, last); break;
+          default: decode_block<T, C, 1, P, I>(a, rq, h, m, j0, n, last); break;
         }
         m += b;
       }
@@ -340,6 +518,19 @@ void decode_tile_q8_0(const Tile& a) {
     if (a.d % 32 == 0 && a.k0 % 32 == 0 && a.v0 % 32 == 0) return decode_tile<DType::q8_0, C, true>(a);
   }
   decode_tile<DType::q8_0, C, false>(a);
+}
+
+// Medium's decode tile for q8_0 caches: integer scores (int8_scores) where the rows start whole
+// blocks and the rounded queries fit the work space, else the f32 scores' tile.
+template <int C>
+void decode_tile_q8_0_int8(const Tile& a) {
+  if constexpr (C % 4 == 0) {
+    const int64_t work_bytes = 4 * work_floats(a.width, a.heads, a.queries);
+    if (a.d % 64 == 0 && a.k0 % 32 == 0 && a.v0 % 32 == 0 &&
+        rounded_query_bytes(a.heads * a.queries, a.d) <= work_bytes)
+      return decode_tile<DType::q8_0, C, true, true>(a);
+  }
+  decode_tile_q8_0<C>(a);
 }
 
 template <DType T, int C>
@@ -391,6 +582,15 @@ TileFn avx512_tile(DType cache, int64_t d) {
     case DType::f16: return for_rows<DType::f16>(d);
     case DType::bf16: return for_rows<DType::bf16>(d);
     case DType::q8_0: return d % 16 ? nullptr : for_rows<DType::q8_0>(d);
+    default: return nullptr;
+  }
+}
+
+TileFn avx512_decode_tile_q8_0_int8(int64_t d) {
+  switch (d) {
+    case 64: return &decode_tile_q8_0_int8<4>;
+    case 128: return &decode_tile_q8_0_int8<8>;
+    case 256: return &decode_tile_q8_0_int8<16>;
     default: return nullptr;
   }
 }
