@@ -66,7 +66,6 @@ class Llama(iron.Graph):
         self.embed = iron.param(c["vocab"], c["dim"], dtype=iron.keep)
         self.norm = iron.param(c["dim"])
         self.output = self.embed if c["tied_embeddings"] else iron.param(c["vocab"], c["dim"], dtype=iron.keep)
-        self.generated = iron.state((context + chunk,), np.int32)
         self.layers = [Block(c, context + chunk) for _ in range(c["layers"])]
         self.rope_table = iron.weight(rope_table(c, context + chunk))
 
@@ -108,8 +107,6 @@ class Llama(iron.Graph):
         outs = [logits, sampled]
         if prefill and self.all_logits:
             outs.append(F.linear(F.rms_norm(x, c["dim"], self.norm, c["rms_eps"]), self.output))
-        if not prefill:
-            self.generated[position + 1 : position + 2] = sampled
         next_position = F.scalar(position, rows) if prefill else position + 1
         return (*outs, iron.carry(token=sampled, position=next_position, step=step + 1))
 
@@ -131,7 +128,7 @@ def python_logits(path, ids):
 
 def python_generate(path, ids, steps):
     """Greedy tokens after `ids` from the Python decoder: one prefill call, then `steps` decode
-    steps in a CarriedLoop on the device (each writes its token to `generated`, where the host
+    steps in a CarriedLoop on the device (each carries its token into the next, and the host
     reads it once that step is complete)."""
     weights, config = iron._iron.models.llama_checkpoint(str(path))
     context = min(2048, config["context"])
@@ -143,11 +140,11 @@ def python_generate(path, ids, steps):
     loop = iron.CarriedLoop(prefill, decode, depth=4)
     tokens = np.zeros(chunk, np.int32)
     tokens[: len(ids)] = ids
-    generated = decode.read(model.generated._held)
     logits, first, carried = loop.start(tokens, rows=len(ids), position=0, token=0, step=0)
     out = [int(first[0])]
-    # Step k decodes the token at position len(ids) + k and writes the next one after it.
-    out += [int(generated[len(ids) + k + 1]) for k in loop.steps(steps)]
+    # Step k decodes the token at position len(ids) + k and carries the one it samples.
+    walk = loop.steps(steps)
+    out += [walk.carried("token") for _ in walk]
     return out
 
 
