@@ -27,7 +27,8 @@ layout(std430, set = 0, binding = 2) readonly buffer Emitted { int emitted[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer Outcome { int outcome[]; };
 
 // iron::kValueLimit. (An int64 constant written as a literal, `int64_t(1) << 30` or
-// 1073741824l, compared wrong on lavapipe: every carried value was refused.)
+// 1073741824l, compared wrong as glslc compiled it and lavapipe ran it: every carried value
+// was refused. Made from an int, it compares right.)
 const int kLimit32 = 1 << 30;
 const int64_t kLimit = int64_t(kLimit32);
 // Affine::Op
