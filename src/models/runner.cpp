@@ -298,4 +298,31 @@ Tensor LlamaRunner::score(const std::vector<int32_t>& prompt) {
   return v(std::span<const Tensor>(&tokens, 1), values).outputs[2].clone();
 }
 
+Tensor LlamaRunner::score_decoding(const std::vector<int32_t>& prompt) {
+  const int64_t n = int64_t(prompt.size()), vocab = config().vocab;
+  if (n == 0) value_error("score_decoding: the prompt has no tokens");
+  if (n >= options_.model.context)
+    value_error("score_decoding: " + std::to_string(n) + " tokens do not fit the context of " +
+                std::to_string(options_.model.context));
+  for (int32_t id : prompt)
+    if (id < 0 || id >= vocab) value_error("token id " + std::to_string(id) + " is outside the vocabulary");
+  Tensor logits = Tensor::zeros({n, vocab}, f32);
+  auto keep = [&](int64_t row, const Tensor& t) {
+    std::memcpy(logits.mutable_data_as<float>() + row * vocab, t.data(), size_t(vocab) * 4);
+  };
+  CompiledGraph& prefill = prefill_version();
+  const Sampling& sp = options_.model.sampling;
+  std::array<Tensor, 2> inputs{Tensor::zeros({options_.model.chunk}, i32),
+                               functional::sample_settings(sp.temperature, sp.top_k, sp.top_p, sp.seed)};
+  inputs[0].mutable_data_as<int32_t>()[0] = prompt[0];
+  std::vector<ValueArg> first{{"position", 0}, {"rows", 1}, {"token", 0}, {"step", 0}};
+  keep(0, prefill(std::span<const Tensor>(inputs), first).outputs[0]);
+  CompiledGraph& decode = decode_version();
+  for (int64_t k = 1; k < n; ++k) {
+    std::vector<ValueArg> step{{"position", k}, {"token", prompt[size_t(k)]}, {"step", k}};
+    keep(k, decode({}, step).outputs[0]);
+  }
+  return logits;
+}
+
 }  // namespace iron::models

@@ -264,6 +264,36 @@ TEST(SmolLM2, SmallerCachesAtMediumStayCloseToTheReference) {
   }
 }
 
+// The same at medium through decode steps (LlamaRunner::score_decoding: each token fed to a
+// decode step, whose attention reads the cache as generation does; a prefill's reads the
+// chunk's own rows), so the decode tiles at medium (the int8 scores over a q8_0 cache) are held
+// to the float64 reference too, not only the prefill's. Each cache type within twice the f32
+// cache's KL mean, as above.
+TEST(SmolLM2, DecodingAtMediumStaysCloseToTheReference) {
+#ifdef IRON_SANITIZED_BUILD
+  GTEST_SKIP() << "sanitizer build: the Release build compares whole models' logits";
+#endif
+  IRON_NEEDS_SMOLLM2();
+  auto figures = [](DType cache) {
+    iron::test::ReferenceCheck check;
+    check.model = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    check.golden = "smollm2_logits.json";
+    check.precision = Precision::medium;
+    check.margin_needed = 0.3;
+    check.kl_bound = 0.25;
+    check.each_top1 = false;
+    check.cache = cache;
+    check.decoding = true;
+    return iron::test::check_against_reference(check);
+  };
+  const double f32_cache = figures(f32).kl_mean;
+  for (DType t : {f16, DType::q8_0}) {
+    const iron::test::ReferenceFigures f = figures(t);
+    EXPECT_LE(f.kl_mean, 2.0 * f32_cache) << name(t);
+    EXPECT_GE(f.top1_agree, 120) << name(t);
+  }
+}
+
 }  // namespace
 
 namespace {

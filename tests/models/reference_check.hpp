@@ -48,6 +48,7 @@ struct ReferenceCheck {
   std::string device = "cpu";
   std::optional<DType> cache;
   bool each_top1 = true;        // expect top-1 at every clear margin (else count, in the figures)
+  bool decoding = false;        // the logits as decode steps make them (score_decoding), not a prefill's
 };
 
 struct ReferenceFigures {
@@ -70,7 +71,7 @@ inline ReferenceFigures check_against_reference(const ReferenceCheck& check) {
   int positions = 0, top1_checked = 0, top1_agree = 0, missed = 0;
   for (const auto& prompt : golden["prompts"]) {
     std::vector<int32_t> ids = prompt["token_ids"].get<std::vector<int32_t>>();
-    Tensor logits = runner->score(ids);
+    Tensor logits = check.decoding ? runner->score_decoding(ids) : runner->score(ids);
     const int64_t vocab = logits.dim(1);
     for (const auto& position : prompt["positions"]) {
       int64_t p = position["pos"].get<int64_t>();
@@ -103,10 +104,10 @@ inline ReferenceFigures check_against_reference(const ReferenceCheck& check) {
       EXPECT_EQ(out[i], greedy[i]) << prompt["name"] << " greedy token " << i;
     }
   }
-  std::printf("%s on %s at %s, %s cache, vs the numpy reference: %d positions, top-1 agrees at %d (all %d with "
+  std::printf("%s on %s at %s, %s cache%s, vs the numpy reference: %d positions, top-1 agrees at %d (all %d with "
               "a clear margin: %d missed), KL mean %.3g, max %.3g nats\n",
               check.golden.c_str(), check.device.c_str(), std::string(name(check.precision)).c_str(),
-              std::string(name(o.model.k_cache_type())).c_str(), positions, top1_agree, top1_checked, missed,
+              std::string(name(o.model.k_cache_type())).c_str(), check.decoding ? ", decoding" : "", positions, top1_agree, top1_checked, missed,
               total / std::max(positions, 1), worst);
   return {total / std::max(positions, 1), worst, positions, top1_agree, missed};
 }

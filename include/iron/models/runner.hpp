@@ -82,7 +82,7 @@ class LlamaRunner {
   /// Bytes of the KV caches a decode step reads when it attends to `keys` positions (keys and
   /// values of every layer, in the caches' types).
   int64_t cache_bytes_per_token(int64_t keys) const;
-  /// Bytes a context takes before any call (the KV caches, the RoPE table, the generated ids):
+  /// Bytes a context takes before any call (the KV caches, the RoPE table):
   /// what open() prints, before allocating it, when it is over 1 GiB.
   static int64_t context_bytes(const LlamaConfig& config, const LlamaOptions& options);
   /// Bytes of the KV caches and the other states.
@@ -101,6 +101,11 @@ class LlamaRunner {
 
   /// The logits (rows, vocab) after each prompt token: a prefill of every row, for scoring.
   Tensor score(const std::vector<int32_t>& prompt);
+  /// The same logits as a generation's decode steps compute them: the first token prefilled,
+  /// then each later one fed to a decode step in turn (the prompt's token, not the sampled
+  /// one), so each row's attention reads the cache as decoding does (score's prefill reads the
+  /// chunk's own keys and values instead). For checking decode against a reference.
+  Tensor score_decoding(const std::vector<int32_t>& prompt);
 
  private:
   LlamaRunner() = default;
