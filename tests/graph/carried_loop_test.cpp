@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -147,20 +148,29 @@ INSTANTIATE_TEST_SUITE_P(Depths, CarriedLoopDepth,
                                   std::to_string(std::get<1>(param_info.param));
                          });
 
-class CarriedLoopOn : public ::testing::TestWithParam<Stepping> {};
+// A walk compiled on the parameter's device, stepped as it says; skipped without the device.
+class CarriedLoopOn : public ::testing::TestWithParam<Stepping> {
+ protected:
+  void SetUp() override {
+    IRON_NEEDS_DEVICE(GetParam().device);
+    on_ = std::make_unique<SteppedOn>(GetParam());
+    walk_ = std::make_unique<WalkOn>(GetParam().device);
+  }
+  Walk& g() { return walk_->g; }
+  CompiledGraph& first() { return walk_->first; }
+  CompiledGraph& body() { return walk_->body; }
+
+ private:
+  std::unique_ptr<SteppedOn> on_;
+  std::unique_ptr<WalkOn> walk_;
+};
 
 // `step` indexes `visited` (64 entries): the step whose words index entry 64 fails as a call
 // would, on every device at the same step with the same error, and nothing is written past the
 // state's end. On the chained device the refused step (and each queued after it) runs again
 // with the words before it, writing what that step wrote.
 TEST_P(CarriedLoopOn, ACarriedValuePastItsViewFailsAtTheSameStepWithTheSameError) {
-  const Stepping stepping = GetParam();
-  IRON_NEEDS_DEVICE(stepping.device);
-  SteppedOn on(stepping);
-  WalkOn walk_on(stepping.device);
-  Walk& g = walk_on.g;
-  CompiledGraph& body = walk_on.body;
-  CarriedLoop loop(walk_on.first, body, 3);
+  CarriedLoop loop(first(), body(), 3);
   int64_t reached = -1;
   std::string error;
   try {
@@ -173,7 +183,7 @@ TEST_P(CarriedLoopOn, ACarriedValuePastItsViewFailsAtTheSameStepWithTheSameError
   EXPECT_EQ(reached, 62);
   EXPECT_NE(error.find("the values index or bound a view outside it"), std::string::npos) << error;
   EXPECT_NE(error.find("is 64, outside [0, 64)"), std::string::npos) << error;
-  auto visited = body.read(g.visited).to_ints();
+  auto visited = body().read(g().visited).to_ints();
   auto next = successors();
   int32_t node = 5;
   for (int k = 1; k < 64; ++k) {
@@ -185,14 +195,10 @@ TEST_P(CarriedLoopOn, ACarriedValuePastItsViewFailsAtTheSameStepWithTheSameError
 // The first step's words already past the view (first leaves step 64): that step's wait
 // throws, as any step's, and nothing is written past the state's end.
 TEST_P(CarriedLoopOn, AFirstStepPastItsViewFailsAtItsWait) {
-  const Stepping stepping = GetParam();
-  IRON_NEEDS_DEVICE(stepping.device);
-  SteppedOn on(stepping);
-  WalkOn walk_on(stepping.device);
-  CarriedLoop loop(walk_on.first, walk_on.body, 2);
+  CarriedLoop loop(first(), body(), 2);
   auto steps = loop.run(5, {Tensor::from_ints({5}, {1})}, {{"step", 63}, {"node", 0}});
   expect_error([&] { steps.begin(); }, ErrorKind::index, {"is 64, outside [0, 64)"});
-  EXPECT_EQ(walk_on.body.read(walk_on.g.visited).to_ints()[63], 5);
+  EXPECT_EQ(body().read(g().visited).to_ints()[63], 5);
 }
 
 // While a loop's steps are chained on the device, they make their words from what the last
@@ -200,35 +206,25 @@ TEST_P(CarriedLoopOn, AFirstStepPastItsViewFailsAtItsWait) {
 // with an error saying why (on the queue path the queue orders them); once the loop is done,
 // calls work again and carry on from its last step.
 TEST_P(CarriedLoopOn, OtherWorkOnTheGraphWaitsForTheLoopsEnd) {
-  const Stepping stepping = GetParam();
-  IRON_NEEDS_DEVICE(stepping.device);
-  SteppedOn on(stepping);
-  WalkOn walk_on(stepping.device);
-  CarriedLoop loop(walk_on.first, walk_on.body, 3);
+  CarriedLoop loop(first(), body(), 3);
   {
     auto steps = loop.run(10, {Tensor::from_ints({5}, {1})}, {{"step", 0}, {"node", 0}});
     for (int64_t k : steps) {
       if (k != 2 || !steps.chained()) continue;
       const std::string why = "a CarriedLoop's steps are running on the device";
-      expect_error([&] { walk_on.body({}); }, ErrorKind::value, {why});
-      expect_error([&] { walk_on.body.start(); }, ErrorKind::value, {why});
-      expect_error([&] { walk_on.g.compile({{"start", InputSpec({2}, i32)}}); }, ErrorKind::value, {why});
+      expect_error([&] { body()({}); }, ErrorKind::value, {why});
+      expect_error([&] { body().start(); }, ErrorKind::value, {why});
+      expect_error([&] { g().compile({{"start", InputSpec({2}, i32)}}); }, ErrorKind::value, {why});
     }
   }
-  EXPECT_EQ(walk_on.body({}).carried_value("step"), 12);
+  EXPECT_EQ(body()({}).carried_value("step"), 12);
 }
 
 TEST_P(CarriedLoopOn, ClosingEarlyWaitsOutTheStepsInFlight) {
-  const Stepping stepping = GetParam();
-  IRON_NEEDS_DEVICE(stepping.device);
-  SteppedOn on(stepping);
-  WalkOn walk_on(stepping.device);
-  Walk& g = walk_on.g;
-  CompiledGraph &first = walk_on.first, &body = walk_on.body;
-  Tensor visited_state = first.read(g.visited);
+  Tensor visited_state = first().read(g().visited);
   std::fill_n(visited_state.mutable_data_as<int32_t>(), 64, -1);
-  first.push(g.visited);
-  CarriedLoop loop(first, body, 3);
+  first().push(g().visited);
+  CarriedLoop loop(first(), body(), 3);
   int taken = 0;
   {
     auto steps = loop.run(30, {Tensor::from_ints({1}, {1})}, {{"step", 0}, {"node", 0}});
@@ -237,7 +233,7 @@ TEST_P(CarriedLoopOn, ClosingEarlyWaitsOutTheStepsInFlight) {
       ++taken;
     }
   }
-  auto visited = body.read(g.visited).to_ints();
+  auto visited = body().read(g().visited).to_ints();
   // first wrote entry 0; body steps 0..4 wrote entries 1..5 and were yielded; at most
   // depth - 1 = 2 more were in flight when the loop closed, and every one of those finished.
   int written = 0;

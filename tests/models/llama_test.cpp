@@ -237,22 +237,27 @@ TEST(SmolLM2, LogitsAtMediumPrecisionStayCloseToTheReference) {
 // blocks round the other way moves most (q8_0's worst position was 0.04 with the per-head kernel's
 // summation order): the per-position bound is loose, the means carry the comparison, and top-1 is
 // counted rather than required.
+// SmolLM2 at medium with `cache` against the float64 reference, its prompts scored by one
+// prefill or (decoding) by decode steps; top-1 counted, not required.
+iron::test::ReferenceFigures smollm2_at_medium(DType cache, bool decoding) {
+  iron::test::ReferenceCheck check;
+  check.model = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+  check.golden = "smollm2_logits.json";
+  check.precision = Precision::medium;
+  check.margin_needed = 0.3;
+  check.kl_bound = 0.25;
+  check.each_top1 = false;
+  check.cache = cache;
+  check.decoding = decoding;
+  return iron::test::check_against_reference(check);
+}
+
 TEST(SmolLM2, SmallerCachesAtMediumStayCloseToTheReference) {
 #ifdef IRON_SANITIZED_BUILD
   GTEST_SKIP() << "sanitizer build: the Release build compares whole models' logits";
 #endif
   IRON_NEEDS_SMOLLM2();
-  auto figures = [](DType cache) {
-    iron::test::ReferenceCheck check;
-    check.model = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
-    check.golden = "smollm2_logits.json";
-    check.precision = Precision::medium;
-    check.margin_needed = 0.3;
-    check.kl_bound = 0.25;
-    check.each_top1 = false;
-    check.cache = cache;
-    return iron::test::check_against_reference(check);
-  };
+  auto figures = [](DType cache) { return smollm2_at_medium(cache, false); };
   const double f32_cache = figures(f32).kl_mean;
   for (DType t : {f16, bf16, DType::q8_0}) {
     const iron::test::ReferenceFigures f = figures(t);
@@ -274,18 +279,7 @@ TEST(SmolLM2, DecodingAtMediumStaysCloseToTheReference) {
   GTEST_SKIP() << "sanitizer build: the Release build compares whole models' logits";
 #endif
   IRON_NEEDS_SMOLLM2();
-  auto figures = [](DType cache) {
-    iron::test::ReferenceCheck check;
-    check.model = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
-    check.golden = "smollm2_logits.json";
-    check.precision = Precision::medium;
-    check.margin_needed = 0.3;
-    check.kl_bound = 0.25;
-    check.each_top1 = false;
-    check.cache = cache;
-    check.decoding = true;
-    return iron::test::check_against_reference(check);
-  };
+  auto figures = [](DType cache) { return smollm2_at_medium(cache, true); };
   const double f32_cache = figures(f32).kl_mean;
   for (DType t : {f16, DType::q8_0}) {
     const iron::test::ReferenceFigures f = figures(t);
