@@ -71,7 +71,6 @@ class CarriedLoop {
     int64_t started_ = 0;
     std::deque<Run> in_flight_;                // the run queue's steps
     std::unique_ptr<detail::StepChain> chain_;  // or the device's own (null where it has none)
-    uint64_t generation_ = 0;                   // the arena's, when the chain was lowered
     std::exception_ptr failure_;                // the chain's first words were refused
   };
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "graph/arena.hpp"
 #include "graph/image.hpp"
 #include "graph/recording.hpp"
 #include "graph/run_queue.hpp"
@@ -50,7 +49,6 @@ CarriedLoop::Steps::Steps(CarriedLoop& loop, int64_t count) : loop_(loop), count
       failure_ = std::current_exception();
       return;
     }
-    if (chain_) generation_ = graph.arena().generation();
   }
   top_up();
   if (chain_) graph.chain_ = chain_.get();  // only once nothing here can throw
@@ -63,11 +61,9 @@ void CarriedLoop::Steps::top_up() {
   // fewer than that in flight keeps the oldest's until the host has read them.
   const int depth = chain_ ? chain_->depth() : std::min(loop_.depth_, int(detail::kRunSlots / 2));
   while (started_ < count_ && in_flight() < depth) {
+    // A chain's commands name the arena's buffers as they are: the graph refuses compiles and
+    // releases while it lives (Graph::settle), so they stay put.
     if (chain_) {
-      // A chain's commands name the arena's buffers as they were: compiling another version
-      // inside the loop may have moved them.
-      if (loop_.body_.graph_->arena().generation() != generation_)
-        value_error(loop_.body_.recording().graph + ": the graph's memory moved while a CarriedLoop ran (a version compiled inside the loop?)");
       chain_->submit();
     } else {
       in_flight_.push_back(loop_.body_.start());
