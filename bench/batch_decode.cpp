@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -67,6 +68,33 @@ int run(int argc, char** argv) {
       std::printf("round %d, %zu rows: %.1f tokens/s aggregate\n", round + 1, b, rates[b].back());
     }
   if (trace::on()) std::printf("trace: %zu spans in %s\n", trace::stop_and_write(trace_path), trace_path.c_str());
+  // Eight prompts arriving together: prefilled one at a time (a call per prompt and part), and
+  // together (BatchDecoder::prefill_parts: a call per part of every prompt), alternating.
+  std::vector<std::vector<int32_t>> prompts(8);
+  for (size_t s = 0; s < prompts.size(); ++s)
+    for (size_t k = 0; k < 9 + s % 5; ++k) prompts[s].push_back(prompt[(s + k) % prompt.size()]);
+  auto one_at_a_time = [&] {
+    for (size_t s = 0; s < prompts.size(); ++s) batch.prefill(int64_t(s), 0, prompts[s], {});
+  };
+  auto together = [&] {
+    std::vector<BatchDecoder::Prompt> all;
+    for (size_t s = 0; s < prompts.size(); ++s) all.push_back({int64_t(s), 0, prompts[s], 0, {}, 0});
+    batch.prefill(all);
+  };
+  one_at_a_time();  // compile every version once, untimed
+  together();
+  std::map<std::string, std::vector<double>> prefill_ms;
+  for (int round = 0; round < 5; ++round)
+    for (const auto& [name, fn] : {std::pair<std::string, std::function<void()>>{"one at a time", one_at_a_time},
+                                  {"together", together}}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fn();
+      prefill_ms[name].push_back(1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  for (const auto& [name, ms] : prefill_ms) {
+    const auto [lo, hi] = std::minmax_element(ms.begin(), ms.end());
+    std::printf("8 prompts of 9-13 ids, %s: %.1f-%.1f ms (5 rounds)\n", name.c_str(), *lo, *hi);
+  }
   for (size_t b : sizes) {
     const auto [lo, hi] = std::minmax_element(rates[b].begin(), rates[b].end());
     std::printf("%zu rows: %.1f-%.1f tokens/s aggregate (%d rounds of %d steps)\n", b, *lo, *hi, rounds, steps);

@@ -1,6 +1,7 @@
 // Several sequences decoded together (include/iron/models/batch.hpp).
 #include "iron/models/batch.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "iron/error.hpp"
@@ -47,26 +48,96 @@ int32_t BatchDecoder::prefill(int64_t slot, int64_t position, std::span<const in
 
 std::optional<int32_t> BatchDecoder::prefill_part(int64_t slot, int64_t position, std::span<const int32_t> ids,
                                                   int64_t& at, const Sampling& sampling, int64_t step) {
-  const int64_t context = model_.options().context, total = int64_t(ids.size());
-  if (ids.empty()) value_error("BatchDecoder::prefill: no ids");
-  if (position < 0 || position + total > context)
-    value_error("BatchDecoder::prefill: " + std::to_string(ids.size()) + " ids from position " +
-                std::to_string(position) + " do not fit a context of " + std::to_string(context));
-  if (at < 0 || at >= total) value_error("BatchDecoder::prefill_part: no ids left from " + std::to_string(at));
+  Prompt prompt{slot, position, ids, at, sampling, step};
+  const std::optional<int32_t> next = prefill_parts(std::span(&prompt, 1))[0];
+  at = prompt.at;
+  return next;
+}
+
+std::vector<int32_t> BatchDecoder::prefill(std::span<Prompt> prompts) {
+  std::vector<int32_t> first(prompts.size());
+  std::vector<size_t> left(prompts.size());
+  for (size_t i = 0; i < left.size(); ++i) left[i] = i;
+  while (!left.empty()) {
+    std::vector<Prompt> going;
+    for (size_t i : left) going.push_back(prompts[i]);
+    const std::vector<std::optional<int32_t>> drawn = prefill_parts(going);
+    std::vector<size_t> still;
+    for (size_t k = 0; k < left.size(); ++k) {
+      prompts[left[k]].at = going[k].at;
+      if (drawn[k])
+        first[left[k]] = *drawn[k];
+      else
+        still.push_back(left[k]);
+    }
+    left = std::move(still);
+  }
+  return first;
+}
+
+int64_t BatchDecoder::shared_prefill_rows() const {
   const int64_t chunk = model_.options().chunk;
-  int64_t n = chunk;
-  while (n > total - at) n /= 2;  // the largest power of two below chunk that fits, down to 1
-  if (n < 1) n = 1;
-  const std::vector<int32_t> tokens(ids.begin() + at, ids.begin() + at + n);
-  std::vector<int32_t> positions(static_cast<size_t>(n));
-  const std::vector<int32_t> slots(static_cast<size_t>(n), int32_t(slot));
-  for (int64_t r = 0; r < n; ++r) positions[size_t(r)] = int32_t(position + at + r);
-  // The first token is drawn at the position where LlamaRunner::generate's last prompt call
-  // (chunks of `chunk` rows) begins, as its prefill draws: one seed, one answer either way.
-  const int32_t draw_at = int32_t(position + (total - 1) / chunk * chunk);
-  const int32_t next = run(tokens, positions, slots, {int32_t(n - 1)}, {int32_t(step), draw_at}, {sampling})[0];
-  at += n;
-  if (at < total) return std::nullopt;
+  return model_.options().precision == Precision::highest ? std::min(chunk, kAloneRows) : chunk;
+}
+
+std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt> prompts) {
+  const int64_t context = model_.options().context, chunk = model_.options().chunk;
+  for (const Prompt& p : prompts) {
+    const int64_t total = int64_t(p.ids.size());
+    if (p.ids.empty()) value_error("BatchDecoder::prefill: no ids");
+    if (p.position < 0 || p.position + total > context)
+      value_error("BatchDecoder::prefill: " + std::to_string(total) + " ids from position " +
+                  std::to_string(p.position) + " do not fit a context of " + std::to_string(context));
+    if (p.at < 0 || p.at >= total) value_error("BatchDecoder::prefill_part: no ids left from " + std::to_string(p.at));
+  }
+  // Each prompt's next part: `chunk` ids, else the largest power of two below it that its ids
+  // left fill, down to 1; so a prompt is always cut the same way, whatever else shares its calls.
+  auto part = [&](const Prompt& p) {
+    int64_t n = chunk;
+    while (n > int64_t(p.ids.size()) - p.at) n /= 2;
+    return n < 1 ? int64_t(1) : n;
+  };
+  const int64_t budget = shared_prefill_rows();
+  std::vector<int32_t> tokens, positions, slots, pick, draws;
+  std::vector<Sampling> sampling;
+  std::vector<int64_t> taken(prompts.size(), 0);  // each prompt's part in this call (0: not taken)
+  std::vector<size_t> finishing;                   // the prompts whose last id goes in, in pick order
+  int64_t rows = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Prompt& p = prompts[i];
+    const int64_t n = part(p);
+    if (rows > 0 && rows + n > budget) continue;
+    for (int64_t r = 0; r < n; ++r) {
+      tokens.push_back(p.ids[size_t(p.at + r)]);
+      positions.push_back(int32_t(p.position + p.at + r));
+      slots.push_back(int32_t(p.slot));
+    }
+    rows += n;
+    taken[i] = n;
+    if (p.at + n == int64_t(p.ids.size())) {
+      // The first token is drawn at the position where LlamaRunner::generate's last prompt call
+      // (chunks of `chunk` rows) begins, as its prefill draws: one seed, one answer either way.
+      pick.push_back(int32_t(rows - 1));
+      draws.push_back(int32_t(p.step));
+      draws.push_back(int32_t(p.position + (int64_t(p.ids.size()) - 1) / chunk * chunk));
+      sampling.push_back(p.sampling);
+      finishing.push_back(i);
+    }
+    if (rows >= budget) break;
+  }
+  std::vector<std::optional<int32_t>> next(prompts.size());
+  // A call picks at least one row: where no prompt finishes in it, its last row's draw is made
+  // and dropped (as prefill_part's calls before a prompt's last always did).
+  const bool none = pick.empty();
+  if (none) {
+    pick.push_back(int32_t(rows - 1));
+    draws.insert(draws.end(), {0, 0});
+    sampling.push_back(prompts[0].sampling);
+  }
+  const std::vector<int32_t> drawn = run(tokens, positions, slots, pick, draws, sampling);
+  for (size_t i = 0; i < prompts.size(); ++i) prompts[i].at += taken[i];
+  if (!none)
+    for (size_t k = 0; k < finishing.size(); ++k) next[finishing[k]] = drawn[k];
   return next;
 }
 

@@ -145,45 +145,69 @@ void Scheduler::loop() {
     s->end(std::move(finish), std::move(error));
   };
   for (;;) {
-    std::shared_ptr<Sequence> joining;
+    std::vector<std::shared_ptr<Sequence>> joining;  // as many as there are free slots
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !rows.empty(); });
       if (queue_.empty() && rows.empty()) return;  // stopping, nothing left
-      if (!queue_.empty() && !free_slots.empty()) {
-        joining = queue_.front();
+      while (!queue_.empty() && joining.size() < free_slots.size()) {
+        joining.push_back(queue_.front());
         queue_.pop_front();
-        active_.push_back(joining);
-        totals_.prompt_tokens += joining->prompt_tokens_;
+        active_.push_back(joining.back());
+        totals_.prompt_tokens += joining.back()->prompt_tokens_;
       }
     }
-    if (joining) {
-      rows.push_back({joining, free_slots.back(), 0, 0, 0, 0});
+    for (auto& s : joining) {
+      rows.push_back({s, free_slots.back(), 0, 0, 0, 0});
       free_slots.pop_back();
     }
     // Cancelled rows leave before the step, not after it.
     for (size_t i = rows.size(); i-- > 0;)
       if (rows[i].seq->cancelled()) leave(i, "cancelled", {});
-    // One prompt chunk between two decode steps (the oldest prompt first): a sequence joins the
-    // batch at the step after its last chunk.
-    for (size_t i = 0; i < rows.size(); ++i) {
-      if (!rows[i].prefilling()) continue;
-      Row& row = rows[i];
-      try {
-        const Job& j = row.seq->job_;
-        if (auto first = batch.prefill_part(row.slot, 0, j.prompt, row.fed, j.sampling)) {
-          row.last = *first;
-          row.produced = 1;
-          row.position = int64_t(j.prompt.size());
-          row.seq->push(row.last);
-          note(1);
-          if (auto finish = ended(row)) leave(i, *finish, {});
-        }
-      } catch (const std::exception& e) {
-        log(LogLevel::error, std::string("serve: a sequence failed: ") + e.what());
-        leave(i, "error", e.what());
+    // One prefill call between two decode steps, taking the next chunk of as many prompts as
+    // share it (the oldest first; BatchDecoder::prefill_parts): sequences that arrive together
+    // are prefilled together, and each joins the batch at the step after its last chunk.
+    std::vector<size_t> feeding;
+    std::vector<models::BatchDecoder::Prompt> prompts;
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].prefilling()) {
+        const Job& j = rows[i].seq->job_;
+        feeding.push_back(i);
+        prompts.push_back({rows[i].slot, 0, j.prompt, rows[i].fed, j.sampling, 0});
       }
-      break;
+    if (!feeding.empty()) {
+      std::vector<std::optional<int32_t>> first(feeding.size());
+      std::vector<std::string> failed(feeding.size());
+      try {
+        first = batch.prefill_parts(prompts);
+      } catch (const std::exception& e) {
+        // Which prompt failed: each alone, so only its own sequence ends (a part the shared call
+        // wrote before failing is written again, the same ids at the same places).
+        log(LogLevel::error, std::string("serve: a prefill failed: ") + e.what());
+        for (size_t k = 0; k < feeding.size(); ++k) {
+          try {
+            first[k] = batch.prefill_parts(std::span(&prompts[k], 1))[0];
+          } catch (const std::exception& alone) {
+            failed[k] = alone.what();
+          }
+        }
+      }
+      for (size_t k = feeding.size(); k-- > 0;) {
+        Row& row = rows[feeding[k]];
+        if (!failed[k].empty()) {
+          log(LogLevel::error, "serve: a sequence failed: " + failed[k]);
+          leave(feeding[k], "error", failed[k]);
+          continue;
+        }
+        row.fed = prompts[k].at;
+        if (!first[k]) continue;
+        row.last = *first[k];
+        row.produced = 1;
+        row.position = int64_t(row.seq->job_.prompt.size());
+        row.seq->push(row.last);
+        note(1);
+        if (auto finish = ended(row)) leave(feeding[k], *finish, {});
+      }
     }
     std::vector<size_t> decoding;
     for (size_t i = 0; i < rows.size(); ++i)

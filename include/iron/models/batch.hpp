@@ -35,6 +35,32 @@ class BatchDecoder {
   std::optional<int32_t> prefill_part(int64_t slot, int64_t position, std::span<const int32_t> ids, int64_t& at,
                                       const Sampling& sampling, int64_t step = 0);
 
+  /// A prompt going in: its ids, written into `slot` from `position`, `at` of them in so far;
+  /// the token after its last drawn with `sampling` and the counter `step`.
+  struct Prompt {
+    int64_t slot = 0, position = 0;
+    std::span<const int32_t> ids;
+    int64_t at = 0;
+    Sampling sampling;
+    int64_t step = 0;
+  };
+  /// One call taking the next part of several prompts at once, each part cut as prefill_part()
+  /// cuts it: the prompts in order, each that still fits shared_prefill_rows() beside those
+  /// taken before it (the first always goes). Each taken prompt's `at` moves past its part;
+  /// per prompt, the token drawn once its last id is in, else nothing (not taken: nothing). What
+  /// a server's scheduler runs when several prompts arrive together: one call for all of them
+  /// reads the weights once, where a call each reads them once a prompt.
+  std::vector<std::optional<int32_t>> prefill_parts(std::span<Prompt> prompts);
+  /// Every prompt whole, in calls of prefill_parts(); each prompt's first token, in order.
+  std::vector<int32_t> prefill(std::span<Prompt> prompts);
+  /// The rows a call of prefill_parts() takes from several prompts: the chunk, except at highest,
+  /// where up to kAloneRows rows keep each row's sums its own (the matmuls' GEMV loop for every
+  /// row) and more would not, so there parts share a call only up to kAloneRows rows and a
+  /// longer part goes alone, as it would with no other prompt beside it.
+  int64_t shared_prefill_rows() const;
+  /// The rows a call at highest may hold while each row's sums stay those of the row alone.
+  static constexpr int64_t kAloneRows = 8;
+
   /// One row of a decode step: `token` goes in at `position` of `slot`; the next token is drawn
   /// with `sampling` and the counter `step` (a sequence's own: 0 at its first token, + 1 a step).
   struct Row {
