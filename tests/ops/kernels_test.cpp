@@ -1,10 +1,14 @@
 // Every operator's CPU kernel against its reference(), on ragged shapes, several dtypes and
 // per-call bounds, at 1 and 2 threads.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numbers>
 
 #include "iron/functional.hpp"
+#include "devices/cpu/kernel.hpp"
+#include "ops/copy/convert.hpp"
 #include "ops/op_harness.hpp"
 #include "ops/sample/sample.hpp"
 
@@ -371,6 +375,44 @@ TEST(OpKernels, CopyCastsBetweenDtypes) {
   q.in = {qs};
   q.out = {dense({2, 64}, bf16)};
   run_case(q);
+}
+
+// The lanes that write f16 and bf16 caches give the scalar conversions' bits on the values where
+// rounding is delicate: ties, the edge of f16's range, its subnormals, f32's subnormals, NaNs
+// (any payload, either sign) and infinities, at every length up to 40 (each tail).
+TEST(OpKernels, CopyConversionsInLanesGiveTheScalarBits) {
+  const cpu::Features& f = cpu::Features::host();
+  if (!f.avx2 || !f.f16c) GTEST_SKIP() << "no AVX2 and F16C here (the scalar conversions run)";
+  auto from_bits = [](uint32_t b) {
+    float x;
+    std::memcpy(&x, &b, 4);
+    return x;
+  };
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.5f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e30f,
+                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::ldexp(1.0f, -24), std::ldexp(1.0f, -25), 3 * std::ldexp(1.0f, -25),
+                               std::ldexp(1.0f, -14), std::nextafter(std::ldexp(1.0f, -14), 0.0f), 1e-40f, -1e-45f,
+                               from_bits(0x7fc00001u), from_bits(0xff800001u), from_bits(0x7fffffffu),
+                               from_bits(0x3f808000u), from_bits(0x3f818000u), from_bits(0x3f801000u),
+                               from_bits(0x3f803000u), from_bits(0x477fefffu), from_bits(0x477ff000u)};
+  uint32_t state = 12345;
+  while (values.size() < 200) {  // random bits, NaNs and all
+    state = state * 1664525u + 1013904223u;
+    values.push_back(from_bits(state));
+  }
+  for (int64_t n = 0; n <= 40; ++n)
+    for (size_t at = 0; at + size_t(n) <= values.size(); at += 7) {
+      std::vector<uint16_t> lanes(size_t(n) + 1, 0xabcd);
+      std::vector<uint16_t> scalar(static_cast<size_t>(n));
+      ops::copy::f32_to_f16_avx2(values.data() + at, lanes.data(), n);
+      for (int64_t i = 0; i < n; ++i) scalar[size_t(i)] = f32_to_f16(values[at + size_t(i)]);
+      EXPECT_TRUE(std::equal(scalar.begin(), scalar.end(), lanes.begin())) << "f16, " << n << " from " << at;
+      EXPECT_EQ(lanes[size_t(n)], 0xabcd) << "f16 wrote past its " << n;
+      ops::copy::f32_to_bf16_avx2(values.data() + at, lanes.data(), n);
+      for (int64_t i = 0; i < n; ++i) scalar[size_t(i)] = f32_to_bf16(values[at + size_t(i)]);
+      EXPECT_TRUE(std::equal(scalar.begin(), scalar.end(), lanes.begin())) << "bf16, " << n << " from " << at;
+      EXPECT_EQ(lanes[size_t(n)], 0xabcd) << "bf16 wrote past its " << n;
+    }
 }
 
 TEST(OpKernels, CopyAndGatherGatheredRows) {

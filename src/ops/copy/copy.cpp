@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/copy/convert.hpp"
 #include "ops/op.hpp"
 
 namespace iron::ops {
@@ -96,6 +97,11 @@ class CopyKernel final : public cpu::Kernel {
                     to_string(dst_.shape) + " with strides " + to_string(dst_.strides));
     }
     if (src_.rank() > 8) value_error("Copy of a view of rank above 8");
+    const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
+    if (src_.dtype == f32 && f.avx2 && f.f16c) {
+      if (dst_.dtype == f16) convert_ = copy::f32_to_f16_avx2;
+      if (dst_.dtype == bf16) convert_ = copy::f32_to_bf16_avx2;
+    }
   }
 
   void run(const int64_t* w, int thread, int threads) const override {
@@ -184,6 +190,10 @@ class CopyKernel final : public cpu::Kernel {
       std::memmove(dp, sp, size_t(storage_bytes(src_.dtype, n)));
       return;
     }
+    if (convert_) {
+      convert_(reinterpret_cast<const float*>(sp), reinterpret_cast<uint16_t*>(dp), n);
+      return;
+    }
     float buffer[256];
     for (int64_t k = 0; k < n; k += 256) {
       int64_t m = std::min<int64_t>(256, n - k);
@@ -193,6 +203,7 @@ class CopyKernel final : public cpu::Kernel {
   }
 
   cpu::Operand src_, dst_;
+  copy::ConvertFn convert_ = nullptr;  // f32 into f16 or bf16 in vector lanes, where the CPU has them
 };
 
 std::unique_ptr<cpu::Kernel> CopyOp::cpu_kernel(const cpu::KernelArgs& args) const {
