@@ -3,7 +3,8 @@
 //   ./build/bench/bench_batch_decode models/SmolLM2-135M-Instruct.Q4_1.gguf [threads] [precision] [TRACE]
 // What a server's continuous batching gains when a step reads the weights once for every row.
 // With TRACE, the last round's steps are written there as a timeline (bench/trace_summary.py
-// says where each step's time went).
+// says where each step's time went). Then 8 short prompts prefilled one at a time and together
+// (BatchDecoder::prefill_parts), alternating: what a server gains when prompts arrive at once.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

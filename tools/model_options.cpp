@@ -34,7 +34,7 @@ void add_model_options(CLI::App& cmd, ModelOptions& o) {
                    std::string("The KV cache's type for ") + what +
                        ": f32, f16, bf16 or q8_0 (" + (what[0] == 'k' ? "-ctk" : "-ctv") +
                        ", as llama.cpp; default: f32 at highest and high, " +
-                       std::string(name(models::kMediumCacheDtype)) + " at medium; f32 on the Vulkan device, which writes no other type yet)")
+                       std::string(name(models::kMediumCacheDtype)) + " at medium, on every device)")
         ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
 }
 
