@@ -80,7 +80,7 @@ int64_t BatchDecoder::shared_prefill_rows() const {
   return model_.options().precision == Precision::highest ? std::min(chunk, kAloneRows) : chunk;
 }
 
-std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt> prompts) {
+std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt> prompts, size_t always) {
   const int64_t context = model_.options().context, chunk = model_.options().chunk;
   for (const Prompt& p : prompts) {
     const int64_t total = int64_t(p.ids.size());
@@ -98,22 +98,46 @@ std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt
     return n < 1 ? int64_t(1) : n;
   };
   const int64_t budget = shared_prefill_rows();
+  // Which prompts go: in order, each whose part still fits the budget (the first `always`
+  // whatever their rows).
+  std::vector<int64_t> taken(prompts.size(), 0);  // each prompt's part in this call (0: not taken)
+  const size_t first = std::max<size_t>(always, 1);
+  int64_t rows = 0, picked = 0;
+  size_t going = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const int64_t n = part(prompts[i]);
+    if (i >= first && rows + n > budget) continue;
+    taken[i] = n;
+    rows += n;
+    ++going;
+    picked += prompts[i].at + n == int64_t(prompts[i].ids.size());
+    if (rows >= budget && i + 1 >= first) break;
+  }
+  // Each new (rows, picked) is a version compiled and kept (about 3 MiB and 0.5 MiB a picked
+  // row on SmolLM2), and shared calls meet many: past kSharedVersions of them, a call that would
+  // need another takes only its first prompts, whose shapes a call of them alone has.
+  const std::pair<int64_t, int64_t> shape{rows, std::max<int64_t>(picked, 1)};
+  if (going > first && !shapes_.count(shape)) {
+    if (shared_versions_ >= kSharedVersions) {
+      for (size_t i = first; i < prompts.size(); ++i) taken[i] = 0;
+    } else {
+      ++shared_versions_;
+    }
+  }
   std::vector<int32_t> tokens, positions, slots, pick, draws;
   std::vector<Sampling> sampling;
-  std::vector<int64_t> taken(prompts.size(), 0);  // each prompt's part in this call (0: not taken)
-  std::vector<size_t> finishing;                   // the prompts whose last id goes in, in pick order
-  int64_t rows = 0;
+  std::vector<size_t> finishing;  // the prompts whose last id goes in, in pick order
+  rows = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const Prompt& p = prompts[i];
-    const int64_t n = part(p);
-    if (rows > 0 && rows + n > budget) continue;
+    const int64_t n = taken[i];
+    if (n == 0) continue;
     for (int64_t r = 0; r < n; ++r) {
       tokens.push_back(p.ids[size_t(p.at + r)]);
       positions.push_back(int32_t(p.position + p.at + r));
       slots.push_back(int32_t(p.slot));
     }
     rows += n;
-    taken[i] = n;
     if (p.at + n == int64_t(p.ids.size())) {
       // The first token is drawn at the position where LlamaRunner::generate's last prompt call
       // (chunks of `chunk` rows) begins, as its prefill draws: one seed, one answer either way.
@@ -123,8 +147,8 @@ std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt
       sampling.push_back(p.sampling);
       finishing.push_back(i);
     }
-    if (rows >= budget) break;
   }
+  shapes_.insert({rows, std::max<int64_t>(int64_t(pick.size()), 1)});
   std::vector<std::optional<int32_t>> next(prompts.size());
   // A call picks at least one row: where no prompt finishes in it, its last row's draw is made
   // and dropped (as prefill_part's calls before a prompt's last always did).
@@ -156,6 +180,7 @@ std::vector<int32_t> BatchDecoder::step(std::span<const Row> rows) {
     draws[2 * b + 1] = int32_t(r.position);
     sampling[b] = r.sampling;
   }
+  shapes_.insert({int64_t(n), int64_t(n)});
   return run(tokens, positions, slots, pick, draws, sampling);
 }
 

@@ -353,6 +353,34 @@ TEST(BatchDecode, Stories260KPromptsPrefilledTogetherDecodeAsAlone) {
   }
 }
 
+// Shared calls meet many (rows, picked) shapes, each a version kept: past a bound, a call that
+// would need another takes its first prompt alone, so the versions stop growing; each prompt
+// still gets its part and its first token.
+TEST(BatchDecode, SharedPrefillCallsCompileABoundedNumberOfVersions) {
+  IRON_NEEDS_STORIES();
+  auto model = stories(4, Precision::medium);
+  BatchDecoder batch(*model);
+  std::vector<int32_t> ids(40);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(1 + (7 * i) % 500);
+  size_t after_warm_up = 0;
+  for (int round = 0; round < 2; ++round)
+    for (int64_t a = 1; a <= 15; ++a)
+      for (int64_t b = 1; b <= 15; ++b) {
+        // Two prompts of a and b ids, prefilled together: their parts (8, 4, 2, 1 rows) share
+        // calls of 2 to 16 rows picking none, one or both: 17 shapes but for the bound.
+        std::vector<BatchDecoder::Prompt> prompts{{0, 0, std::span(ids.data(), size_t(a)), 0, {}, 0},
+                                                  {1, 0, std::span(ids.data() + 3, size_t(b)), 0, {}, 0}};
+        const std::vector<int32_t> first = batch.prefill(prompts);
+        ASSERT_EQ(first.size(), 2u);
+        EXPECT_EQ(prompts[0].at, a);
+        EXPECT_EQ(prompts[1].at, b);
+        if (round == 0 && a == 15 && b == 15) after_warm_up = model->versions();
+      }
+  // The classic shapes (a part alone: 1, 2, 4 or 8 rows, one picked) and at most 16 shared ones.
+  EXPECT_LE(model->versions(), 4u + 16u);
+  EXPECT_EQ(model->versions(), after_warm_up) << "a second round of the same prompts compiled more";
+}
+
 TEST(BatchDecode, RefusesASlotOrPositionOutOfRange) {
   IRON_NEEDS_STORIES();
   auto model = stories(2);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 
 #include "iron/error.hpp"
 #include "iron/log.hpp"
@@ -164,78 +165,93 @@ void Scheduler::loop() {
     // Cancelled rows leave before the step, not after it.
     for (size_t i = rows.size(); i-- > 0;)
       if (rows[i].seq->cancelled()) leave(i, "cancelled", {});
-    // One prefill call between two decode steps, taking the next chunk of as many prompts as
-    // share it (the oldest first; BatchDecoder::prefill_parts): sequences that arrive together
-    // are prefilled together, and each joins the batch at the step after its last chunk.
-    std::vector<size_t> feeding;
-    std::vector<models::BatchDecoder::Prompt> prompts;
+    // One call steps every decoding row and takes the next part of as many prompts as fit beside
+    // them (BatchDecoder::prefill_parts, the oldest prompt first; a decoding row is a prompt of
+    // its one last token): prompts that arrive together are prefilled together, and in the
+    // decode step's own call, which reads the weights once for both. Prompts that did not fit
+    // (the rows already full) take a call of their own after it, so every prompt moves on each
+    // pass. A sequence joins the decoding rows at the call after its last part.
+    std::vector<size_t> place;  // each call's row: rows[place[k]]
+    std::vector<models::BatchDecoder::Prompt> calls;
+    size_t decoding = 0;
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (!rows[i].prefilling()) {
+        const Row& r = rows[i];
+        place.push_back(i);
+        calls.push_back({r.slot, r.position, std::span(&r.last, 1), 0, r.seq->job_.sampling, r.produced});
+        ++decoding;
+      }
     for (size_t i = 0; i < rows.size(); ++i)
       if (rows[i].prefilling()) {
         const Job& j = rows[i].seq->job_;
-        feeding.push_back(i);
-        prompts.push_back({rows[i].slot, 0, j.prompt, rows[i].fed, j.sampling, 0});
+        place.push_back(i);
+        calls.push_back({rows[i].slot, 0, j.prompt, rows[i].fed, j.sampling, 0});
       }
-    if (!feeding.empty()) {
-      std::vector<std::optional<int32_t>> first(feeding.size());
-      std::vector<std::string> failed(feeding.size());
+    if (calls.empty()) continue;
+    const std::vector<models::BatchDecoder::Prompt> before = calls;
+    std::vector<std::optional<int32_t>> drawn(calls.size());
+    std::vector<std::string> failed(calls.size());
+    // Runs calls [from, to) in one call (the first `always` of them whatever their rows); on an
+    // error, says it for every one of them.
+    auto run = [&](size_t from, size_t to, size_t always) {
+      std::vector<models::BatchDecoder::Prompt> part(calls.begin() + int64_t(from), calls.begin() + int64_t(to));
       try {
-        first = batch.prefill_parts(prompts);
+        const std::vector<std::optional<int32_t>> got = batch.prefill_parts(part, always);
+        for (size_t k = from; k < to; ++k) {
+          calls[k].at = part[k - from].at;
+          drawn[k] = got[k - from];
+        }
       } catch (const std::exception& e) {
-        // Which prompt failed: each alone, so only its own sequence ends (a part the shared call
-        // wrote before failing is written again, the same ids at the same places).
-        log(LogLevel::error, std::string("serve: a prefill failed: ") + e.what());
-        for (size_t k = 0; k < feeding.size(); ++k) {
-          try {
-            first[k] = batch.prefill_parts(std::span(&prompts[k], 1))[0];
-          } catch (const std::exception& alone) {
-            failed[k] = alone.what();
-          }
-        }
+        for (size_t k = from; k < to; ++k) failed[k] = e.what();
       }
-      for (size_t k = feeding.size(); k-- > 0;) {
-        Row& row = rows[feeding[k]];
-        if (!failed[k].empty()) {
-          log(LogLevel::error, "serve: a sequence failed: " + failed[k]);
-          leave(feeding[k], "error", failed[k]);
-          continue;
-        }
-        row.fed = prompts[k].at;
-        if (!first[k]) continue;
-        row.last = *first[k];
+    };
+    run(0, calls.size(), std::max<size_t>(decoding, 1));
+    bool any_failed = false;
+    for (const std::string& f : failed) any_failed = any_failed || !f.empty();
+    if (any_failed) {
+      // Which failed: the decode step alone, then each prompt alone, so a failing prompt ends
+      // only its own sequence (a part the shared call wrote before failing is written again, the
+      // same ids at the same places).
+      log(LogLevel::error, "serve: a call failed: " + failed[0]);
+      calls = before;
+      std::fill(failed.begin(), failed.end(), std::string());
+      if (decoding) run(0, decoding, decoding);
+      for (size_t k = decoding; k < calls.size(); ++k) run(k, k + 1, 1);
+    } else if (calls.size() > decoding) {
+      bool taken = false;
+      for (size_t k = decoding; k < calls.size(); ++k) taken = taken || calls[k].at > before[k].at;
+      if (!taken) run(decoding, calls.size(), 1);
+    }
+    // What each row got, the last rows first (a row that leaves shifts those after it).
+    std::vector<size_t> order(calls.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return place[a] > place[b]; });
+    int64_t produced = 0;
+    for (size_t k : order) {
+      const size_t i = place[k];
+      Row& row = rows[i];
+      if (!failed[k].empty()) {
+        log(LogLevel::error, std::string("serve: ") + (k < decoding ? "a decode step" : "a sequence") +
+                                 " failed: " + failed[k]);
+        leave(i, "error", failed[k]);
+        continue;
+      }
+      if (k < decoding) {
+        row.last = *drawn[k];
+        ++row.produced;
+        ++row.position;
+      } else {
+        row.fed = calls[k].at;
+        if (!drawn[k]) continue;
+        row.last = *drawn[k];
         row.produced = 1;
         row.position = int64_t(row.seq->job_.prompt.size());
-        row.seq->push(row.last);
-        note(1);
-        if (auto finish = ended(row)) leave(feeding[k], *finish, {});
       }
+      row.seq->push(row.last);
+      ++produced;
+      if (auto finish = ended(row)) leave(i, *finish, {});
     }
-    std::vector<size_t> decoding;
-    for (size_t i = 0; i < rows.size(); ++i)
-      if (!rows[i].prefilling()) decoding.push_back(i);
-    if (decoding.empty()) continue;
-    std::vector<models::BatchDecoder::Row> step;
-    for (size_t i : decoding) {
-      const Row& r = rows[i];
-      step.push_back({r.slot, r.position, r.last, r.produced, r.seq->job_.sampling});
-    }
-    std::vector<int32_t> next;
-    try {
-      next = batch.step(step);
-    } catch (const std::exception& e) {
-      log(LogLevel::error, std::string("serve: a decode step failed: ") + e.what());
-      for (size_t k = decoding.size(); k-- > 0;) leave(decoding[k], "error", e.what());
-      continue;
-    }
-    note(int64_t(next.size()));
-    for (size_t k = 0; k < decoding.size(); ++k) {
-      Row& r = rows[decoding[k]];
-      r.last = next[k];
-      ++r.produced;
-      ++r.position;
-      r.seq->push(next[k]);
-    }
-    for (size_t k = decoding.size(); k-- > 0;)
-      if (auto finish = ended(rows[decoding[k]])) leave(decoding[k], *finish, {});
+    note(produced);
   }
 }
 

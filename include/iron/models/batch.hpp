@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "iron/graph.hpp"
@@ -46,11 +48,14 @@ class BatchDecoder {
   };
   /// One call taking the next part of several prompts at once, each part cut as prefill_part()
   /// cuts it: the prompts in order, each that still fits shared_prefill_rows() beside those
-  /// taken before it (the first always goes). Each taken prompt's `at` moves past its part;
+  /// taken before it (the first `always` go whatever their rows, and at least the first). A
+  /// decode row is a prompt of one id (its token, at its position, `step` its counter): a
+  /// scheduler passes its decoding rows first, as `always`, and the prompts going in after
+  /// them, so one call makes the step and takes what fits of the prompts. Each taken prompt's `at` moves past its part;
   /// per prompt, the token drawn once its last id is in, else nothing (not taken: nothing). What
   /// a server's scheduler runs when several prompts arrive together: one call for all of them
   /// reads the weights once, where a call each reads them once a prompt.
-  std::vector<std::optional<int32_t>> prefill_parts(std::span<Prompt> prompts);
+  std::vector<std::optional<int32_t>> prefill_parts(std::span<Prompt> prompts, size_t always = 1);
   /// Every prompt whole, in calls of prefill_parts(); each prompt's first token, in order.
   std::vector<int32_t> prefill(std::span<Prompt> prompts);
   /// The rows a call of prefill_parts() takes from several prompts: the chunk, except at highest,
@@ -87,6 +92,11 @@ class BatchDecoder {
   DecoderModel& model_;
   CompileOptions compile_;
   Tensor logits_;
+  // The (rows, picked) of every version run so far, and how many of them only a shared call
+  // needed: those are bounded (prefill_parts).
+  std::set<std::pair<int64_t, int64_t>> shapes_;
+  int64_t shared_versions_ = 0;
+  static constexpr int64_t kSharedVersions = 16;
 };
 
 }  // namespace iron::models
