@@ -72,6 +72,40 @@ TEST(ServeScheduler, ConcurrentSequencesGetTheirOwnTokens) {
   EXPECT_EQ(st.prompt_tokens, 3 * int64_t(jobs.size()));
 }
 
+// A prompt the model refuses (longer than the context: the server refuses it before, the
+// scheduler must not rely on that) ends its own sequence with the error; the sequences whose
+// calls it shared get their tokens as alone.
+TEST(ServeScheduler, AFailingPromptEndsOnlyItsOwnSequence) {
+  IRON_NEEDS_STORIES();
+  auto runner = open_stories(64, 3);
+  std::vector<serve::Job> jobs(3);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].prompt = {1, int32_t(300 + i), int32_t(400 - i)};
+    jobs[i].max_tokens = 12;
+    jobs[i].stop_at_end = false;
+  }
+  jobs[1].prompt.assign(100, 7);  // past the context of 64
+  std::vector<std::vector<int32_t>> alone(jobs.size());
+  for (size_t i : {size_t(0), size_t(2)})
+    runner->generate(jobs[i].prompt, jobs[i].max_tokens, [&](int32_t id) { alone[i].push_back(id); }, false, 0,
+                     nullptr, &jobs[i].sampling);
+  serve::Scheduler scheduler(*runner, 3, 8);
+  std::vector<std::shared_ptr<serve::Sequence>> seqs;
+  for (const serve::Job& j : jobs) seqs.push_back(scheduler.submit(j));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_NE(seqs[i], nullptr);
+    const auto [ids, finish] = drain(*seqs[i]);
+    if (i == 1) {
+      EXPECT_EQ(finish, "error");
+      EXPECT_NE(seqs[i]->error().find("do not fit a context of 64"), std::string::npos) << seqs[i]->error();
+      EXPECT_TRUE(ids.empty());
+    } else {
+      EXPECT_EQ(finish, "length") << i;
+      EXPECT_EQ(ids, alone[i]) << "sequence " << i;
+    }
+  }
+}
+
 TEST(ServeScheduler, AFullQueueRefusesACancelLeavesAtOnce) {
   IRON_NEEDS_STORIES();
   auto runner = open_stories(2048);

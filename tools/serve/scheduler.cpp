@@ -205,23 +205,24 @@ void Scheduler::loop() {
         for (size_t k = from; k < to; ++k) failed[k] = e.what();
       }
     };
-    run(0, calls.size(), std::max<size_t>(decoding, 1));
-    bool any_failed = false;
-    for (const std::string& f : failed) any_failed = any_failed || !f.empty();
-    if (any_failed) {
-      // Which failed: the decode step alone, then each prompt alone, so a failing prompt ends
-      // only its own sequence (a part the shared call wrote before failing is written again, the
-      // same ids at the same places).
-      log(LogLevel::error, "serve: a call failed: " + failed[0]);
-      calls = before;
-      std::fill(failed.begin(), failed.end(), std::string());
-      if (decoding) run(0, decoding, decoding);
-      for (size_t k = decoding; k < calls.size(); ++k) run(k, k + 1, 1);
-    } else if (calls.size() > decoding) {
-      bool taken = false;
-      for (size_t k = decoding; k < calls.size(); ++k) taken = taken || calls[k].at > before[k].at;
-      if (!taken) run(decoding, calls.size(), 1);
-    }
+    // Runs calls [from, to) as run() does; if that fails, finds which failed: the decoding rows
+    // among them in one call, then each prompt alone, so a failing prompt ends only its own
+    // sequence (a part the failed call wrote is written again, the same ids at the same places).
+    auto run_or_find = [&](size_t from, size_t to, size_t always) {
+      run(from, to, always);
+      if (failed[from].empty()) return;
+      log(LogLevel::error, "serve: a call failed: " + failed[from]);
+      for (size_t k = from; k < to; ++k) {
+        calls[k] = before[k];
+        failed[k].clear();
+      }
+      if (from < decoding) run(from, decoding, decoding - from);
+      for (size_t k = std::max(from, decoding); k < to; ++k) run(k, k + 1, 1);
+    };
+    run_or_find(0, calls.size(), std::max<size_t>(decoding, 1));
+    bool taken = false;
+    for (size_t k = decoding; k < calls.size(); ++k) taken = taken || calls[k].at > before[k].at || !failed[k].empty();
+    if (calls.size() > decoding && !taken) run_or_find(decoding, calls.size(), 1);
     // What each row got, the last rows first (a row that leaves shifts those after it).
     std::vector<size_t> order(calls.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
