@@ -1,9 +1,10 @@
 // The thread that owns the model. Requests are queued (bounded: a full queue is the caller's
 // 503) and served in order; each one's tokens are handed to its Sequence as they land, where the
 // connection's thread waits for them. Up to `parallel` sequences decode together (continuous
-// batching, models::BatchDecoder, on every device): each in a cache slot of its own, a new one's
-// prompt prefilled between decode steps, joining the batch at the next step; a finished or
-// cancelled one leaves at once.
+// batching, models::BatchDecoder, on every device): each in a cache slot of its own, new
+// prompts prefilled a part at a time in the decode step's call where they fit beside its rows
+// (else in a call of their own after it), each joining the batch at the next call; a finished
+// or cancelled one leaves at once.
 #pragma once
 
 #include <atomic>
