@@ -41,17 +41,8 @@ std::vector<int32_t> BatchDecoder::run(const std::vector<int32_t>& tokens, const
 
 int32_t BatchDecoder::prefill(int64_t slot, int64_t position, std::span<const int32_t> ids, const Sampling& sampling,
                               int64_t step) {
-  int64_t at = 0;
-  for (;;)
-    if (auto next = prefill_part(slot, position, ids, at, sampling, step)) return *next;
-}
-
-std::optional<int32_t> BatchDecoder::prefill_part(int64_t slot, int64_t position, std::span<const int32_t> ids,
-                                                  int64_t& at, const Sampling& sampling, int64_t step) {
-  Prompt prompt{slot, position, ids, at, sampling, step};
-  const std::optional<int32_t> next = prefill_parts(std::span(&prompt, 1))[0];
-  at = prompt.at;
-  return next;
+  Prompt prompt{slot, position, ids, 0, sampling, step};
+  return prefill(std::span(&prompt, 1))[0];
 }
 
 std::vector<int32_t> BatchDecoder::prefill(std::span<Prompt> prompts) {
@@ -88,7 +79,7 @@ std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt
     if (p.position < 0 || p.position + total > context)
       value_error("BatchDecoder::prefill: " + std::to_string(total) + " ids from position " +
                   std::to_string(p.position) + " do not fit a context of " + std::to_string(context));
-    if (p.at < 0 || p.at >= total) value_error("BatchDecoder::prefill_part: no ids left from " + std::to_string(p.at));
+    if (p.at < 0 || p.at >= total) value_error("BatchDecoder::prefill_parts: no ids left from " + std::to_string(p.at));
   }
   // Each prompt's next part: `chunk` ids, else the largest power of two below it that its ids
   // left fill, down to 1; so a prompt is always cut the same way, whatever else shares its calls.
@@ -151,7 +142,7 @@ std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt
   shapes_.insert({rows, std::max<int64_t>(int64_t(pick.size()), 1)});
   std::vector<std::optional<int32_t>> next(prompts.size());
   // A call picks at least one row: where no prompt finishes in it, its last row's draw is made
-  // and dropped (as prefill_part's calls before a prompt's last always did).
+  // and dropped.
   const bool none = pick.empty();
   if (none) {
     pick.push_back(int32_t(rows - 1));

@@ -24,6 +24,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+void check_in_vocabulary(const std::vector<int32_t>& ids, int64_t vocab) {
+  for (int32_t id : ids)
+    if (id < 0 || id >= vocab) value_error("token id " + std::to_string(id) + " is outside the vocabulary");
+}
+
 std::string gib(int64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(int64_t(1) << 30));
@@ -141,8 +146,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
                 (start ? " after " + std::to_string(start) + " already in the cache" : std::string()) +
                 "; the context holds " + std::to_string(context) + " (raise -c up to the model's " +
                 std::to_string(config().context) + ")");
-  for (int32_t id : prompt)
-    if (id < 0 || id >= config().vocab) value_error("token id " + std::to_string(id) + " is outside the vocabulary");
+  check_in_vocabulary(prompt, config().vocab);
   stats.prompt_tokens = int64_t(prompt.size());
   CompiledGraph& prefill = prefill_version();
   CompiledGraph& decode = decode_version();
@@ -304,8 +308,7 @@ Tensor LlamaRunner::score_decoding(const std::vector<int32_t>& prompt) {
   if (n >= options_.model.context)
     value_error("score_decoding: " + std::to_string(n) + " tokens do not fit the context of " +
                 std::to_string(options_.model.context));
-  for (int32_t id : prompt)
-    if (id < 0 || id >= vocab) value_error("token id " + std::to_string(id) + " is outside the vocabulary");
+  check_in_vocabulary(prompt, vocab);
   Tensor logits = Tensor::zeros({n, vocab}, f32);
   auto keep = [&](int64_t row, const Tensor& t) {
     std::memcpy(logits.mutable_data_as<float>() + row * vocab, t.data(), size_t(vocab) * 4);

@@ -92,6 +92,18 @@ Decoded alone(const Sequence& s, int64_t slot, const CompileOptions& compile) {
   return d;
 }
 
+// Every sequence's tokens are alone's, and every sum alike: the logits bit for bit, step by
+// step, not only the tokens they pick.
+void expect_decoded_as_alone(const std::vector<Decoded>& got, const std::vector<Decoded>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t s = 0; s < want.size(); ++s) {
+    EXPECT_EQ(got[s].tokens, want[s].tokens) << "sequence " << s;
+    ASSERT_EQ(got[s].logits.size(), want[s].logits.size());
+    for (size_t k = 0; k < want[s].logits.size(); ++k)
+      EXPECT_TRUE(got[s].logits[k] == want[s].logits[k]) << "sequence " << s << " step " << k;
+  }
+}
+
 void expect_rows_decode_as_alone(const CompileOptions& compile) {
   const std::vector<Sequence> seqs = sequences();
   std::vector<Decoded> want;
@@ -143,13 +155,9 @@ void expect_rows_decode_as_alone(const CompileOptions& compile) {
     }
   }
   ASSERT_EQ(got.size(), seqs.size());
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    EXPECT_EQ(got[s].tokens, want[s].tokens) << "sequence " << s;
-    // Every sum alike: the logits bit for bit, not only the tokens they pick.
-    ASSERT_EQ(got[s].logits.size(), want[s].logits.size());
-    for (size_t k = 0; k < want[s].logits.size(); ++k)
-      EXPECT_TRUE(got[s].logits[k] == want[s].logits[k]) << "sequence " << s << " step " << k;
-  }
+  std::vector<Decoded> all;
+  for (size_t s = 0; s < seqs.size(); ++s) all.push_back(got[s]);
+  expect_decoded_as_alone(all, want);
 }
 
 TEST(BatchDecode, Stories260KRowsInABatchDecodeAsAlone) {
@@ -345,12 +353,7 @@ TEST(BatchDecode, Stories260KPromptsPrefilledTogetherDecodeAsAlone) {
         got[s].tokens.push_back(next);
         got[s].logits.push_back(logits_row(batch, i));
       });
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    EXPECT_EQ(got[s].tokens, want[s].tokens) << "sequence " << s;
-    ASSERT_EQ(got[s].logits.size(), want[s].logits.size());
-    for (size_t k = 0; k < want[s].logits.size(); ++k)
-      EXPECT_TRUE(got[s].logits[k] == want[s].logits[k]) << "sequence " << s << " step " << k;
-  }
+  expect_decoded_as_alone(got, want);
 }
 
 // Shared calls meet many (rows, picked) shapes, each a version kept: past a bound, a call that

@@ -230,6 +230,34 @@ TEST(SmolLM2, LogitsAtMediumPrecisionStayCloseToTheReference) {
   check_smollm2_against_reference(Precision::medium, 0.3, 4e-2, "cpu", f32);
 }
 
+// SmolLM2 at medium, for each cache type in `types`, against the float64 reference, its prompts
+// scored by one prefill or (decoding) by decode steps: each type's KL mean within twice the f32
+// cache's, top-1 counted (at least 120 of 130 agree) rather than required; with `default_bound`,
+// the default at medium (kMediumCacheDtype) within 1.2x.
+void expect_caches_close_at_medium(bool decoding, std::initializer_list<DType> types, bool default_bound) {
+  auto figures = [&](DType cache) {
+    iron::test::ReferenceCheck check;
+    check.model = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    check.golden = "smollm2_logits.json";
+    check.precision = Precision::medium;
+    check.margin_needed = 0.3;
+    check.kl_bound = 0.25;
+    check.each_top1 = false;
+    check.cache = cache;
+    check.decoding = decoding;
+    return iron::test::check_against_reference(check);
+  };
+  const double f32_cache = figures(f32).kl_mean;
+  for (DType t : types) {
+    const iron::test::ReferenceFigures f = figures(t);
+    EXPECT_LE(f.kl_mean, 2.0 * f32_cache) << name(t);
+    EXPECT_GE(f.top1_agree, 120) << name(t);
+    if (default_bound && t == kMediumCacheDtype) {
+      EXPECT_LE(f.kl_mean, 1.2 * f32_cache) << name(t);
+    }
+  }
+}
+
 // Each smaller cache type at medium, against the f32 cache at medium: the default at medium
 // (kMediumCacheDtype) costs at most 1.2x the f32 cache's KL mean, every type at most 2x. Measured:
 // f32 3.06e-3 mean (max 3.0e-2), f16 3.52e-3 (2.9e-2), bf16 3.59e-3 (2.7e-2), q8_0 5.71e-3
@@ -237,36 +265,12 @@ TEST(SmolLM2, LogitsAtMediumPrecisionStayCloseToTheReference) {
 // blocks round the other way moves most (q8_0's worst position was 0.04 with the per-head kernel's
 // summation order): the per-position bound is loose, the means carry the comparison, and top-1 is
 // counted rather than required.
-// SmolLM2 at medium with `cache` against the float64 reference, its prompts scored by one
-// prefill or (decoding) by decode steps; top-1 counted, not required.
-iron::test::ReferenceFigures smollm2_at_medium(DType cache, bool decoding) {
-  iron::test::ReferenceCheck check;
-  check.model = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
-  check.golden = "smollm2_logits.json";
-  check.precision = Precision::medium;
-  check.margin_needed = 0.3;
-  check.kl_bound = 0.25;
-  check.each_top1 = false;
-  check.cache = cache;
-  check.decoding = decoding;
-  return iron::test::check_against_reference(check);
-}
-
 TEST(SmolLM2, SmallerCachesAtMediumStayCloseToTheReference) {
 #ifdef IRON_SANITIZED_BUILD
   GTEST_SKIP() << "sanitizer build: the Release build compares whole models' logits";
 #endif
   IRON_NEEDS_SMOLLM2();
-  auto figures = [](DType cache) { return smollm2_at_medium(cache, false); };
-  const double f32_cache = figures(f32).kl_mean;
-  for (DType t : {f16, bf16, DType::q8_0}) {
-    const iron::test::ReferenceFigures f = figures(t);
-    EXPECT_LE(f.kl_mean, 2.0 * f32_cache) << name(t);
-    EXPECT_GE(f.top1_agree, 120) << name(t);
-    if (t == kMediumCacheDtype) {
-      EXPECT_LE(f.kl_mean, 1.2 * f32_cache) << name(t);
-    }
-  }
+  expect_caches_close_at_medium(false, {f16, bf16, DType::q8_0}, true);
 }
 
 // The same at medium through decode steps (LlamaRunner::score_decoding: each token fed to a
@@ -279,13 +283,7 @@ TEST(SmolLM2, DecodingAtMediumStaysCloseToTheReference) {
   GTEST_SKIP() << "sanitizer build: the Release build compares whole models' logits";
 #endif
   IRON_NEEDS_SMOLLM2();
-  auto figures = [](DType cache) { return smollm2_at_medium(cache, true); };
-  const double f32_cache = figures(f32).kl_mean;
-  for (DType t : {f16, DType::q8_0}) {
-    const iron::test::ReferenceFigures f = figures(t);
-    EXPECT_LE(f.kl_mean, 2.0 * f32_cache) << name(t);
-    EXPECT_GE(f.top1_agree, 120) << name(t);
-  }
+  expect_caches_close_at_medium(true, {f16, DType::q8_0}, false);
 }
 
 }  // namespace

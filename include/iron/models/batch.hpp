@@ -31,11 +31,6 @@ class BatchDecoder {
   /// leaves in the cache does not depend on other sequences.
   int32_t prefill(int64_t slot, int64_t position, std::span<const int32_t> ids, const Sampling& sampling,
                   int64_t step = 0);
-  /// One of prefill()'s calls: the ids from `at` that its next call takes (cut as prefill() cuts
-  /// them), `at` moved past them; the token drawn once the last id is in, else nothing. What a
-  /// scheduler runs between decode steps, so a long prompt does not hold the other rows.
-  std::optional<int32_t> prefill_part(int64_t slot, int64_t position, std::span<const int32_t> ids, int64_t& at,
-                                      const Sampling& sampling, int64_t step = 0);
 
   /// A prompt going in: its ids, written into `slot` from `position`, `at` of them in so far;
   /// the token after its last drawn with `sampling` and the counter `step`.
@@ -46,8 +41,8 @@ class BatchDecoder {
     Sampling sampling;
     int64_t step = 0;
   };
-  /// One call taking the next part of several prompts at once, each part cut as prefill_part()
-  /// cuts it: the prompts in order, each that still fits shared_prefill_rows() beside those
+  /// One call taking the next part of several prompts at once, each part cut as prefill() cuts
+  /// a prompt: the prompts in order, each that still fits shared_prefill_rows() beside those
   /// taken before it (the first `always` go whatever their rows, and at least the first). A
   /// decode row is a prompt of one id (its token, at its position, `step` its counter): a
   /// scheduler passes its decoding rows first, as `always`, and the prompts going in after

@@ -1,8 +1,8 @@
 // Copy's conversions from f32 into the 2-byte types in 8 lanes (AVX2 with F16C), for the copies
-// that write a decode step's keys and values into f16 or bf16 caches. The scalar loops
-// (iron::from_f32) take a few ns an element; a batched step of 8 rows spent 8.8-10.4 us a layer
-// on each of its two cache copies, on one thread while the other waited, and 4.9-6.9 us in lanes
-// (bench_batch_decode ... medium TRACE.json). Bit for bit iron::f32_to_f16 and iron::f32_to_bf16
+// that write a decode step's keys and values into f16 or bf16 caches. With the scalar loops
+// (iron::from_f32) a batched step of 8 rows spent 8.8-10.4 us a layer on each of its two cache
+// copies, on one thread while the other waited; 4.9-6.9 us with these (bench_batch_decode ...
+// medium TRACE.json). Bit for bit iron::f32_to_f16 and iron::f32_to_bf16
 // (round to nearest even, NaN as they write it).
 #pragma once
 
