@@ -200,6 +200,30 @@ BENCHMARK(BM_GEMM)
     ->ArgNames({"shape", "rows", "threads", "fast"})
     ->UseRealTime()
     ->MinTime(0.3);
+// The same rows with the weight cold, as a decode step meets each layer's (rotating over copies
+// past the last-level cache): whether the products hide the weight's reading or wait on it.
+// Args: shape, rows, threads.
+void BM_GEMMCold(benchmark::State& state) {
+  const Shape2& s = kShapes[state.range(0)];
+  const int64_t rows = state.range(1);
+  const int threads = int(state.range(2));
+  const int copies = int(std::max<int64_t>(2, (int64_t(256) << 20) / weight_bytes(s) + 1));
+  Setup setup(s, rows, copies, true, Precision::medium, true);
+  size_t i = 0;
+  for (auto _ : state) {
+    cpu::run_kernel(*setup.kernels[i], kWords, threads);
+    if (++i == setup.kernels.size()) i = 0;
+  }
+  benchmark::DoNotOptimize(setup.y.data());
+  state.counters["GB/s"] = benchmark::Counter(
+      double(weight_bytes(s)) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(s.name);
+}
+BENCHMARK(BM_GEMMCold)
+    ->ArgsProduct({shapes(0, kSmolShapes), {1, 8}, {1, 2}})
+    ->ArgNames({"shape", "rows", "threads"})
+    ->UseRealTime()
+    ->MinTime(0.3);
 // The other kinds the int8 path takes, either side of the row count from which a batched step's
 // rows take AMX-INT8 tiles where it runs (gemm_fast.cpp: q8_0 8, the K-quants 9, q5_0 / q5_1 12).
 BENCHMARK(BM_GEMM)
