@@ -119,14 +119,13 @@ struct Setup {
   }
 };
 
-// Args: shape, threads, fast (0 portable, 1 dispatched), cold (1: rotate over > 128 MiB).
-void BM_GEMV(benchmark::State& state) {
-  const Shape2& s = kShapes[state.range(0)];
-  const int threads = int(state.range(1));
-  const bool fast = state.range(2) != 0, cold = state.range(3) != 0;
-  const int copies =
-      cold ? int(std::max<int64_t>(2, (int64_t(128) << 20) / weight_bytes(s) + 1)) : 1;
-  Setup setup(s, 1, copies, fast);
+// Copies of a weight of shape `s` that together pass `bytes` (a weight read cold), or one.
+int copies_past(const Shape2& s, bool cold, int64_t bytes) {
+  return cold ? int(std::max<int64_t>(2, bytes / weight_bytes(s) + 1)) : 1;
+}
+
+// Times the setup's kernels in turn (each copy of the weight once a round), GB/s of weight read.
+void time_rotating(benchmark::State& state, Setup& setup, const Shape2& s, int threads) {
   size_t i = 0;
   for (auto _ : state) {
     cpu::run_kernel(*setup.kernels[i], kWords, threads);
@@ -136,6 +135,16 @@ void BM_GEMV(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(
       double(weight_bytes(s)) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(s.name);
+}
+
+// Args: shape, threads, fast (0 portable, 1 dispatched), cold (1: rotate over > 128 MiB).
+void BM_GEMV(benchmark::State& state) {
+  const Shape2& s = kShapes[state.range(0)];
+  const int threads = int(state.range(1));
+  const bool fast = state.range(2) != 0, cold = state.range(3) != 0;
+  const int copies = copies_past(s, cold, int64_t(128) << 20);
+  Setup setup(s, 1, copies, fast);
+  time_rotating(state, setup, s, threads);
 }
 BENCHMARK(BM_GEMV)
     ->ArgsProduct({shapes(0, kAllShapes), {1, 2}, {0, 1}, {1, 0}})
@@ -150,18 +159,9 @@ void BM_GEMVInt8(benchmark::State& state) {
   const Shape2& s = kShapes[state.range(0)];
   const bool cold = state.range(1) != 0;
   const int threads = int(state.range(2));
-  const int copies =
-      cold ? int(std::max<int64_t>(2, (int64_t(128) << 20) / weight_bytes(s) + 1)) : 1;
+  const int copies = copies_past(s, cold, int64_t(128) << 20);
   Setup setup(s, 1, copies, true, Precision::medium, true);
-  size_t i = 0;
-  for (auto _ : state) {
-    cpu::run_kernel(*setup.kernels[i], kWords, threads);
-    if (++i == setup.kernels.size()) i = 0;
-  }
-  benchmark::DoNotOptimize(setup.y.data());
-  state.counters["GB/s"] = benchmark::Counter(
-      double(weight_bytes(s)) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(s.name);
+  time_rotating(state, setup, s, threads);
 }
 BENCHMARK(BM_GEMVInt8)
     ->ArgsProduct({shapes(0, kAllShapes), {1, 0}, {1, 2}})
@@ -207,17 +207,9 @@ void BM_GEMMCold(benchmark::State& state) {
   const Shape2& s = kShapes[state.range(0)];
   const int64_t rows = state.range(1);
   const int threads = int(state.range(2));
-  const int copies = int(std::max<int64_t>(2, (int64_t(256) << 20) / weight_bytes(s) + 1));
+  const int copies = copies_past(s, true, int64_t(256) << 20);
   Setup setup(s, rows, copies, true, Precision::medium, true);
-  size_t i = 0;
-  for (auto _ : state) {
-    cpu::run_kernel(*setup.kernels[i], kWords, threads);
-    if (++i == setup.kernels.size()) i = 0;
-  }
-  benchmark::DoNotOptimize(setup.y.data());
-  state.counters["GB/s"] = benchmark::Counter(
-      double(weight_bytes(s)) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(s.name);
+  time_rotating(state, setup, s, threads);
 }
 BENCHMARK(BM_GEMMCold)
     ->ArgsProduct({shapes(0, kSmolShapes), {1, 8}, {1, 2}})
