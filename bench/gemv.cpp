@@ -212,12 +212,12 @@ void BM_GEMMCold(benchmark::State& state) {
   time_rotating(state, setup, s, threads);
 }
 BENCHMARK(BM_GEMMCold)
-    ->ArgsProduct({shapes(0, kSmolShapes), {1, 8}, {1, 2}})
+    ->ArgsProduct({shapes(0, kSmolShapes), {1, 5, 8}, {1, 2}})
     ->ArgNames({"shape", "rows", "threads"})
     ->UseRealTime()
     ->MinTime(0.3);
 // The other kinds the int8 path takes, either side of the row count from which a batched step's
-// rows take AMX-INT8 tiles where it runs (gemm_fast.cpp: q8_0 8, the K-quants 9, q5_0 / q5_1 12).
+// rows take AMX-INT8 tiles where it runs (gemm_fast.cpp: q8_0 and the K-quants 9, q5_0 / q5_1 12).
 BENCHMARK(BM_GEMM)
     ->ArgsProduct({{6, 7, 9, 10, 11, 12, 13}, {8, 9, 12}, {1}, {2}})
     ->ArgNames({"shape", "rows", "threads", "fast"})

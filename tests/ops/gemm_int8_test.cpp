@@ -181,7 +181,7 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
 
 TEST(GemmInt8, AmxTilesGiveTheVnniLoopsBits) {
   // Where AMX-INT8 runs, whole tiles of 16 rows take it, and a rest (or a batched decode
-  // step's few rows) one tile of fewer rows from a count that depends on the kind (q8_0 8, the
+  // step's few rows) one tile of fewer rows from a count that depends on the kind (q8_0 and the
   // K-quants 9, q5_0 / q5_1 12: gemm_fast.cpp); each row's outputs must be the bits the VNNI
   // loop alone gives it (the same exact int32 sums, the same f32 epilogue), for every kind: a
   // step's rows either side of each count, one tile, two, and two plus a rest of 9.

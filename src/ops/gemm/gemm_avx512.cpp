@@ -713,7 +713,8 @@ void gemm_int8_groups(const GemmInt8Args& g) {
 
 template <DType T>
 void gemm_int8_all(const GemmInt8Args& g) {
-  if (g.groups * PackedInt8::group_bytes(g.k, T) < kPrefetchBelow)
+  // Several rows a pass leave the hardware prefetcher behind even on a long stream.
+  if (g.m >= kPrefetchRowsFrom || g.groups * PackedInt8::group_bytes(g.k, T) < kPrefetchBelow)
     gemm_int8_groups<T, true>(g);
   else
     gemm_int8_groups<T, false>(g);

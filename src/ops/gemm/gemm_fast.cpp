@@ -74,12 +74,13 @@ constexpr int64_t kInt8Chunk = 32;
 // tile loads, and each block's sums leave through a tile store) are repaid only once the VNNI
 // loop needs a second pass (it takes 8 rows a pass): as measured with every count on the
 // tiles (docs/design.md, "AMX where the OS allows it"), q8_0 ties at 8 rows where W is in
-// cache (and wins by a quarter on the classifier, which is not), the K-quants win from 9, q5_0
-// and q5_1 tie at 9 and win at 12, and q4_0 and q4_1 do not win below 16.
+// cache and, since the VNNI loop's passes of several rows prefetch far enough ahead, loses on
+// the classifier, which is not (bench_gemv BM_GEMMCold, 8 rows: 3.50-3.65 against 3.27-3.29 ms
+// on one thread); q8_0 and the K-quants win from 9, q5_0 and q5_1 tie at 9 and win at 12, and
+// q4_0 and q4_1 do not win below 16.
 int64_t amx_int8_fewest_rows(DType w) {
   switch (w) {
     case DType::q8_0:
-      return 8;
     case DType::q4_k:
     case DType::q5_k:
     case DType::q6_k:
