@@ -200,8 +200,8 @@ BENCHMARK(BM_GEMM)
     ->ArgNames({"shape", "rows", "threads", "fast"})
     ->UseRealTime()
     ->MinTime(0.3);
-// The same rows with the weight cold, as a decode step meets each layer's (rotating over copies
-// past the last-level cache): whether the products hide the weight's reading or wait on it.
+// The same rows with the weight cold, as a decode step meets each layer's (rotating over 256 MiB
+// of copies): whether the products hide the weight's reading or wait on it.
 // Args: shape, rows, threads.
 void BM_GEMMCold(benchmark::State& state) {
   const Shape2& s = kShapes[state.range(0)];

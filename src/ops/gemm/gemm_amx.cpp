@@ -92,7 +92,9 @@ constexpr int64_t kAhead = 4, kRing = 8, kUnpackAhead = 12, kUnpackRing = 16;
 // The first pass over a group prefetches W this far ahead of the block it reads (the passes
 // after it find the group in L1). A batched step's few rows spend long enough on each block that
 // the hardware prefetcher alone fell behind: SmolLM2's q8_0 classifier (576->49152, 8 rows, one
-// thread, W cold) took 4.5-5.2 ms a call without, 3.9-4.2 ms with it (2 and 8 KiB: no better).
+// thread, W cold) took 4.18 and 4.09 ms a call without, 3.72 and 3.54 with it (bench_gemv's
+// BM_GEMMCold, medians; 2 and 8 KiB ahead no better in a throwaway loop). The VNNI loop, which
+// prefetches too, now takes those 8 rows (gemm_fast.cpp); the tiles take 9 or more.
 constexpr int64_t kTilePrefetchAhead = 4096;
 template <DType T>
 constexpr int64_t int8_x_tiles() {

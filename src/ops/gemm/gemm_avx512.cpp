@@ -630,8 +630,8 @@ constexpr int64_t kPrefetchAhead = 1024;
 constexpr int64_t kPrefetchBelow = int64_t(4) << 20;
 // A pass of several rows (a batched decode step's) spends ~8 times as long on each block, so
 // 1 KiB ahead is no longer ahead of the misses: 4 KiB is (576->1536 Q4_1, 8 rows, one thread,
-// W cold: 76-78 -> 69-72 us a call, beside 51 us with W in cache; 8 and 16 KiB, or into L2
-// only, measured no better; bench_gemv's BM_GEMMCold, docs/design.md "MEDIUM on a batched step").
+// W cold: 73.7-85.9 -> 70.1-70.8 us a call in bench_gemv's BM_GEMMCold, beside 49-51 us with W
+// in cache; 8 and 16 KiB, or into L2 only, no better: docs/design.md "MEDIUM on a batched step").
 constexpr int64_t kPrefetchAheadRows = 4096;
 constexpr int kPrefetchRowsFrom = 4;
 
