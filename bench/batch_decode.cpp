@@ -4,7 +4,8 @@
 // What a server's continuous batching gains when a step reads the weights once for every row.
 // With TRACE, the last round's steps are written there as a timeline (bench/trace_summary.py
 // says where each step's time went). Then 8 short prompts prefilled one at a time and together
-// (BatchDecoder::prefill_parts), alternating: what a server gains when prompts arrive at once.
+// (BatchDecoder::prefill_parts), alternating: what a server gains when prompts arrive at once;
+// with TRACE, the last "together" call is written to TRACE.prefill.json.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -88,8 +89,11 @@ int run(int argc, char** argv) {
   for (int round = 0; round < 5; ++round)
     for (const auto& [name, fn] : {std::pair<std::string, std::function<void()>>{"one at a time", one_at_a_time},
                                   {"together", together}}) {
+      const bool traced = !trace_path.empty() && round == 4 && name == "together";
+      if (traced) trace::start();
       const auto t0 = std::chrono::steady_clock::now();
       fn();
+      if (traced) trace::stop_and_write(trace_path + ".prefill.json");
       prefill_ms[name].push_back(1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   for (const auto& [name, ms] : prefill_ms) {

@@ -466,11 +466,25 @@ class Kernel final : public cpu::Kernel {
     return r;
   }
 
-  // Every row's partials are units of work, row after row, split among the threads; each row is
-  // computed as decode() computes one row (same cuts, same combine).
+  // Every row's partials are units of work, row after row, split among the threads by the keys
+  // they read (rows at different depths: an even count of units left one thread waiting a third
+  // of the call); each row is computed as decode() computes one row (same cuts, same combine).
   void slot_decode(const int64_t* w, int64_t rows, int64_t, int thread, int threads) const {
     int64_t units = 0;
     for (int64_t b = 0; b < rows; ++b) units += slot_row(w, b).parts;
+    // Unit u's keys, plus a fixed cost (its queries, its outputs) worth a few keys. balanced_split
+    // asks for units in order, twice over: a cursor walks the rows.
+    int64_t cursor_row = 0, cursor_before = 0;
+    SlotRow cursor = rows > 0 ? slot_row(w, 0) : SlotRow{};
+    auto cost = [&](int64_t u) {
+      if (u < cursor_before) cursor_row = 0, cursor_before = 0, cursor = slot_row(w, 0);
+      while (u >= cursor_before + cursor.parts) {
+        cursor_before += cursor.parts;
+        cursor = slot_row(w, ++cursor_row);
+      }
+      const auto [first, last] = cpu::split(cursor.keys, int(u - cursor_before), int(cursor.parts), attention::kKeyBlock);
+      return last - first + 8;
+    };
     if (thread == 0)  // rows out of range: zeros
       for (int64_t b = 0; b < rows; ++b)
         if (slot_row(w, b).parts == 0) {
@@ -478,7 +492,7 @@ class Kernel final : public cpu::Kernel {
           std::fill(zeros, zeros + d_.d, 0.0f);
           for (int64_t h = 0; h < d_.heads; ++h) store_row(y_, w, (b * d_.heads + h) * d_.d, zeros, d_.d);
         }
-    auto [begin, end] = cpu::split(units, thread, threads);
+    auto [begin, end] = balanced_split(units, cost, thread, threads);
     int64_t b = 0, before = 0;
     SlotRow r = rows > 0 ? slot_row(w, 0) : SlotRow{};
     for (int64_t u = begin; u < end; ++u) {

@@ -15,6 +15,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include <type_traits>
 
 #include "ops/gemm/int8_blocks.hpp"
@@ -600,23 +602,74 @@ void tile_bf16(const TileBf16Args& t) {
 
 // ---- int8 (Precision::medium, AVX512_VNNI) ---------------------------------------------
 
+// Lane b of the result: v[b] reduced over its 16 lanes by `op` (max or an integer sum: exact,
+// so in any order), all 16 at once (45 shuffles and ops where 16 separate reductions take 128).
+// Pairs first within 128-bit lanes, then across them.
+template <class Op>
+inline __m512 reduce_16(const __m512 (&v)[16], Op op) {
+  __m512 t[8], u[4], w[2];
+  for (int i = 0; i < 8; ++i)  // lanes 4c, 4c + 2: v[2i]'s partials; 4c + 1, 4c + 3: v[2i + 1]'s
+    t[i] = op(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)  // lane 4c + j: v[4i + j]'s partial of 128-bit lane c
+    u[i] = op(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0x44), _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0xEE));
+  for (int i = 0; i < 2; ++i)  // 128-bit lanes pairwise: u[2i]'s 0+1, 2+3, then u[2i + 1]'s
+    w[i] = op(_mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+              _mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return op(_mm512_shuffle_f32x4(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+            _mm512_shuffle_f32x4(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 void quantise_x8(const QuantiseX8Args& a) {
-  for (int64_t b = 0; b < a.k / 32; ++b) {
-    const __m512 x0 = _mm512_loadu_ps(a.x + b * 32), x1 = _mm512_loadu_ps(a.x + b * 32 + 16);
-    const float mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-    const __m512 id = _mm512_set1_ps(mx > 0 ? 127.0f / mx : 0.0f);
-    // Rounded to nearest (even) by the default MXCSR mode; |q| <= 127, saturated for safety.
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id));
-    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, id));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q + b * 32), _mm512_cvtsepi32_epi8(q0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q + b * 32 + 16), _mm512_cvtsepi32_epi8(q1));
-    a.scale[b] = mx / 127.0f;
-    // The sum of the block as rounded, not as given: the weights' offset term (q4_1's m, q4_0's
+  // Up to 16 blocks at a time, their maxima and sums reduced together (the horizontal
+  // reductions of one block at a time were most of this function's time, which every matmul of
+  // a batched decode step pays for each row on each thread). Maxima and integer sums are exact
+  // in any order, so each block's values are what it alone would give.
+  auto max_op = [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); };
+  auto add_op = [](__m512 x, __m512 y) {
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(x), _mm512_castps_si512(y)));
+  };
+  const int64_t blocks = a.k / 32;
+  for (int64_t b0 = 0; b0 < blocks; b0 += 16) {
+    const int n = int(std::min<int64_t>(16, blocks - b0));
+    const float* x = a.x + b0 * 32;
+    __m512 m[16], s0[16], s1[16];
+    for (int b = 0; b < 16; ++b)
+      m[b] = b < n ? _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + 32 * b)), _mm512_abs_ps(_mm512_loadu_ps(x + 32 * b + 16)))
+                   : _mm512_setzero_ps();
+    const __m512 mx = reduce_16(m, max_op);
+    // The reciprocal 0 for a block of zeros; |q| <= 127, rounded to nearest (even) by the
+    // default MXCSR mode, saturated for safety.
+    const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(mx, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_set1_ps(127.0f), mx);
+    const __m512 scale = _mm512_div_ps(mx, _mm512_set1_ps(127.0f));
+    alignas(64) float ids[16];
+    _mm512_store_ps(ids, id);
+    for (int b = 0; b < 16; ++b) {
+      if (b >= n) {
+        s0[b] = s1[b] = _mm512_setzero_ps();
+        continue;
+      }
+      const __m512 ib = _mm512_set1_ps(ids[b]);
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * b), ib));
+      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * b + 16), ib));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q + (b0 + b) * 32), _mm512_cvtsepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q + (b0 + b) * 32 + 16), _mm512_cvtsepi32_epi8(q1));
+      s0[b] = _mm512_castsi512_ps(q0);
+      s1[b] = _mm512_castsi512_ps(q1);
+    }
+    // The sums of the blocks as rounded, not as given: the weights' offset term (q4_1's m, q4_0's
     // -8 d) then meets the same x as the quants do, so the error stays sum(w e), as llama.cpp's
-    // q8_1 has it; the exact sum would add m * sum(e), doubling the error.
-    a.xsum[b] = a.scale[b] * float(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
-    a.xsum16[2 * b] = a.scale[b] * float(_mm512_reduce_add_epi32(q0));
-    a.xsum16[2 * b + 1] = a.scale[b] * float(_mm512_reduce_add_epi32(q1));
+    // q8_1 has it; the exact sum would add m * sum(e), doubling the error. Per half (xsum16,
+    // block b's two side by side) for q6_k's half scales.
+    const __m512i sum0 = _mm512_castps_si512(reduce_16(s0, add_op)), sum1 = _mm512_castps_si512(reduce_16(s1, add_op));
+    const auto valid = __mmask16((1u << n) - 1);
+    _mm512_mask_storeu_ps(a.scale + b0, valid, scale);
+    _mm512_mask_storeu_ps(a.xsum + b0, valid, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_add_epi32(sum0, sum1))));
+    const __m512 h0 = _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum0)), h1 = _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum1));
+    const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i second = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    const auto pairs = uint32_t((uint64_t(1) << (2 * n)) - 1);
+    _mm512_mask_storeu_ps(a.xsum16 + 2 * b0, __mmask16(pairs), _mm512_permutex2var_ps(h0, first, h1));
+    _mm512_mask_storeu_ps(a.xsum16 + 2 * b0 + 16, __mmask16(pairs >> 16), _mm512_permutex2var_ps(h0, second, h1));
   }
 }
 
