@@ -2,6 +2,7 @@
 #include "iron/models/batch.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "iron/error.hpp"
@@ -13,10 +14,19 @@ namespace F = functional;
 
 BatchDecoder::BatchDecoder(DecoderModel& model, CompileOptions compile) : model_(model), compile_(compile) {}
 
-std::vector<int32_t> BatchDecoder::run(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
-                                       const std::vector<int32_t>& slots, const std::vector<int32_t>& pick,
-                                       const std::vector<int32_t>& draws, const std::vector<Sampling>& sampling) {
-  const int64_t rows = int64_t(tokens.size()), picked = int64_t(pick.size());
+std::vector<int32_t> BatchDecoder::run(std::vector<int32_t> tokens, std::vector<int32_t> positions,
+                                       std::vector<int32_t> slots, const std::vector<int32_t>& pick,
+                                       const std::vector<int32_t>& draws, const std::vector<Sampling>& sampling,
+                                       int64_t capacity) {
+  const int64_t valid = int64_t(tokens.size()), picked = int64_t(pick.size());
+  const int64_t rows = std::max(capacity, valid);
+  // The rows past the call's own: token 0 at position 0 of slot 0, bounded off (never computed).
+  tokens.resize(size_t(rows), 0);
+  positions.resize(size_t(rows), 0);
+  slots.resize(size_t(rows), 0);
+  for (int32_t p : pick)
+    if (p < 0 || p >= valid)
+      index_error("BatchDecoder: a pick of row " + std::to_string(p) + " in a call of " + std::to_string(valid) + " rows");
   Tensor settings = Tensor::zeros({picked, F::kSampleSettingsWords}, i32);
   for (int64_t p = 0; p < picked; ++p) {
     const Sampling& s = sampling[size_t(p)];
@@ -33,7 +43,8 @@ std::vector<int32_t> BatchDecoder::run(const std::vector<int32_t>& tokens, const
                       {"slots", InputSpec({rows}, i32)},
                       {"pick", InputSpec({picked}, i32)},
                       {"draws", InputSpec({picked, 2}, i32)}};
-  const auto& result = model_.compile(shapes, compile_)(std::span<const Tensor>(inputs));
+  const std::vector<ValueArg> values{{"rows", valid}};
+  const auto& result = model_.compile(shapes, compile_)(std::span<const Tensor>(inputs), values);
   logits_ = result.outputs.at(0);
   const int32_t* next = result.outputs.at(1).data_as<int32_t>();
   return {next, next + picked};
@@ -81,11 +92,18 @@ std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt
                   std::to_string(p.position) + " do not fit a context of " + std::to_string(context));
     if (p.at < 0 || p.at >= total) value_error("BatchDecoder::prefill_parts: no ids left from " + std::to_string(p.at));
   }
-  // Each prompt's next part: `chunk` ids, else the largest power of two below it that its ids
-  // left fill, down to 1; so a prompt is always cut the same way, whatever else shares its calls.
+  // Each prompt's next part: `chunk` ids, else (at highest) the largest power of two below it that
+  // its ids left fill, down to 1, or (at high and medium) all its ids left; so a prompt is always
+  // cut the same way, whatever else shares its calls. Highest keeps each part to the row counts
+  // whose sums a prompt alone also meets; medium and high promise a tolerance, not the bits,
+  // and a prompt shorter than the chunk then goes in one call, not up to log2(chunk) of them
+  // (a serve's 12-id prompt took two calls, 8 and 4 rows, each reading every weight).
+  const bool powers = model_.options().precision == Precision::highest;
   auto part = [&](const Prompt& p) {
+    const int64_t left = int64_t(p.ids.size()) - p.at;
+    if (!powers) return std::min(chunk, left);
     int64_t n = chunk;
-    while (n > int64_t(p.ids.size()) - p.at) n /= 2;
+    while (n > left) n /= 2;
     return n < 1 ? int64_t(1) : n;
   };
   const int64_t budget = shared_prefill_rows();
@@ -104,10 +122,11 @@ std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt
     picked += prompts[i].at + n == int64_t(prompts[i].ids.size());
     if (rows >= budget && i + 1 >= first) break;
   }
-  // Each new (rows, picked) is a version compiled and kept (about 3 MiB and 0.5 MiB a picked
-  // row on SmolLM2), and shared calls meet many: past kSharedVersions of them, a call that would
-  // need another takes only its first prompts, whose shapes a call of them alone has.
-  const std::pair<int64_t, int64_t> shape{rows, std::max<int64_t>(picked, 1)};
+  // Each new (rows rounded up to a power of two, picked) is a version compiled and kept (about 3
+  // MiB and 0.5 MiB a picked row on SmolLM2), and shared calls meet many: past kSharedVersions of
+  // them, a call that would need another takes only its first prompts, whose shapes a call of
+  // them alone has.
+  const std::pair<int64_t, int64_t> shape{std::bit_ceil(uint64_t(rows)), std::max<int64_t>(picked, 1)};
   if (going > first && !shapes_.count(shape)) {
     if (shared_versions_ >= kSharedVersions) {
       for (size_t i = first; i < prompts.size(); ++i) taken[i] = 0;
@@ -139,7 +158,8 @@ std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt
       finishing.push_back(i);
     }
   }
-  shapes_.insert({rows, std::max<int64_t>(int64_t(pick.size()), 1)});
+  const auto capacity = int64_t(std::bit_ceil(uint64_t(rows)));
+  shapes_.insert({capacity, std::max<int64_t>(int64_t(pick.size()), 1)});
   std::vector<std::optional<int32_t>> next(prompts.size());
   // A call picks at least one row: where no prompt finishes in it, its last row's draw is made
   // and dropped.
@@ -149,7 +169,7 @@ std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt
     draws.insert(draws.end(), {0, 0});
     sampling.push_back(prompts[0].sampling);
   }
-  const std::vector<int32_t> drawn = run(tokens, positions, slots, pick, draws, sampling);
+  const std::vector<int32_t> drawn = run(tokens, positions, slots, pick, draws, sampling, capacity);
   for (size_t i = 0; i < prompts.size(); ++i) prompts[i].at += taken[i];
   if (!none)
     for (size_t k = 0; k < finishing.size(); ++k) next[finishing[k]] = drawn[k];
@@ -172,7 +192,7 @@ std::vector<int32_t> BatchDecoder::step(std::span<const Row> rows) {
     sampling[b] = r.sampling;
   }
   shapes_.insert({int64_t(n), int64_t(n)});
-  return run(tokens, positions, slots, pick, draws, sampling);
+  return run(tokens, positions, slots, pick, draws, sampling, int64_t(n));
 }
 
 }  // namespace iron::models

@@ -158,8 +158,11 @@ Outputs DecoderModel::batch_body() {
   place.positions = positions;
   place.slots = slots;
   place.cache_rows = F::slot_rows(slots, positions, options_.slots, rows_held());
-  Handle x = F::copy(Handle(embed)[Handle(tokens)], f32).bounded(0, Affine(n));
-  x = embedded(x);
+  // The call's first `rows` rows are its own; a version of B rows serves any call of up to B
+  // (BatchDecoder rounds a prefill call's rows up to a power of two), the rows past them neither
+  // computed nor written to the cache.
+  Handle x = F::copy(Handle(embed)[Handle(tokens)[upto(rows)]], f32);
+  x = embedded(x.bounded(0, Affine(rows)));
   for (size_t i = 0; i < layer_count(); ++i) x = block(i, x, place, n);
   // Only the picked rows reach the classifier (a prompt chunk's last, or every decode row): a
   // gather whose ids the host checks against the call's rows.

@@ -369,8 +369,9 @@ TEST(BatchDecode, SharedPrefillCallsCompileABoundedNumberOfVersions) {
   for (int round = 0; round < 2; ++round)
     for (int64_t a = 1; a <= 15; ++a)
       for (int64_t b = 1; b <= 15; ++b) {
-        // Two prompts of a and b ids, prefilled together: their parts (8, 4, 2, 1 rows) share
-        // calls of 2 to 16 rows picking none, one or both: 17 shapes but for the bound.
+        // Two prompts of a and b ids, prefilled together: at medium each whole (shorter than
+        // the chunk), sharing calls where both fit its 16 rows (versions of 2 to 16 rows picking
+        // one or both), else the first alone (1 to 16 rows), then the second.
         std::vector<BatchDecoder::Prompt> prompts{{0, 0, std::span(ids.data(), size_t(a)), 0, {}, 0},
                                                   {1, 0, std::span(ids.data() + 3, size_t(b)), 0, {}, 0}};
         const std::vector<int32_t> first = batch.prefill(prompts);
@@ -379,9 +380,40 @@ TEST(BatchDecode, SharedPrefillCallsCompileABoundedNumberOfVersions) {
         EXPECT_EQ(prompts[1].at, b);
         if (round == 0 && a == 15 && b == 15) after_warm_up = model->versions();
       }
-  // The classic shapes (a part alone: 1, 2, 4 or 8 rows, one picked) and at most 16 shared ones.
-  EXPECT_LE(model->versions(), 4u + 16u);
+  // A call's rows rounded up to a power of two: a prompt alone in 1, 2, 4, 8 or 16 rows, one
+  // picked, and at most 16 shared shapes.
+  EXPECT_LE(model->versions(), 5u + 16u);
   EXPECT_EQ(model->versions(), after_warm_up) << "a second round of the same prompts compiled more";
+}
+
+// How a prompt is cut: at medium a prompt shorter than the chunk goes in one call, and two that
+// fit the chunk together share it; at highest a prompt goes in the powers of two below the chunk
+// (13 ids: 8, 4 and 1), the row counts at which a row's sums are its own.
+TEST(BatchDecode, AtMediumAPromptShorterThanTheChunkGoesInOneCall) {
+  IRON_NEEDS_STORIES();
+  std::vector<int32_t> ids(13);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(1 + (11 * i) % 500);
+  for (Precision p : {Precision::medium, Precision::highest}) {
+    SCOPED_TRACE(p == Precision::medium ? "medium" : "highest");
+    auto model = stories(2, p);
+    BatchDecoder batch(*model);
+    BatchDecoder::Prompt prompt{0, 0, ids, 0, {}, 0};
+    std::vector<int64_t> parts;
+    while (prompt.at < int64_t(ids.size())) {
+      const int64_t before = prompt.at;
+      const auto drawn = batch.prefill_parts(std::span(&prompt, 1));
+      parts.push_back(prompt.at - before);
+      EXPECT_EQ(drawn[0].has_value(), prompt.at == int64_t(ids.size()));
+    }
+    const std::vector<int64_t> want = p == Precision::medium ? std::vector<int64_t>{13} : std::vector<int64_t>{8, 4, 1};
+    EXPECT_EQ(parts, want);
+  }
+  auto model = stories(2, Precision::medium);
+  BatchDecoder batch(*model);
+  std::vector<BatchDecoder::Prompt> two{{0, 0, std::span(ids.data(), 5), 0, {}, 0},
+                                        {1, 0, std::span(ids.data() + 5, 7), 0, {}, 0}};
+  const auto drawn = batch.prefill_parts(two);
+  EXPECT_TRUE(drawn[0] && drawn[1]) << "two prompts of 5 and 7 ids did not both finish in one call of 16 rows";
 }
 
 TEST(BatchDecode, RefusesASlotOrPositionOutOfRange) {

@@ -26,9 +26,12 @@ class BatchDecoder {
 
   /// Writes `ids` into slot `slot` from position `position` and returns the token drawn after the
   /// last with `sampling` and the sampler's counter `step` (at the position LlamaRunner::generate
-  /// draws it: its last chunk's first). The ids go in calls of `chunk` rows, the rest in calls of
-  /// the powers of two below it, largest first: a prompt is always cut the same way, so what it
-  /// leaves in the cache does not depend on other sequences.
+  /// draws it: its last chunk's first). The ids go in calls of `chunk` rows, the rest in one call
+  /// (at highest: in calls of the powers of two below the chunk, largest first, the row counts
+  /// whose sums a row keeps as its own): a prompt is always cut the same way, so what it leaves
+  /// in the cache does not depend on other sequences. A call's rows are rounded up to a power of
+  /// two, its version's (the rows past its own bounded off), so calls of many sizes share few
+  /// versions.
   int32_t prefill(int64_t slot, int64_t position, std::span<const int32_t> ids, const Sampling& sampling,
                   int64_t step = 0);
 
@@ -79,10 +82,11 @@ class BatchDecoder {
   const Tensor& logits() const { return logits_; }
 
  private:
-  // Runs the batched version of tokens.size() rows, returning the picked rows' tokens.
-  std::vector<int32_t> run(const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
-                           const std::vector<int32_t>& slots, const std::vector<int32_t>& pick,
-                           const std::vector<int32_t>& draws, const std::vector<Sampling>& sampling);
+  // Runs tokens.size() rows in the batched version of `capacity` rows (at least as many: the
+  // rest bounded off per call), returning the picked rows' tokens.
+  std::vector<int32_t> run(std::vector<int32_t> tokens, std::vector<int32_t> positions, std::vector<int32_t> slots,
+                           const std::vector<int32_t>& pick, const std::vector<int32_t>& draws,
+                           const std::vector<Sampling>& sampling, int64_t capacity);
 
   DecoderModel& model_;
   CompileOptions compile_;

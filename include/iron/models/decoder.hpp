@@ -77,7 +77,9 @@ class DecoderBlock : public Module {
 /// batched version takes B rows at once, each of any sequence (a decode step's row, or one of a
 /// prompt's consecutive rows: rows of one call see each other's keys up to their positions):
 /// inputs `tokens`, `positions` and `slots` (B,) i32, row b embedding tokens[b] at position
-/// positions[b] of cache slot slots[b]; `pick` (P,) i32, the rows whose logits and tokens it
+/// positions[b] of cache slot slots[b], for the call's first `rows` rows (a per-call value, at
+/// most B: the rows past it are not computed, nor written to the cache, and a pick of one reads
+/// what an earlier call left there); `pick` (P,) i32, the rows whose logits and tokens it
 /// returns (every row of a decode step, a prompt chunk's last), each drawn with its own row of
 /// `sampling` (P, kSampleSettingsWords) i32, and keyed by its row of `draws` (P, 2) i32: the
 /// sampler's counter and the position it mixes in (ops::sample_uniform).
