@@ -6,6 +6,7 @@
 // are here, once.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -108,11 +109,14 @@ class DecoderModel : public Graph {
     Affine start;
     Handle positions, slots, cache_rows;
     bool batch() const { return positions.defined(); }
+    // A batched call's RoPE rows, gathered once for every layer (by table): rope_rows() fills it.
+    std::shared_ptr<std::map<const Weight*, Handle>> rope_gathered = std::make_shared<std::map<const Weight*, Handle>>();
   };
   /// Layer `layer` over `n` rows of x (bounded per call) placed as `at` says.
   virtual Handle block(size_t layer, Handle x, const Rows& at, int64_t n) = 0;
-  /// The RoPE table's rows for this call's rows (cosines then sines, as rope_cos_sin_table()).
-  Handle rope_rows(const Handle& table, const Rows& at, int64_t n) const;
+  /// The RoPE table's rows for this call's rows (cosines then sines, as rope_cos_sin_table()):
+  /// a window of it, or (a batched call) its rows at the call's positions, gathered once a call.
+  Handle rope_rows(const Weight& table, const Rows& at, int64_t n) const;
   /// The embedded rows, before the first block (Gemma scales them).
   virtual Handle embedded(Handle x) { return x; }
   size_t layer_count() const { return size_t(config_.layers); }
