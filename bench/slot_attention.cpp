@@ -22,7 +22,7 @@ using namespace iron;
 int main(int argc, char** argv) {
   const int64_t rows = argc > 1 ? std::atoll(argv[1]) : 8, depth = argc > 2 ? std::atoll(argv[2]) : 4000;
   const int64_t skew = std::max<int64_t>(1, argc > 3 ? std::atoll(argv[3]) : 1);
-  const int threads = argc > 4 ? std::atoi(argv[4]) : 2, rounds = argc > 5 ? std::atoi(argv[5]) : 7;
+  const int threads = argc > 4 ? std::atoi(argv[4]) : 2, rounds = std::max(1, argc > 5 ? std::atoi(argv[5]) : 7);
   if (rows < 1 || depth < 1) {
     std::fprintf(stderr, "rows and depth are at least 1\n");
     return 1;

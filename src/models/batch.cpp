@@ -43,7 +43,7 @@ std::vector<int32_t> BatchDecoder::run(std::vector<int32_t> tokens, std::vector<
                       {"slots", InputSpec({rows}, i32)},
                       {"pick", InputSpec({picked}, i32)},
                       {"draws", InputSpec({picked, 2}, i32)}};
-  const std::vector<ValueArg> values{{"rows", valid}};
+  const std::vector<ValueArg> values{{"batch_rows", valid}};
   const auto& result = model_.compile(shapes, compile_)(std::span<const Tensor>(inputs), values);
   logits_ = result.outputs.at(0);
   const int32_t* next = result.outputs.at(1).data_as<int32_t>();

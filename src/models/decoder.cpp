@@ -68,6 +68,7 @@ DecoderModel::DecoderModel(const std::string& name, const LlamaConfig& config, c
   pick = input("pick", /*optional=*/true);
   draws = input("draws", /*optional=*/true);
   rows = scratchpad("rows", 1);
+  batch_rows = scratchpad("batch_rows");  // no default: a batched call says how many rows are its own
   position = carried("position");
   token = carried("token");
   step = carried("step");
@@ -163,11 +164,12 @@ Outputs DecoderModel::batch_body() {
   place.positions = positions;
   place.slots = slots;
   place.cache_rows = F::slot_rows(slots, positions, options_.slots, rows_held());
-  // The call's first `rows` rows are its own; a version of B rows serves any call of up to B
-  // (BatchDecoder rounds a prefill call's rows up to a power of two), the rows past them neither
-  // computed nor written to the cache.
-  Handle x = F::copy(Handle(embed)[Handle(tokens)[upto(rows)]], f32);
-  x = embedded(x.bounded(0, Affine(rows)));
+  // The call's first `batch_rows` rows are its own; a version of B rows serves any call of up
+  // to B (BatchDecoder rounds a prefill call's rows up to a power of two), the rows past them
+  // neither computed nor written to the cache. The value has no default: a call without it is
+  // an error, not one row.
+  Handle x = F::copy(Handle(embed)[Handle(tokens)[upto(batch_rows)]], f32);
+  x = embedded(x.bounded(0, Affine(batch_rows)));
   for (size_t i = 0; i < layer_count(); ++i) x = block(i, x, place, n);
   // Only the picked rows reach the classifier (a prompt chunk's last, or every decode row): a
   // gather whose ids the host checks against the call's rows.

@@ -397,8 +397,9 @@ TEST(BatchDecode, SharedPrefillCallsCompileABoundedNumberOfVersions) {
         if (round == 0 && a == 15 && b == 15) after_warm_up = model->versions();
       }
   // A call's rows rounded up to a power of two: a prompt alone in 1, 2, 4, 8 or 16 rows, one
-  // picked, and at most 16 shared shapes.
-  EXPECT_LE(model->versions(), 5u + 16u);
+  // picked, shared calls in 2, 4, 8 or 16 picking one or both: at most 13 (8 when measured).
+  // Unrounded, the shapes alone would be 15 and the shared ones reach their bound of 16.
+  EXPECT_LE(model->versions(), 5u + 8u);
   EXPECT_EQ(model->versions(), after_warm_up) << "a second round of the same prompts compiled more";
 }
 

@@ -269,25 +269,36 @@ TEST(GemmInt8, LayoutReadsBackAsTheSource) {
   }
 }
 
-// x's rows as int8 blocks (the AVX-512 quantiser, which takes 16 blocks at a time and the rest
-// one by one) equal the arithmetic written out a value at a time: each block's largest |x|, its
-// scale and reciprocal, the values rounded to nearest even, the sums of the rounded values (the
-// whole block's and each half's) times the scale. Rows of 16, 18 (SmolLM2's 576), 48 and 7
-// blocks; one block all zeros, one holding a single large value.
+// x's rows as int8 blocks (the AVX-512 quantiser, which takes up to 16 blocks at a time, a last
+// group of fewer by masked stores) equal the arithmetic written out a value at a time: each
+// block's largest |x|, its scale and reciprocal, the values rounded to nearest even, the sums of
+// the rounded values (the whole block's and each half's) times the scale. Rows of 16, 18
+// (SmolLM2's 576), 48, 15 and 7 blocks; one block all zeros, one holding a single large value;
+// nothing written past the row's outputs.
 TEST(GemmInt8, QuantisedRowsEqualTheArithmeticWrittenOut) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int64_t blocks : {16, 18, 48, 7}) {
+  for (int64_t blocks : {16, 18, 48, 15, 7}) {
     SCOPED_TRACE("blocks " + std::to_string(blocks));
     const int64_t k = 32 * blocks;
     std::vector<float> x(static_cast<size_t>(k));
     for (float& v : x) v = normal(rng) * 3.0f;
     std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // block 1: zeros
     x[size_t(k - 5)] = 1e6f;                            // the last block: one large value
-    std::vector<int8_t> q(static_cast<size_t>(k));
-    std::vector<float> scale(static_cast<size_t>(blocks)), xsum(static_cast<size_t>(blocks)), xsum16(static_cast<size_t>(2 * blocks));
+    // Each output with 16 guard values after it, which must stay as they are.
+    constexpr int64_t kGuard = 16;
+    constexpr float kUntouched = -7.5f;
+    std::vector<int8_t> q(static_cast<size_t>(k + kGuard), int8_t(99));
+    std::vector<float> scale(static_cast<size_t>(blocks + kGuard), kUntouched), xsum(scale.size(), kUntouched),
+        xsum16(static_cast<size_t>(2 * blocks + kGuard), kUntouched);
     ops::gemm::avx512_isa().quantise_x8({x.data(), k, q.data(), scale.data(), xsum.data(), xsum16.data()});
+    for (int64_t g = 0; g < kGuard; ++g) {
+      ASSERT_EQ(q[size_t(k + g)], int8_t(99)) << "a quant written past the row";
+      ASSERT_EQ(scale[size_t(blocks + g)], kUntouched) << "a scale written past the row";
+      ASSERT_EQ(xsum[size_t(blocks + g)], kUntouched) << "a sum written past the row";
+      ASSERT_EQ(xsum16[size_t(2 * blocks + g)], kUntouched) << "a half's sum written past the row";
+    }
     for (int64_t b = 0; b < blocks; ++b) {
       float mx = 0;
       for (int64_t e = 0; e < 32; ++e) mx = std::max(mx, std::abs(x[size_t(32 * b + e)]));

@@ -78,9 +78,10 @@ class DecoderBlock : public Module {
 /// batched version takes B rows at once, each of any sequence (a decode step's row, or one of a
 /// prompt's consecutive rows: rows of one call see each other's keys up to their positions):
 /// inputs `tokens`, `positions` and `slots` (B,) i32, row b embedding tokens[b] at position
-/// positions[b] of cache slot slots[b], for the call's first `rows` rows (a per-call value, at
-/// most B: the rows past it are not computed, nor written to the cache, and a pick of one reads
-/// what an earlier call left there); `pick` (P,) i32, the rows whose logits and tokens it
+/// positions[b] of cache slot slots[b], for the call's first `batch_rows` rows (a per-call value
+/// every batched call gives, at most B: the rows past it are not computed, nor written to the
+/// cache, and a pick of one reads what an earlier call left there); `pick` (P,) i32, the rows
+/// whose logits and tokens it
 /// returns (every row of a decode step, a prompt chunk's last), each drawn with its own row of
 /// `sampling` (P, kSampleSettingsWords) i32, and keyed by its row of `draws` (P, 2) i32: the
 /// sampler's counter and the position it mixes in (ops::sample_uniform).
@@ -96,7 +97,7 @@ class DecoderModel : public Graph {
 
   Input tokens, sampling;
   Input positions, slots, pick, draws;  // a batched call's
-  Scratchpad rows;
+  Scratchpad rows, batch_rows;
   Carried position, token, step;
   Param embed, norm, output;
   State settings;   // (1, kSampleSettingsWords) i32: the sampling settings of slot 0's sequence

@@ -602,8 +602,8 @@ void tile_bf16(const TileBf16Args& t) {
 
 // ---- int8 (Precision::medium, AVX512_VNNI) ---------------------------------------------
 
-// Lane b of the result: v[b] reduced over its 16 lanes by `op` (max or an integer sum: exact,
-// so in any order), all 16 at once (45 shuffles and ops where 16 separate reductions take 128).
+// Lane b of the result: v[b] reduced over its 16 lanes by `op` (max or an integer sum: exact
+// in any order but for NaNs), all 16 at once (45 shuffles and ops where 16 separate reductions take 128).
 // Pairs first within 128-bit lanes, then across them.
 template <class Op>
 inline __m512 reduce_16(const __m512 (&v)[16], Op op) {
@@ -622,8 +622,9 @@ inline __m512 reduce_16(const __m512 (&v)[16], Op op) {
 void quantise_x8(const QuantiseX8Args& a) {
   // Up to 16 blocks at a time, their maxima and sums reduced together (the horizontal
   // reductions of one block at a time were most of this function's time, which every matmul of
-  // a batched decode step pays for each row on each thread). Maxima and integer sums are exact
-  // in any order, so each block's values are what it alone would give.
+  // a batched decode step pays for each row on each thread). Maxima of finite values and integer
+  // sums are exact in any order, so each block's values are what it alone would give (a block
+  // holding a NaN may differ: max passes a NaN on by its operands' order).
   auto max_op = [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); };
   auto add_op = [](__m512 x, __m512 y) {
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(x), _mm512_castps_si512(y)));
