@@ -14,6 +14,12 @@ namespace F = functional;
 
 BatchDecoder::BatchDecoder(DecoderModel& model, CompileOptions compile) : model_(model), compile_(compile) {}
 
+namespace {
+// The rows of the version a prefill call of `rows` rows runs in: calls of many sizes share few
+// versions, the rows past a call's own bounded off.
+int64_t version_rows(int64_t rows) { return int64_t(std::bit_ceil(uint64_t(rows))); }
+}  // namespace
+
 std::vector<int32_t> BatchDecoder::run(std::vector<int32_t> tokens, std::vector<int32_t> positions,
                                        std::vector<int32_t> slots, const std::vector<int32_t>& pick,
                                        const std::vector<int32_t>& draws, const std::vector<Sampling>& sampling,
@@ -126,7 +132,7 @@ std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt
   // MiB and 0.5 MiB a picked row on SmolLM2), and shared calls meet many: past kSharedVersions of
   // them, a call that would need another takes only its first prompts, whose shapes a call of
   // them alone has.
-  const std::pair<int64_t, int64_t> shape{std::bit_ceil(uint64_t(rows)), std::max<int64_t>(picked, 1)};
+  const std::pair<int64_t, int64_t> shape{version_rows(rows), std::max<int64_t>(picked, 1)};
   if (going > first && !shapes_.count(shape)) {
     if (shared_versions_ >= kSharedVersions) {
       for (size_t i = first; i < prompts.size(); ++i) taken[i] = 0;
@@ -158,7 +164,7 @@ std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt
       finishing.push_back(i);
     }
   }
-  const auto capacity = int64_t(std::bit_ceil(uint64_t(rows)));
+  const int64_t capacity = version_rows(rows);
   shapes_.insert({capacity, std::max<int64_t>(int64_t(pick.size()), 1)});
   std::vector<std::optional<int32_t>> next(prompts.size());
   // A call picks at least one row: where no prompt finishes in it, its last row's draw is made

@@ -100,7 +100,7 @@ Handle DecoderModel::rope_rows(const Weight& table, const Rows& at, int64_t n) c
   // A batch gathers each row's position (ids checked on the host against the table's rows), once
   // for every layer: as each layer's view it was two copies a layer (one for q's RoPE, one for
   // k's), SmolLM2's 8-row step 337 kernels where it is now 278 (its time within the noise).
-  Handle& gathered = (*at.rope_gathered)[&table];
+  Handle& gathered = at.rope_gathered[&table];
   if (!gathered.defined()) gathered = F::copy(Handle(table)[at.positions]);
   return gathered;
 }

@@ -110,8 +110,9 @@ class DecoderModel : public Graph {
     Affine start;
     Handle positions, slots, cache_rows;
     bool batch() const { return positions.defined(); }
-    // A batched call's RoPE rows, gathered once for every layer (by table): rope_rows() fills it.
-    std::shared_ptr<std::map<const Weight*, Handle>> rope_gathered = std::make_shared<std::map<const Weight*, Handle>>();
+    // A batched call's RoPE rows, gathered once for every layer (by table): rope_rows() fills it
+    // while the body records, every layer reading one Rows.
+    mutable std::map<const Weight*, Handle> rope_gathered;
   };
   /// Layer `layer` over `n` rows of x (bounded per call) placed as `at` says.
   virtual Handle block(size_t layer, Handle x, const Rows& at, int64_t n) = 0;

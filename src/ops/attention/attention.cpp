@@ -470,20 +470,35 @@ class Kernel final : public cpu::Kernel {
   // they read, not by their count (one row at 4000 keys beside seven at 20: split by count, one
   // thread read ~2500 keys and the other ~1640); each row is computed as decode() computes one
   // row (same cuts, same combine).
+  // A batched decode's units in order, unit u being partial `part` of row `row` (rows with no
+  // partials passed over); at() moves on, or back to unit 0 and on.
+  struct UnitWalk {
+    const Kernel& kernel;
+    const int64_t* w;
+    int64_t row = 0, before = 0, part = 0;
+    SlotRow r;
+    UnitWalk(const Kernel& k, const int64_t* words, int64_t rows)
+        : kernel(k), w(words), r(rows > 0 ? k.slot_row(words, 0) : SlotRow{}) {}
+    void at(int64_t u) {
+      if (u < before) row = 0, before = 0, r = kernel.slot_row(w, 0);
+      while (u >= before + r.parts) {
+        before += r.parts;
+        r = kernel.slot_row(w, ++row);
+      }
+      part = u - before;
+    }
+    // The keys of the current unit, from the row's first.
+    std::pair<int64_t, int64_t> keys() const { return cpu::split(r.keys, int(part), int(r.parts), attention::kKeyBlock); }
+  };
+
   void slot_decode(const int64_t* w, int64_t rows, int64_t, int thread, int threads) const {
     int64_t units = 0;
     for (int64_t b = 0; b < rows; ++b) units += slot_row(w, b).parts;
-    // Unit u's keys, plus a fixed cost (its queries, its outputs) worth a few keys. balanced_split
-    // asks for units in order, twice over: a cursor walks the rows.
-    int64_t cursor_row = 0, cursor_before = 0;
-    SlotRow cursor = rows > 0 ? slot_row(w, 0) : SlotRow{};
+    // Unit u's keys, plus a fixed cost (its queries, its outputs) worth a few keys.
+    UnitWalk costs(*this, w, rows);
     auto cost = [&](int64_t u) {
-      if (u < cursor_before) cursor_row = 0, cursor_before = 0, cursor = slot_row(w, 0);
-      while (u >= cursor_before + cursor.parts) {
-        cursor_before += cursor.parts;
-        cursor = slot_row(w, ++cursor_row);
-      }
-      const auto [first, last] = cpu::split(cursor.keys, int(u - cursor_before), int(cursor.parts), attention::kKeyBlock);
+      costs.at(u);
+      const auto [first, last] = costs.keys();
       return last - first + 8;
     };
     if (thread == 0)  // rows out of range: zeros
@@ -494,15 +509,12 @@ class Kernel final : public cpu::Kernel {
           for (int64_t h = 0; h < d_.heads; ++h) store_row(y_, w, (b * d_.heads + h) * d_.d, zeros, d_.d);
         }
     auto [begin, end] = balanced_split(units, cost, thread, threads);
-    int64_t b = 0, before = 0;
-    SlotRow r = rows > 0 ? slot_row(w, 0) : SlotRow{};
+    UnitWalk walk(*this, w, rows);
     for (int64_t u = begin; u < end; ++u) {
-      while (u >= before + r.parts) {
-        before += r.parts;
-        r = slot_row(w, ++b);
-      }
-      const int64_t c = u - before;
-      auto [first, last] = cpu::split(r.keys, int(c), int(r.parts), attention::kKeyBlock);
+      walk.at(u);
+      const SlotRow& r = walk.r;
+      const int64_t b = walk.row, c = walk.part;
+      auto [first, last] = walk.keys();
       State s = state(w, thread, b, 1, r.lo + first, r.lo + last, r.position, d_.slot_rows, r.base);
       run_tile(s.tile, /*decode=*/true);  // one query row's tile, as decode() takes
       for (int64_t m = 0; m < d_.heads; ++m) {
