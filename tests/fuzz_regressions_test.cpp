@@ -38,10 +38,10 @@ class FuzzRegressions : public ::testing::TestWithParam<iron::fuzz::NamedTarget>
 TEST_P(FuzzRegressions, SavedInputsAreAcceptedOrRefusedWithIronError) {
   const auto& target = GetParam();
   const std::vector<fs::path> files = inputs_of(std::string(target.name));
-  // The binary seeds (GGUF, safetensors) are git-ignored: fuzz/make_corpus.py writes them, as
-  // scripts/test.sh does before it builds.
+  // The binary seeds (GGUF, safetensors) are git-ignored: the build writes them with
+  // fuzz/make_corpus.py (the target iron_fuzz_seeds, fuzz/CMakeLists.txt).
   EXPECT_FALSE(files.empty()) << "no seeds or regressions for " << target.name
-                              << " (binary seeds are made by python3 fuzz/make_corpus.py: run it first)";
+                              << " (the build writes the binary seeds with fuzz/make_corpus.py: build the target iron_fuzz_seeds, or run it by hand)";
   for (const fs::path& file : files) {
     SCOPED_TRACE(file.string());
     const std::vector<uint8_t> bytes = read_all(file);
