@@ -303,3 +303,64 @@ TEST(ThreadPool, AKernelTooQuickToGainFromASplitEndsOnOneThreadAndASlowOneStaysS
 }
 
 }  // namespace
+
+namespace {
+
+// Threads sharing out a call's units (cpu::SharedRanges, as the matmuls and attention do): over
+// many calls of one object, every unit is taken exactly once a call, whatever order the threads
+// come in; a thread held up in its first chunk has the rest of its part taken by the others.
+TEST(ThreadPool, SharedRangesTakeEveryUnitOnceACallAndTheOthersTakeOverASlowThreadsPart) {
+  constexpr int kThreads = 4, kCalls = 30;
+  constexpr int64_t kUnits = 1000, kFewest = 7;
+  iron::cpu::SharedRanges shared;
+  std::vector<std::atomic<int>> taken(size_t(kUnits * kCalls));
+  std::atomic<int64_t> slow_took{0};
+  std::atomic<int> arrived{0}, slow_started{-1};
+  auto worker = [&](int thread) {
+    for (int call = 0; call < kCalls; ++call) {
+      // Calls never overlap: a spinning barrier between them (the pool's join in the library).
+      arrived.fetch_add(1);
+      while (arrived.load() < kThreads * (call + 1)) std::this_thread::yield();
+      // Every third call thread 1 is held up 20 ms in its first chunk, the others starting only
+      // once it has taken that chunk.
+      const bool slow_call = call % 3 == 0;
+      if (slow_call && thread != 1)
+        while (slow_started.load() != call) std::this_thread::yield();
+      bool first = true;
+      shared.run(kUnits, kFewest, thread, kThreads, [&](int64_t begin, int64_t end) {
+        if (slow_call && thread == 1) {
+          slow_took += end - begin;
+          if (first) {
+            slow_started = call;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          }
+        }
+        first = false;
+        for (int64_t u = begin; u < end; ++u) taken[size_t(call * kUnits + u)].fetch_add(1);
+      });
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
+  for (auto& t : threads) t.join();
+  for (int64_t i = 0; i < kUnits * kCalls; ++i) ASSERT_EQ(taken[size_t(i)].load(), 1) << "call " << i / kUnits << ", unit " << i % kUnits;
+  // The slow thread's part is a quarter of each of its 10 slow calls (250 units); the others
+  // take over what is left of it (all but the chunk it was held up in, its first half, unless
+  // they too are held up that long).
+  EXPECT_LT(slow_took.load(), 10 * (kUnits / kThreads));
+}
+
+// One thread, and more threads than the object keeps counts for, take split()'s part alone.
+TEST(ThreadPool, SharedRangesOnOneThreadOrPastTheirCapacityTakeTheFixedSplit) {
+  iron::cpu::SharedRanges shared;
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  shared.run(100, 8, 0, 1, [&](int64_t begin, int64_t end) { runs.push_back({begin, end}); });
+  EXPECT_EQ(runs, (std::vector<std::pair<int64_t, int64_t>>{{0, 100}}));
+  runs.clear();
+  const int many = iron::cpu::SharedRanges::kMaxThreads + 1;
+  for (int t = 0; t < many; ++t) shared.run(1000, 8, t, many, [&](int64_t begin, int64_t end) { runs.push_back({begin, end}); });
+  ASSERT_EQ(runs.size(), size_t(many));
+  for (int t = 0; t < many; ++t) EXPECT_EQ(runs[size_t(t)], iron::cpu::split(1000, t, many));
+}
+
+}  // namespace

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,6 +32,94 @@ inline std::pair<int64_t, int64_t> split(int64_t n, int t, int threads, int64_t 
   int64_t end = begin + (per + (t < extra ? 1 : 0)) * align;
   return {std::min(begin, n), std::min(end, n)};
 }
+
+/// Work of `units` items shared out among the threads of one call: each thread's part is what
+/// split() gives it, cut into chunks of half what is left (the first half the part, the next a
+/// quarter, ..., the last ones `fewest` units); a thread takes its own part's chunks from the
+/// front, in order (so it reads what it would have read alone, one run of W's rows after the
+/// other, in a few calls), then the chunks left of the other parts from their backs (the
+/// smallest first). On a shared machine one vCPU can run at half the other's speed for seconds
+/// (another guest on its core): under a fixed split the call then waits on the slow thread's
+/// whole part, here on one of its last chunks. Cutting a part into equal eighths instead cost
+/// more than it won: each call of a matmul's loop starts its reading again (a one-row decode
+/// step's busy time rose by a fifth). What each item computes must not depend on which thread
+/// takes it (true of every matmul: an output's sums are its own), so results stay the same
+/// bits. One object serves one kernel, whose calls never overlap (each ends at a barrier or the
+/// pool's join before the next): the last thread to leave a call resets it for the next.
+class SharedRanges {
+ public:
+  static constexpr int kMaxThreads = 64;
+  /// Calls body(begin, end) for runs of units that together cover [0, units) once, the parts
+  /// split()'s; every one of `threads` threads calls run() with the same arguments but
+  /// `thread` (fewest: the fewest units a chunk, at least 1).
+  template <class Body>
+  void run(int64_t units, int64_t fewest, int thread, int threads, Body&& body) {
+    if (threads <= 1 || threads > kMaxThreads) {
+      auto [begin, end] = split(units, thread, threads);
+      if (begin < end) body(begin, end);
+      return;
+    }
+    int64_t starts[kMaxThreads + 1];
+    for (int p = 0; p < threads; ++p) starts[p] = split(units, p, threads).first;
+    starts[threads] = units;
+    run_parts(starts, fewest, thread, threads, body);
+  }
+  /// As run(), part p being [starts[p], starts[p + 1]) (2 <= threads <= kMaxThreads).
+  template <class Body>
+  void run_parts(const int64_t* starts, int64_t fewest, int thread, int threads, Body&& body) {
+    fewest = std::max<int64_t>(1, fewest);
+    // Chunk `index` of `part` ([begin, end) of units), or an empty one past its last.
+    auto chunk = [&](int part, int64_t index) {
+      int64_t begin = starts[part];
+      const int64_t end = starts[part + 1];
+      for (int64_t i = 0;; ++i) {
+        const int64_t size = std::min(end - begin, std::max(fewest, (end - begin + 1) / 2));
+        if (i == index || size == 0) return std::pair{begin, begin + size};
+        begin += size;
+      }
+    };
+    auto chunks_in = [&](int part) {
+      int64_t n = 0;
+      while (chunk(part, n).second > chunk(part, n).first) ++n;
+      return n;
+    };
+    auto take = [&](int part, int64_t index) {
+      auto [begin, end] = chunk(part, index);
+      body(begin, end);
+    };
+    // Its own part from the front: one fetch_add a chunk (low half: chunks taken from the front).
+    for (const int64_t count = chunks_in(thread);;) {
+      const uint64_t was = parts_[thread].taken.fetch_add(1, std::memory_order_relaxed);
+      const int64_t front = int64_t(was & 0xffffffffu), back = int64_t(was >> 32);
+      if (front + back >= count) break;
+      take(thread, front);
+    }
+    // The others' from the back (high half: chunks taken from the back).
+    for (int i = 1; i < threads; ++i) {
+      const int part = (thread + i) % threads;
+      const int64_t count = chunks_in(part);
+      uint64_t was = parts_[part].taken.load(std::memory_order_relaxed);
+      for (;;) {
+        const int64_t front = int64_t(was & 0xffffffffu), back = int64_t(was >> 32);
+        if (front + back >= count) break;
+        if (!parts_[part].taken.compare_exchange_weak(was, was + (uint64_t(1) << 32), std::memory_order_relaxed)) continue;
+        take(part, count - 1 - back);
+        was = parts_[part].taken.load(std::memory_order_relaxed);
+      }
+    }
+    if (left_.fetch_add(1, std::memory_order_acq_rel) + 1 == threads) {
+      for (int p = 0; p < threads; ++p) parts_[p].taken.store(0, std::memory_order_relaxed);
+      left_.store(0, std::memory_order_release);
+    }
+  }
+
+ private:
+  struct alignas(64) Part {
+    std::atomic<uint64_t> taken{0};  // chunks taken from the front (low 32 bits) and the back (high)
+  };
+  Part parts_[kMaxThreads];
+  alignas(64) std::atomic<int> left_{0};
+};
 
 /// A buffer view as a kernel reads or writes it: the plan's layout at an address.
 struct Operand : detail::ViewLayout {

@@ -140,6 +140,21 @@ std::pair<int64_t, int64_t> balanced_split(int64_t units, const Cost& cost, int 
   return {begin, std::max(begin, end)};
 }
 
+// The parts balanced_split gives every thread: part t is [starts[t], starts[t + 1]), in one walk.
+template <class Cost>
+void balanced_starts(int64_t units, const Cost& cost, int threads, int64_t* starts) {
+  int64_t total = 0;
+  for (int64_t u = 0; u < units; ++u) total += cost(u);
+  int t = 0;
+  int64_t before = 0;
+  for (int64_t u = 0; u < units && t < threads; ++u) {
+    while (t < threads && before >= total * t / threads) starts[t++] = u;
+    before += cost(u);
+  }
+  while (t < threads) starts[t++] = units;
+  starts[threads] = units;
+}
+
 // A segmented (encoder) call's tiles take at least this many rows: every tile converts each key
 // and value of its segment again, and an encoder's heads are many (12 of head_dim 32 in
 // all-MiniLM-L6-v2: the default tile of 64 query vectors is 5 rows, 26 conversions of each
@@ -336,17 +351,18 @@ class Kernel final : public cpu::Kernel {
     auto cost = [&](int64_t t) {
       return std::max<int64_t>(0, d_.keys(start + last_row(t), cache_rows) - d_.first(start + t * per)) + 8;
     };
-    auto [begin, end] = balanced_split(tiles, cost, thread, threads);
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t r0 = t * per, count = last_row(t) + 1 - r0;
-      State s = state(w, thread, r0, count, d_.first(start + r0), d_.keys(start + r0 + count - 1, cache_rows), start,
-                      cache_rows);
-      run_tile(s.tile);
-      for (int64_t m = 0; m < count * d_.heads; ++m) {
-        auto [r, h] = row_and_head(m, count);
-        finish(w, r0 + r, h, s.acc + m * width_, s.sum[m]);
+    share(tiles, cost, thread, threads, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t r0 = t * per, count = last_row(t) + 1 - r0;
+        State s = state(w, thread, r0, count, d_.first(start + r0), d_.keys(start + r0 + count - 1, cache_rows), start,
+                        cache_rows);
+        run_tile(s.tile);
+        for (int64_t m = 0; m < count * d_.heads; ++m) {
+          auto [r, h] = row_and_head(m, count);
+          finish(w, r0 + r, h, s.acc + m * width_, s.sum[m]);
+        }
       }
-    }
+    });
   }
 
   // The keys [first, last) row r of a segmented call attends to: its segment's valid rows, or
@@ -375,20 +391,21 @@ class Kernel final : public cpu::Kernel {
       const auto [first, last] = segment_keys(w, r0, cache_rows);
       return last - first + 8;
     };
-    auto [begin, end] = balanced_split(tiles, cost, thread, threads);
-    for (int64_t t = begin; t < end; ++t) {
-      const auto [r0, count] = rows_of(t);
-      if (count == 0) continue;
-      const int64_t b = r0 / d_.segment;
-      const int64_t length = std::clamp<int64_t>(lengths_.data<int32_t>(w)[b], 0, d_.segment);
-      const int64_t first = b * d_.segment, last = std::min(first + length, cache_rows);
-      State s = state(w, thread, r0, count, first, std::max(first, last), 0, cache_rows);
-      run_tile(s.tile);
-      for (int64_t m = 0; m < count * d_.heads; ++m) {
-        auto [r, h] = row_and_head(m, count);
-        finish(w, r0 + r, h, s.acc + m * width_, s.sum[m]);
+    share(tiles, cost, thread, threads, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const auto [r0, count] = rows_of(t);
+        if (count == 0) continue;
+        const int64_t b = r0 / d_.segment;
+        const int64_t length = std::clamp<int64_t>(lengths_.data<int32_t>(w)[b], 0, d_.segment);
+        const int64_t first = b * d_.segment, last = std::min(first + length, cache_rows);
+        State s = state(w, thread, r0, count, first, std::max(first, last), 0, cache_rows);
+        run_tile(s.tile);
+        for (int64_t m = 0; m < count * d_.heads; ++m) {
+          auto [r, h] = row_and_head(m, count);
+          finish(w, r0 + r, h, s.acc + m * width_, s.sum[m]);
+        }
       }
-    }
+    });
   }
 
   // A segmented call on AMX tiles: each (segment, query head) whole on one thread (its keys
@@ -409,16 +426,17 @@ class Kernel final : public cpu::Kernel {
       const Rows r = rows_of(u / d_.heads);
       return r.written + r.queries * (r.keys + 8);
     };
-    auto [begin, end] = balanced_split(segments * d_.heads, cost, thread, threads);
     const int64_t q_stride = d_.heads * d_.d, kv_stride = d_.kv_heads * d_.d;
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t b = u / d_.heads, h = u % d_.heads, g = h / d_.group();
-      const Rows r = rows_of(b);
-      const int64_t q0 = (b * S * d_.heads + h) * d_.d, kv0 = (b * S * d_.kv_heads + g) * d_.d;
-      attention::segment_head_amx({q_.data<float>(w) + q0, k_.data<float>(w) + kv0, v_.data<float>(w) + kv0,
-                                   y_.data<float>(w) + q0, q_stride, kv_stride, d_.d, r.queries, r.written, r.keys,
-                                   float(d_.scale), scratch_.get(thread)});
-    }
+    share(segments * d_.heads, cost, thread, threads, [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t b = u / d_.heads, h = u % d_.heads, g = h / d_.group();
+        const Rows r = rows_of(b);
+        const int64_t q0 = (b * S * d_.heads + h) * d_.d, kv0 = (b * S * d_.kv_heads + g) * d_.d;
+        attention::segment_head_amx({q_.data<float>(w) + q0, k_.data<float>(w) + kv0, v_.data<float>(w) + kv0,
+                                     y_.data<float>(w) + q0, q_stride, kv_stride, d_.d, r.queries, r.written, r.keys,
+                                     float(d_.scale), scratch_.get(thread)});
+      }
+    });
   }
 
   void decode(const int64_t* w, int64_t start, int64_t cache_rows, int thread, int threads) const {
@@ -426,26 +444,28 @@ class Kernel final : public cpu::Kernel {
     const int64_t lo = std::min(d_.first(start), d_.keys(start, cache_rows));
     const int64_t keys = d_.keys(start, cache_rows) - lo;
     const int64_t parts = std::max<int64_t>(1, std::min(kMaxPartials, (keys + split_ - 1) / split_));
-    auto [begin, end] = cpu::split(parts, thread, threads);
-    for (int64_t c = begin; c < end; ++c) {
-      auto [first, last] = cpu::split(keys, int(c), int(parts), attention::kKeyBlock);
-      State s = state(w, thread, 0, 1, lo + first, lo + last, start, cache_rows);
-      run_tile(s.tile, /*decode=*/true);
-      for (int64_t m = 0; m < d_.heads; ++m) {
-        const int64_t h = row_and_head(m, 1).second;
-        if (parts == 1) {
-          finish(w, 0, h, s.acc + m * width_, s.sum[m]);
-          continue;
+    // The key parts shared out among the threads (cpu::SharedRanges), a part at a time.
+    shared_.run(parts, 1, thread, threads, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        auto [first, last] = cpu::split(keys, int(c), int(parts), attention::kKeyBlock);
+        State s = state(w, thread, 0, 1, lo + first, lo + last, start, cache_rows);
+        run_tile(s.tile, /*decode=*/true);
+        for (int64_t m = 0; m < d_.heads; ++m) {
+          const int64_t h = row_and_head(m, 1).second;
+          if (parts == 1) {
+            finish(w, 0, h, s.acc + m * width_, s.sum[m]);
+            continue;
+          }
+          keep_partial(0, c, h, s, m);
         }
-        keep_partial(0, c, h, s, m);
+        // The thread that finishes the last partial combines them; the count is zero again
+        // before the next call begins (the pool's join orders them).
+        if (parts > 1 && finished_[0].fetch_add(1, std::memory_order_acq_rel) == parts - 1) {
+          combine(w, 0, parts, s.acc);
+          finished_[0].store(0, std::memory_order_relaxed);
+        }
       }
-      // The thread that finishes the last partial combines them; the count is zero again
-      // before the next call begins (the pool's join orders them).
-      if (parts > 1 && finished_[0].fetch_add(1, std::memory_order_acq_rel) == parts - 1) {
-        combine(w, 0, parts, s.acc);
-        finished_[0].store(0, std::memory_order_relaxed);
-      }
-    }
+    });
   }
 
   // A batched decode's row b: its slot's first row, its position, its first key and its keys
@@ -508,27 +528,28 @@ class Kernel final : public cpu::Kernel {
           std::fill(zeros, zeros + d_.d, 0.0f);
           for (int64_t h = 0; h < d_.heads; ++h) store_row(y_, w, (b * d_.heads + h) * d_.d, zeros, d_.d);
         }
-    auto [begin, end] = balanced_split(units, cost, thread, threads);
     UnitWalk walk(*this, w, rows);
-    for (int64_t u = begin; u < end; ++u) {
-      walk.at(u);
-      const SlotRow& r = walk.r;
-      const int64_t b = walk.row, c = walk.part;
-      auto [first, last] = walk.keys();
-      State s = state(w, thread, b, 1, r.lo + first, r.lo + last, r.position, d_.slot_rows, r.base);
-      run_tile(s.tile, /*decode=*/true);  // one query row's tile, as decode() takes
-      for (int64_t m = 0; m < d_.heads; ++m) {
-        const int64_t h = row_and_head(m, 1).second;
-        if (r.parts == 1)
-          finish(w, b, h, s.acc + m * width_, s.sum[m]);
-        else
-          keep_partial(b, c, h, s, m);
+    share(units, cost, thread, threads, [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) {
+        walk.at(u);
+        const SlotRow& r = walk.r;
+        const int64_t b = walk.row, c = walk.part;
+        auto [first, last] = walk.keys();
+        State s = state(w, thread, b, 1, r.lo + first, r.lo + last, r.position, d_.slot_rows, r.base);
+        run_tile(s.tile, /*decode=*/true);  // one query row's tile, as decode() takes
+        for (int64_t m = 0; m < d_.heads; ++m) {
+          const int64_t h = row_and_head(m, 1).second;
+          if (r.parts == 1)
+            finish(w, b, h, s.acc + m * width_, s.sum[m]);
+          else
+            keep_partial(b, c, h, s, m);
+        }
+        if (r.parts > 1 && finished_[b].fetch_add(1, std::memory_order_acq_rel) == r.parts - 1) {
+          combine(w, b, r.parts, s.acc);
+          finished_[b].store(0, std::memory_order_relaxed);
+        }
       }
-      if (r.parts > 1 && finished_[b].fetch_add(1, std::memory_order_acq_rel) == r.parts - 1) {
-        combine(w, b, r.parts, s.acc);
-        finished_[b].store(0, std::memory_order_relaxed);
-      }
-    }
+    });
   }
 
   // Partial c of head h of row b: its maximum, its sum, its weighted values (head_dim floats).
@@ -566,53 +587,69 @@ class Kernel final : public cpu::Kernel {
     const float scale = float(d_.scale);
     // Each pair also pays a fixed cost (its query, its output) worth a few keys.
     auto cost = [&](int64_t p) { return d_.keys(start + p / heads, cache_rows) + 8; };
-    auto [begin, end] = balanced_split(rows * heads, cost, thread, threads);
     float* q = scratch_.get(thread);
     float* acc = q + d;
     float* row = acc + d;
     float* scores = row + d;
-    for (int64_t p = begin; p < end; ++p) {
-      const int64_t r = p / heads, g = (p % heads) / d_.group();
-      const int64_t keys = d_.keys(start + r, cache_rows);
-      std::fill(acc, acc + d, 0.0f);
-      if (keys == 0) {
-        store_row(y_, w, p * d, acc, d);
-        continue;
-      }
-      load_row(q_, w, p * d, q, d);
-      for (int64_t i = 0; i < d; ++i) q[i] *= scale;
-      if (row_) {
-        const int64_t stride = d_.kv_heads * d;
-        row_({q, k_.data<float>(w) + d_.at(0, g), v_.data<float>(w) + d_.at(0, g), stride, d, keys, block_, scores, acc});
-        store_row(y_, w, p * d, acc, d);
-        continue;
-      }
-      // Online softmax over blocks of keys: a running maximum m and sum l; acc holds the
-      // weighted sum of values, all relative to exp(m).
-      float m = -std::numeric_limits<float>::infinity(), l = 0;
-      for (int64_t j0 = 0; j0 < keys; j0 += block_) {
-        const int64_t n = std::min(block_, keys - j0);
-        float top = -std::numeric_limits<float>::infinity();
-        for (int64_t i = 0; i < n; ++i) {
-          scores[i] = dot(q, cache_row(k_, w, j0 + i, g, row), d);
-          top = std::max(top, scores[i]);
+    share(rows * heads, cost, thread, threads, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t r = p / heads, g = (p % heads) / d_.group();
+        const int64_t keys = d_.keys(start + r, cache_rows);
+        std::fill(acc, acc + d, 0.0f);
+        if (keys == 0) {
+          store_row(y_, w, p * d, acc, d);
+          continue;
         }
-        const float next = std::max(m, top);
-        const float shrink = std::exp(m - next);  // 0 on the first block
-        l *= shrink;
-        for (int64_t i = 0; i < d; ++i) acc[i] *= shrink;
-        for (int64_t i = 0; i < n; ++i) {
-          const float e = std::exp(scores[i] - next);
-          l += e;
-          const float* v = cache_row(v_, w, j0 + i, g, row);
-          for (int64_t k = 0; k < d; ++k) acc[k] += e * v[k];
+        load_row(q_, w, p * d, q, d);
+        for (int64_t i = 0; i < d; ++i) q[i] *= scale;
+        if (row_) {
+          const int64_t stride = d_.kv_heads * d;
+          row_({q, k_.data<float>(w) + d_.at(0, g), v_.data<float>(w) + d_.at(0, g), stride, d, keys, block_, scores, acc});
+          store_row(y_, w, p * d, acc, d);
+          continue;
         }
-        m = next;
+        // Online softmax over blocks of keys: a running maximum m and sum l; acc holds the
+        // weighted sum of values, all relative to exp(m).
+        float m = -std::numeric_limits<float>::infinity(), l = 0;
+        for (int64_t j0 = 0; j0 < keys; j0 += block_) {
+          const int64_t n = std::min(block_, keys - j0);
+          float top = -std::numeric_limits<float>::infinity();
+          for (int64_t i = 0; i < n; ++i) {
+            scores[i] = dot(q, cache_row(k_, w, j0 + i, g, row), d);
+            top = std::max(top, scores[i]);
+          }
+          const float next = std::max(m, top);
+          const float shrink = std::exp(m - next);  // 0 on the first block
+          l *= shrink;
+          for (int64_t i = 0; i < d; ++i) acc[i] *= shrink;
+          for (int64_t i = 0; i < n; ++i) {
+            const float e = std::exp(scores[i] - next);
+            l += e;
+            const float* v = cache_row(v_, w, j0 + i, g, row);
+            for (int64_t k = 0; k < d; ++k) acc[k] += e * v[k];
+          }
+          m = next;
+        }
+        const float inv = 1.0f / l;
+        for (int64_t i = 0; i < d; ++i) acc[i] *= inv;
+        store_row(y_, w, p * d, acc, d);
       }
-      const float inv = 1.0f / l;
-      for (int64_t i = 0; i < d; ++i) acc[i] *= inv;
-      store_row(y_, w, p * d, acc, d);
+    });
+  }
+
+  // body(begin, end) over runs of [0, units) that together cover it once: each thread first
+  // its balanced part, a unit at a time, then what is left of the others' (cpu::SharedRanges),
+  // so a thread slowed by another process holds the call up by one unit, not by its part.
+  template <class Cost, class Body>
+  void share(int64_t units, const Cost& cost, int thread, int threads, Body&& body) const {
+    if (threads <= 1 || threads > cpu::SharedRanges::kMaxThreads) {
+      auto [begin, end] = balanced_split(units, cost, thread, threads);
+      if (begin < end) body(begin, end);
+      return;
     }
+    int64_t starts[cpu::SharedRanges::kMaxThreads + 1];
+    balanced_starts(units, cost, threads, starts);
+    shared_.run_parts(starts, 1, thread, threads, body);
   }
 
   // Row j of kv head g of a cache as f32: in place for an f32 cache, else converted into `buffer`.
@@ -643,6 +680,7 @@ class Kernel final : public cpu::Kernel {
   float* partials_ = nullptr;
   int64_t finished_rows_ = 1;
   std::unique_ptr<std::atomic<int64_t>[]> finished_;
+  mutable cpu::SharedRanges shared_;  // each call's units, shared out among its threads (share())
 };
 
 struct Attention : Operator {

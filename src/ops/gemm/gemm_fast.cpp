@@ -209,6 +209,11 @@ class FastKernel final : public RowRangeKernel {
 
   int preparation() const override { return int8_ ? 2 : 1; }
 
+  // The AMX tiles take a whole panel of W's columns a call (A's tiles are loaded again for each).
+  int64_t fewest_chunk_units(const int64_t* w) const override {
+    return amx_ && rows_of_a(w) > gemv_rows_ ? kAmxPanel / isa_.nr : 1;
+  }
+
   void prepare(const int64_t* w, int thread) const override {
     const int64_t rows = rows_of_a(w), k = c_.k;
     if (rows <= 0) return;

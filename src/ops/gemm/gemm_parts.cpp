@@ -49,35 +49,38 @@ class PartsKernel final : public cpu::Kernel {
       // The same rows of both weights, then silu(gate) * up on them, all on this thread (the
       // units are powers of two: the larger is a multiple of the other).
       const RowRangeKernel &gate = *parts_[0], &up = *parts_[1];
-      const int64_t unit = std::max(gate.unit(w), up.unit(w)), n = gate.rows_of_w();
+      const int64_t unit = std::max(gate.unit(w), up.unit(w)), n = gate.rows_of_w(), units = (n + unit - 1) / unit;
       const int64_t rows = y_.shape.size() < 2 ? 1 : y_.rows(w);
-      auto [u0, u1] = cpu::split((n + unit - 1) / unit, thread, threads);
-      if (u0 >= u1) return;
-      const int64_t begin = u0 * unit, end = std::min(u1 * unit, n);
-      ready(0);
-      gate.run_rows(w, thread, begin, end);
-      ready(1);
-      up.run_rows(w, thread, begin, end);
-      for (int64_t m = 0; m < rows; ++m)
-        silu_mul_f32(gate_.data<float>(w) + m * n + begin, up_.data<float>(w) + m * n + begin,
-                     y_.data<float>(w) + m * n + begin, end - begin, features_);
+      const int64_t fewest = std::max(gate.fewest_chunk_units(w), up.fewest_chunk_units(w));
+      shared_.run(units, fewest, thread, threads, [&](int64_t u0, int64_t u1) {
+        const int64_t begin = u0 * unit, end = std::min(u1 * unit, n);
+        ready(0);
+        gate.run_rows(w, thread, begin, end);
+        ready(1);
+        up.run_rows(w, thread, begin, end);
+        for (int64_t m = 0; m < rows; ++m)
+          silu_mul_f32(gate_.data<float>(w) + m * n + begin, up_.data<float>(w) + m * n + begin,
+                       y_.data<float>(w) + m * n + begin, end - begin, features_);
+      });
       return;
     }
     // Each weight's rows in units of its loop; a thread takes runs of units across the weights.
-    int64_t total = 0;
+    int64_t total = 0, fewest = 1;
     for (const auto& p : parts_) total += (p->rows_of_w() + p->unit(w) - 1) / p->unit(w);
-    auto [first, last] = cpu::split(total, thread, threads);
-    int64_t base = 0;
-    for (size_t i = 0; i < parts_.size() && base < last; ++i) {
-      const RowRangeKernel& p = *parts_[i];
-      const int64_t unit = p.unit(w), units = (p.rows_of_w() + unit - 1) / unit;
-      const int64_t lo = std::max(first, base), hi = std::min(last, base + units);
-      if (lo < hi) {
-        ready(int(i));
-        p.run_rows(w, thread, (lo - base) * unit, std::min((hi - base) * unit, p.rows_of_w()));
+    for (const auto& p : parts_) fewest = std::max(fewest, p->fewest_chunk_units(w));
+    shared_.run(total, fewest, thread, threads, [&](int64_t first, int64_t last) {
+      int64_t base = 0;
+      for (size_t i = 0; i < parts_.size() && base < last; ++i) {
+        const RowRangeKernel& p = *parts_[i];
+        const int64_t unit = p.unit(w), units = (p.rows_of_w() + unit - 1) / unit;
+        const int64_t lo = std::max(first, base), hi = std::min(last, base + units);
+        if (lo < hi) {
+          ready(int(i));
+          p.run_rows(w, thread, (lo - base) * unit, std::min((hi - base) * unit, p.rows_of_w()));
+        }
+        base += units;
       }
-      base += units;
-    }
+    });
   }
 
  private:
@@ -85,6 +88,7 @@ class PartsKernel final : public cpu::Kernel {
   bool silu_mul_;
   cpu::Features features_;
   cpu::Operand gate_, up_, y_;
+  mutable cpu::SharedRanges shared_;  // each call's units, shared out among its threads
 };
 
 }  // namespace

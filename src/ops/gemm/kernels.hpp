@@ -87,9 +87,12 @@ class RowRangeKernel : public cpu::Kernel {
   void run(const int64_t* w, int thread, int threads) const final {
     prepare(w, thread);
     const int64_t unit = this->unit(w), n = rows_of_w(), units = (n + unit - 1) / unit;
-    auto [begin, end] = cpu::split(units, thread, threads);
-    if (begin < end) run_rows(w, thread, begin * unit, std::min(end * unit, n));
+    shared_.run(units, fewest_chunk_units(w), thread, threads,
+                [&](int64_t begin, int64_t end) { run_rows(w, thread, begin * unit, std::min(end * unit, n)); });
   }
+  /// The fewest units a run_rows() call should take (a loop that pays a cost per call), when
+  /// the threads share out a call's units (cpu::SharedRanges).
+  virtual int64_t fewest_chunk_units(const int64_t*) const { return 1; }
   /// W's rows.
   virtual int64_t rows_of_w() const = 0;
   /// What a thread's range should be a multiple of this call (the loop's rows at a time; a
@@ -102,6 +105,9 @@ class RowRangeKernel : public cpu::Kernel {
   /// What prepare() leaves: kernels of one step over the same `a` with the same nonzero value
   /// leave the same bytes in the same place of the scratch, so one prepare() serves them all.
   virtual int preparation() const { return 0; }
+
+ private:
+  mutable cpu::SharedRanges shared_;  // each call's units, shared out among its threads
 };
 
 /// v[i] += r[at + i] for n entries of a dense operand (a bias or the residual, before the one
