@@ -9,7 +9,6 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 fuzz/make_corpus.py >/dev/null  # the binary seeds are generated, not tracked
 seconds=${1:-30}
 shift || true
 all_targets=(gguf_reader safetensors_reader hf_config gguf_config tokenizer_json gguf_tokenizer
@@ -32,7 +31,7 @@ cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DIRON_FUZZ=ON -DIRON_SANITIZE=address,undefined \
   -DIRON_BUILD_TESTS=OFF -DIRON_BUILD_BENCH=OFF -DIRON_VULKAN=OFF >/dev/null
-cmake --build build-fuzz -j "$jobs" --target iron_fuzz
+cmake --build build-fuzz -j "$jobs" --target iron_fuzz  # and the binary seeds (fuzz/CMakeLists.txt)
 
 shared=${IRON_SHARED_DIR:-../shared}
 stories="$shared/models/stories260K.gguf"

@@ -54,38 +54,34 @@ class SharedRanges {
   /// `thread` (fewest: the fewest units a chunk, at least 1).
   template <class Body>
   void run(int64_t units, int64_t fewest, int thread, int threads, Body&& body) {
-    if (threads <= 1 || threads > kMaxThreads) {
-      auto [begin, end] = split(units, thread, threads);
-      if (begin < end) body(begin, end);
-      return;
-    }
-    int64_t starts[kMaxThreads + 1];
+    Starts starts(threads);
     for (int p = 0; p < threads; ++p) starts[p] = split(units, p, threads).first;
     starts[threads] = units;
-    run_parts(starts, fewest, thread, threads, body);
+    run_parts(starts.data(), fewest, thread, threads, body);
   }
-  /// As run(), part p being [starts[p], starts[p + 1]) (2 <= threads <= kMaxThreads).
+  /// As run(), part p being [starts[p], starts[p + 1]). One thread, or more than kMaxThreads,
+  /// take their own part whole.
   template <class Body>
   void run_parts(const int64_t* starts, int64_t fewest, int thread, int threads, Body&& body) {
+    if (threads <= 1 || threads > kMaxThreads) {
+      if (starts[thread] < starts[thread + 1]) body(starts[thread], starts[thread + 1]);
+      return;
+    }
     fewest = std::max<int64_t>(1, fewest);
-    // Chunk `index` of `part` ([begin, end) of units), or an empty one past its last.
-    auto chunk = [&](int part, int64_t index) {
-      int64_t begin = starts[part];
-      const int64_t end = starts[part + 1];
-      for (int64_t i = 0;; ++i) {
-        const int64_t size = std::min(end - begin, std::max(fewest, (end - begin + 1) / 2));
-        if (i == index || size == 0) return std::pair{begin, begin + size};
-        begin += size;
-      }
+    // The size of the chunk of `part` that begins at unit `at` (0 past its end).
+    auto size_at = [&](int part, int64_t at) {
+      const int64_t left = starts[part + 1] - at;
+      return std::min(left, std::max(fewest, (left + 1) / 2));
     };
     auto chunks_in = [&](int part) {
       int64_t n = 0;
-      while (chunk(part, n).second > chunk(part, n).first) ++n;
+      for (int64_t at = starts[part]; at < starts[part + 1]; at += size_at(part, at)) ++n;
       return n;
     };
     auto take = [&](int part, int64_t index) {
-      auto [begin, end] = chunk(part, index);
-      body(begin, end);
+      int64_t at = starts[part];
+      for (int64_t i = 0; i < index; ++i) at += size_at(part, at);
+      body(at, at + size_at(part, at));
     };
     // Its own part from the front: one fetch_add a chunk (low half: chunks taken from the front).
     for (const int64_t count = chunks_in(thread);;) {
@@ -119,6 +115,19 @@ class SharedRanges {
   };
   Part parts_[kMaxThreads];
   alignas(64) std::atomic<int> left_{0};
+
+ public:
+  /// The threads + 1 part boundaries run_parts() reads: on the stack up to kMaxThreads.
+  class Starts {
+   public:
+    explicit Starts(int threads) : heap_(threads > kMaxThreads ? size_t(threads) + 1 : 0) {}
+    int64_t& operator[](int i) { return data()[i]; }
+    int64_t* data() { return heap_.empty() ? local_ : heap_.data(); }
+
+   private:
+    int64_t local_[kMaxThreads + 1];
+    std::vector<int64_t> heap_;
+  };
 };
 
 /// A buffer view as a kernel reads or writes it: the plan's layout at an address.

@@ -118,29 +118,9 @@ void require_shape(const char* what, const cpu::Operand& o, const Shape& tail) {
                 std::to_string(tail[1]) + ")");
 }
 
-// The part [begin, end) of `units` that thread `thread` takes: equal shares of cost(u), not of
-// units. A causal prefill's last rows read many more keys than its first (an even split of 512
-// rows left one thread idle for 38% of the call).
-template <class Cost>
-std::pair<int64_t, int64_t> balanced_split(int64_t units, const Cost& cost, int thread, int threads) {
-  if (threads <= 1) return {0, units};
-  int64_t total = 0;
-  for (int64_t u = 0; u < units; ++u) total += cost(u);
-  const int64_t lo = total * thread / threads, hi = total * (thread + 1) / threads;
-  int64_t begin = -1, end = units, before = 0;
-  for (int64_t u = 0; u < units; ++u) {
-    if (begin < 0 && before >= lo) begin = u;
-    if (before >= hi) {
-      end = u;
-      break;
-    }
-    before += cost(u);
-  }
-  if (begin < 0) begin = units;
-  return {begin, std::max(begin, end)};
-}
-
-// The parts balanced_split gives every thread: part t is [starts[t], starts[t + 1]), in one walk.
+// Each thread's part of `units`, equal shares of cost(u), not of units: part t is [starts[t],
+// starts[t + 1]), in one walk. A causal prefill's last rows read many more keys than its first
+// (an even split of 512 rows left one thread idle for 38% of the call).
 template <class Cost>
 void balanced_starts(int64_t units, const Cost& cost, int threads, int64_t* starts) {
   int64_t total = 0;
@@ -638,18 +618,13 @@ class Kernel final : public cpu::Kernel {
   }
 
   // body(begin, end) over runs of [0, units) that together cover it once: each thread first
-  // its balanced part, a unit at a time, then what is left of the others' (cpu::SharedRanges),
-  // so a thread slowed by another process holds the call up by one unit, not by its part.
+  // its balanced part, in halving chunks, then what is left of the others' (cpu::SharedRanges),
+  // so a thread slowed by another process holds the call up by a chunk, not by its part.
   template <class Cost, class Body>
   void share(int64_t units, const Cost& cost, int thread, int threads, Body&& body) const {
-    if (threads <= 1 || threads > cpu::SharedRanges::kMaxThreads) {
-      auto [begin, end] = balanced_split(units, cost, thread, threads);
-      if (begin < end) body(begin, end);
-      return;
-    }
-    int64_t starts[cpu::SharedRanges::kMaxThreads + 1];
-    balanced_starts(units, cost, threads, starts);
-    shared_.run_parts(starts, 1, thread, threads, body);
+    cpu::SharedRanges::Starts starts(threads);
+    balanced_starts(units, cost, threads, starts.data());
+    shared_.run_parts(starts.data(), 1, thread, threads, body);
   }
 
   // Row j of kv head g of a cache as f32: in place for an f32 cache, else converted into `buffer`.
