@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -230,11 +231,32 @@ TEST(SmolLM2, LogitsAtMediumPrecisionStayCloseToTheReference) {
   check_smollm2_against_reference(Precision::medium, 0.3, 4e-2, "cpu", f32);
 }
 
+// What a cache type's own rounding may add at medium to the KL mean (nats, over SmolLM2's 130
+// golden positions) of the f32 cache, and the most any cache may reach in all. Absolute, so they
+// mean the same on every CPU: the f32 cache's own figure is medium's matmul rounding, which moves
+// with the processor (3.1e-3 where int8 products run, 8.5e-8 on AVX2 where medium keeps f32), and
+// a bound relative to it held nothing on AVX2 while failing there on f16's 8e-7. Each allowance
+// grows with the square of the type's rounding unit (KL is half the logits' error variance),
+// from f16's (2^-11 of each element) to bf16's (2^-8) and q8_0's (2^-8 of its block's largest, so
+// more for the smaller elements), with room for the int8 roundings a changed cache value tips on
+// the way, which is most of the increments measured where int8 runs. Measured increments, prefill
+// at medium (Xeon: AVX-512 int8 products; EPYC Zen 3: AVX2, f32 products): f16 4.6e-4 and 7e-7,
+// bf16 5.3e-4 and 4.2e-5, q8_0 2.7e-3 and 7.7e-4.
+double cache_allowance(DType cache) {
+  switch (cache) {
+    case DType::f16: return 1e-3;
+    case DType::bf16: return 2e-3;
+    case DType::q8_0: return 5e-3;
+    default: return 0;
+  }
+}
+constexpr double kMediumKlCeiling = 1e-2;  // f32 3.1e-3 and q8_0 5.7e-3 where int8 runs
+
 // SmolLM2 at medium, for each cache type in `types`, against the float64 reference, its prompts
-// scored by one prefill or (decoding) by decode steps: each type's KL mean within twice the f32
-// cache's, top-1 counted (at least 120 of 130 agree) rather than required; with `default_bound`,
-// the default at medium (kMediumCacheDtype) within 1.2x.
-void expect_caches_close_at_medium(bool decoding, std::initializer_list<DType> types, bool default_bound) {
+// scored by one prefill or (decoding) by decode steps: each type's KL mean within the f32 cache's
+// plus the type's allowance and under the ceiling; top-1 counted (at least 120 of 130 agree)
+// rather than required. Prints the figures (the CPU path says which products ran).
+void expect_caches_close_at_medium(bool decoding, std::initializer_list<DType> types) {
   auto figures = [&](DType cache) {
     iron::test::ReferenceCheck check;
     check.model = local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
@@ -245,21 +267,23 @@ void expect_caches_close_at_medium(bool decoding, std::initializer_list<DType> t
     check.each_top1 = false;
     check.cache = cache;
     check.decoding = decoding;
-    return iron::test::check_against_reference(check);
+    const iron::test::ReferenceFigures f = iron::test::check_against_reference(check);
+    std::cout << "[ figures  ] " << (decoding ? "decoding" : "prefill") << ", cache " << name(cache)
+              << ": KL mean " << f.kl_mean << ", max " << f.kl_max << ", top-1 " << f.top1_agree << "/"
+              << f.positions << "\n";
+    return f;
   };
   const double f32_cache = figures(f32).kl_mean;
+  EXPECT_LE(f32_cache, kMediumKlCeiling);
   for (DType t : types) {
     const iron::test::ReferenceFigures f = figures(t);
-    EXPECT_LE(f.kl_mean, 2.0 * f32_cache) << name(t);
+    EXPECT_LE(f.kl_mean, f32_cache + cache_allowance(t)) << name(t) << " adds more than its rounding allows";
+    EXPECT_LE(f.kl_mean, kMediumKlCeiling) << name(t);
     EXPECT_GE(f.top1_agree, 120) << name(t);
-    if (default_bound && t == kMediumCacheDtype) {
-      EXPECT_LE(f.kl_mean, 1.2 * f32_cache) << name(t);
-    }
   }
 }
 
-// Each smaller cache type at medium, against the f32 cache at medium: the default at medium
-// (kMediumCacheDtype) costs at most 1.2x the f32 cache's KL mean, every type at most 2x. Measured:
+// Each smaller cache type at medium, against the f32 cache at medium. Measured where int8 runs:
 // f32 3.06e-3 mean (max 3.0e-2), f16 3.52e-3 (2.9e-2), bf16 3.59e-3 (2.7e-2), q8_0 5.71e-3
 // (0.18). At medium a cache's rounding meets the activations' int8 rounding, and a position whose
 // blocks round the other way moves most (q8_0's worst position was 0.04 with the per-head kernel's
@@ -270,20 +294,19 @@ TEST(SmolLM2, SmallerCachesAtMediumStayCloseToTheReference) {
   GTEST_SKIP() << "sanitizer build: the Release build compares whole models' logits";
 #endif
   IRON_NEEDS_SMOLLM2();
-  expect_caches_close_at_medium(false, {f16, bf16, DType::q8_0}, true);
+  expect_caches_close_at_medium(false, {f16, bf16, DType::q8_0});
 }
 
 // The same at medium through decode steps (LlamaRunner::score_decoding: each token fed to a
 // decode step, whose attention reads the cache as generation does; a prefill's reads the
 // chunk's own rows), so the decode tiles at medium (the int8 scores over a q8_0 cache) are held
-// to the float64 reference too, not only the prefill's. Each cache type within twice the f32
-// cache's KL mean, as above.
+// to the float64 reference too, not only the prefill's. The same allowances as above.
 TEST(SmolLM2, DecodingAtMediumStaysCloseToTheReference) {
 #ifdef IRON_SANITIZED_BUILD
   GTEST_SKIP() << "sanitizer build: the Release build compares whole models' logits";
 #endif
   IRON_NEEDS_SMOLLM2();
-  expect_caches_close_at_medium(true, {f16, DType::q8_0}, false);
+  expect_caches_close_at_medium(true, {f16, DType::q8_0});
 }
 
 }  // namespace

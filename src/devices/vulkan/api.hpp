@@ -45,6 +45,7 @@ inline constexpr const char* kLoaderLibrary = "libvulkan.so.1";
   X(vkDestroyDevice)                \
   X(vkGetDeviceQueue)               \
   X(vkDeviceWaitIdle)               \
+  X(vkQueueWaitIdle)                \
   X(vkCreateBuffer)                 \
   X(vkDestroyBuffer)                \
   X(vkGetBufferMemoryRequirements)  \

@@ -44,7 +44,7 @@ struct Binding {
 class CommandList {
  public:
   explicit CommandList(Device& device);
-  /// Waits for a submission still in flight (up to kDefaultWait) before freeing anything.
+  /// Waits for a submission still in flight, however long it runs, before freeing anything.
   ~CommandList();
   CommandList(const CommandList&) = delete;
   CommandList& operator=(const CommandList&) = delete;
@@ -94,8 +94,10 @@ class CommandList {
   /// submission was not waited for.
   void submit();
   /// Waits for the submission: throws iron::Error after `timeout` (the submission then stays
-  /// in flight: wait again, or the destructor will) or when the device is lost.
-  void wait(std::chrono::nanoseconds timeout = kDefaultWait);
+  /// in flight: wait again, or the destructor will) or when the device is lost. Without a
+  /// timeout: the device's wait_limit().
+  void wait();
+  void wait(std::chrono::nanoseconds timeout);
   /// Whether the last submission is done (no wait); true when nothing was submitted.
   bool done() const;
   /// After a wait: each timestamp()'s time in nanoseconds, from the device's clock (only the

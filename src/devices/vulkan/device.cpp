@@ -139,6 +139,23 @@ void Buffer::invalidate(size_t offset, size_t bytes) const {
 
 // ---- Device ----
 
+namespace {
+// kDefaultWait, kDefaultWaitOnTheHost for a device on the host's processor, or
+// IRON_VULKAN_TIMEOUT_S seconds (a positive number; anything else is refused by name).
+std::chrono::nanoseconds default_wait_limit(const DeviceInfo& info) {
+  if (const char* text = std::getenv("IRON_VULKAN_TIMEOUT_S"); text && *text) {
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !(seconds > 0) || seconds > 1e9)
+      value_error(std::string("IRON_VULKAN_TIMEOUT_S must be a positive number of seconds, not \"") +
+                  std::string(text).substr(0, 40) + "\"");
+    return std::chrono::nanoseconds(int64_t(seconds * 1e9));
+  }
+  if (info.type == VK_PHYSICAL_DEVICE_TYPE_CPU) return kDefaultWaitOnTheHost;
+  return kDefaultWait;
+}
+}  // namespace
+
 std::unique_ptr<Device> Device::create() {
   std::shared_ptr<Instance> instance = Instance::shared();
   const uint32_t index = choose_device(instance->devices(), std::getenv("IRON_VULKAN_DEVICE"));
@@ -222,6 +239,8 @@ std::unique_ptr<Device> Device::create(std::shared_ptr<Instance> instance, uint3
   VkFenceCreateInfo fence{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   check(df.vkCreateFence(d.device_, &fence, nullptr, &d.transfer_fence_), "vkCreateFence");
 
+  d.set_wait_limit(default_wait_limit(d.info_));
+
   f.vkGetPhysicalDeviceMemoryProperties(physical, &d.memory_);
   if (d.info_.unified_memory && !options.force_staging) {
     const uint32_t type = d.memory_type(UINT32_MAX, MemoryKind::device);
@@ -234,10 +253,11 @@ std::unique_ptr<Device> Device::create(std::shared_ptr<Instance> instance, uint3
 }
 
 Device::~Device() {
-  // Command lists wait for their own submissions and uploads wait before returning, so nothing
-  // is in flight here; no vkDeviceWaitIdle, which has no timeout.
   pipelines_.reset();
   if (device_ == VK_NULL_HANDLE) return;
+  // Command lists settle before they are destroyed, so nothing is in flight here but a copy
+  // whose wait timed out.
+  settle("destroying the device");
   const DeviceFunctions& df = functions_;
   if (live_buffers_.load() != 0)
     log(LogLevel::error,
@@ -351,6 +371,7 @@ Buffer Device::create_buffer(size_t bytes, MemoryKind kind, std::string_view pur
 }
 
 void Device::free_buffer(Buffer& buffer) {
+  settle("freeing a buffer");
   if (buffer.mapped_) functions_.vkUnmapMemory(device_, buffer.memory_);
   if (buffer.buffer_ != VK_NULL_HANDLE) {
     functions_.vkDestroyBuffer(device_, buffer.buffer_, nullptr);
@@ -414,6 +435,8 @@ void Device::download(const Buffer& src, size_t offset, std::span<std::byte> dat
 void Device::copy_on_queue(const Buffer& src, size_t src_offset, const Buffer& dst,
                            size_t dst_offset, size_t bytes) {
   std::lock_guard lock(transfer_mutex_);
+  // A copy whose wait timed out may still run: its command buffer is not reset under it.
+  if (!is_done(transfer_fence_)) settle("a buffer copy");
   const DeviceFunctions& df = functions_;
   check(df.vkResetCommandBuffer(transfer_commands_, 0), "vkResetCommandBuffer");
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -442,26 +465,82 @@ void Device::copy_on_queue(const Buffer& src, size_t src_offset, const Buffer& d
   check(df.vkEndCommandBuffer(transfer_commands_), "vkEndCommandBuffer");
   check(df.vkResetFences(device_, 1, &transfer_fence_), "vkResetFences");
   submit(transfer_commands_, transfer_fence_);
-  wait(transfer_fence_, kDefaultWait, "a buffer copy");
+  wait(transfer_fence_, wait_limit(), "a buffer copy");
 }
 
 void Device::submit(VkCommandBuffer commands, VkFence fence) {
   VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   submit.commandBufferCount = 1;
   submit.pCommandBuffers = &commands;
-  std::lock_guard lock(queue_mutex_);  // vkQueueSubmit needs the queue externally synchronised
-  check(functions_.vkQueueSubmit(queue_, 1, &submit, fence), "vkQueueSubmit");
+  {
+    std::lock_guard lock(queue_mutex_);  // vkQueueSubmit needs the queue externally synchronised
+    check(functions_.vkQueueSubmit(queue_, 1, &submit, fence), "vkQueueSubmit");
+  }
+  std::lock_guard lock(in_flight_mutex_);
+  if (std::find(in_flight_.begin(), in_flight_.end(), fence) == in_flight_.end())
+    in_flight_.push_back(fence);
 }
 
-void Device::wait(VkFence fence, std::chrono::nanoseconds timeout, const char* what) const {
+void Device::forget(VkFence fence) {
+  std::lock_guard lock(in_flight_mutex_);
+  std::erase(in_flight_, fence);
+}
+
+void Device::wait(VkFence fence, std::chrono::nanoseconds timeout, const char* what) {
   const VkResult r = functions_.vkWaitForFences(device_, 1, &fence, VK_TRUE,
                                                 uint64_t(std::max<int64_t>(0, timeout.count())));
   if (r == VK_TIMEOUT)
     throw VulkanError(VK_TIMEOUT,
                       "timed out after " + duration_text(timeout) + " waiting for " + what +
                           " on Vulkan device " + info_.short_name() +
-                          " (the device hung, or the work takes longer than the timeout)");
+                          " (the device hung, or the work takes longer than the timeout: "
+                          "IRON_VULKAN_TIMEOUT_S sets it)");
+  if (r == VK_ERROR_DEVICE_LOST) {
+    // Nothing runs on a lost device any more: everything may be freed.
+    std::lock_guard lock(in_flight_mutex_);
+    in_flight_.clear();
+  }
   check(r, "vkWaitForFences");
+  forget(fence);
+}
+
+bool Device::is_done(VkFence fence) {
+  {
+    std::lock_guard lock(in_flight_mutex_);
+    if (std::find(in_flight_.begin(), in_flight_.end(), fence) == in_flight_.end()) return true;
+  }
+  const VkResult r = functions_.vkGetFenceStatus(device_, fence);
+  if (r == VK_NOT_READY) return false;
+  if (r == VK_ERROR_DEVICE_LOST) {
+    std::lock_guard lock(in_flight_mutex_);
+    in_flight_.clear();
+  }
+  check(r, "vkGetFenceStatus");
+  forget(fence);
+  return true;
+}
+
+void Device::settle(const char* why) {
+  {
+    std::lock_guard lock(in_flight_mutex_);
+    if (in_flight_.empty()) return;
+  }
+  // One queue: waiting for it to go idle waits for every fence in the list, without touching
+  // fences that their owners may be destroying meanwhile. No timeout: freeing memory a shader
+  // still reads is worse than any wait, and a hung GPU ends in a lost device (which returns).
+  const auto started = std::chrono::steady_clock::now();
+  VkResult r;
+  {
+    std::lock_guard lock(queue_mutex_);
+    r = functions_.vkQueueWaitIdle(queue_);
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (waited > 1.0 || r != VK_SUCCESS)
+    log(LogLevel::warning, std::string("vulkan: ") + why + " waited " + std::to_string(int(waited)) +
+                               " s for submissions still running on " + info_.short_name() +
+                               (r == VK_SUCCESS ? "" : std::string(" (") + result_name(r) + ")"));
+  std::lock_guard lock(in_flight_mutex_);
+  in_flight_.clear();
 }
 
 }  // namespace iron::vulkan

@@ -38,10 +38,14 @@ inline constexpr int kMemoryKinds = 4;
 /// "device", "staging", "per-call", "readback".
 const char* memory_kind_name(MemoryKind kind);
 
-/// How long a wait for the device lasts before it is an error, unless the caller says otherwise.
-/// Long enough for lavapipe to run a model's prefill on a slow CPU, short enough that a hung GPU
-/// is reported rather than waited on forever.
+/// How long a wait for a GPU lasts before it is an error, unless the caller or
+/// IRON_VULKAN_TIMEOUT_S says otherwise: short enough that a hung GPU is reported rather than
+/// waited on forever, far longer than any one call of a model takes on one.
 inline constexpr std::chrono::milliseconds kDefaultWait{60'000};
+/// The same for a device that runs on the host's processor (lavapipe): it cannot hang as a GPU
+/// does, it only runs slowly, and on a loaded 2-core machine a whole model's prefill took past
+/// 60 s (so tests failed there on a busy day). Only a shader that never ends needs a limit.
+inline constexpr std::chrono::milliseconds kDefaultWaitOnTheHost{600'000};
 
 /// A VkBuffer with its own memory, mapped for its whole life when the memory is host-visible.
 /// Move-only; destroyed (and its bytes uncounted) with the object.
@@ -130,10 +134,30 @@ class Device {
   const Pipeline& pipeline(const PipelineKey& key);
 
   /// Submits `commands` to the queue, signalling `fence` when done (queue access is locked).
+  /// The fence counts as in flight until a wait() or is_done() sees it signalled.
   void submit(VkCommandBuffer commands, VkFence fence);
   /// Waits for `fence`: returns when it is signalled, throws iron::Error after `timeout` ("timed
-  /// out after N ms waiting for <what>") or on a lost device. Never waits without end.
-  void wait(VkFence fence, std::chrono::nanoseconds timeout, const char* what) const;
+  /// out after N ms waiting for <what>") or on a lost device. Never waits without end. After a
+  /// timeout the submission is still in flight: whatever it reads stays alive (see settle()).
+  void wait(VkFence fence, std::chrono::nanoseconds timeout, const char* what);
+  /// Whether `fence`'s submission is done (no wait): true also when it was never submitted.
+  bool is_done(VkFence fence);
+  /// How long wait() calls that name no timeout wait: kDefaultWait on a GPU,
+  /// kDefaultWaitOnTheHost on a device of type CPU, IRON_VULKAN_TIMEOUT_S seconds where set.
+  std::chrono::nanoseconds wait_limit() const {
+    return std::chrono::nanoseconds(wait_limit_ns_.load(std::memory_order_relaxed));
+  }
+  void set_wait_limit(std::chrono::nanoseconds limit) {
+    wait_limit_ns_.store(limit.count(), std::memory_order_relaxed);
+  }
+  /// Blocks until nothing submitted is still running, however long that takes (a lost device
+  /// ends it too), before something a submission may read is freed: a wait that timed out leaves
+  /// its work running, and freeing its buffers or commands under it crashed the process
+  /// (lavapipe read freed memory). Returns at once when nothing is in flight. `why` goes in the
+  /// log line that says it waits.
+  void settle(const char* why);
+  /// Forgets `fence` (its owner destroys it): after settle() or a wait that saw it signalled.
+  void forget(VkFence fence);
 
  private:
   Device() = default;
@@ -157,11 +181,18 @@ class Device {
   bool maps_device_memory_ = false;
   std::array<std::atomic<uint64_t>, kMemoryKinds> allocated_{};
   std::atomic<int64_t> live_buffers_{0};
+  std::atomic<int64_t> wait_limit_ns_{0};
+  // Fences submitted and not yet seen signalled (few: a list's, a chain's, the transfer's).
+  std::mutex in_flight_mutex_;
+  std::vector<VkFence> in_flight_;
   // For copy_on_queue: one command buffer and fence, reused under their own lock.
   std::mutex transfer_mutex_;
   VkCommandPool transfer_pool_ = VK_NULL_HANDLE;
   VkCommandBuffer transfer_commands_ = VK_NULL_HANDLE;
   VkFence transfer_fence_ = VK_NULL_HANDLE;
 };
+
+/// The device compiled graphs run on (device "vulkan"), made on first use.
+Device& shared_device();
 
 }  // namespace iron::vulkan

@@ -267,6 +267,11 @@ class VulkanProgram final : public detail::Program {
   }
 
   void submit(CommandList& list, const int64_t* words) {
+    // A call whose wait timed out may still run, reading the words: the next waits for it first.
+    all_.wait();
+    for (const std::unique_ptr<CommandList>& one : single_)
+      if (one) one->wait();
+    list.wait();
     // Words fit 30 bits (the image checks): the shaders read them as int.
     auto* target = reinterpret_cast<int32_t*>(words_.mapped());
     const size_t n = size_t(plan_.table().size());
@@ -421,12 +426,13 @@ class VulkanDevice final : public detail::Device {
 
   std::optional<Throughput> measure_throughput() override { return vulkan::measure_throughput(device()); }
 
- private:
   // Made on first use: a process that never asks for Vulkan never loads it.
   vulkan::Device& device() {
     std::call_once(made_, [this] { device_ = vulkan::Device::create(); });
     return *device_;
   }
+
+ private:
 
   static void zero(VulkanBuffer& b) {
     if (char* host = b.host()) {
@@ -453,3 +459,9 @@ Device& vulkan_device() {
 }
 
 }  // namespace iron::detail
+
+namespace iron::vulkan {
+
+Device& shared_device() { return static_cast<VulkanDevice&>(detail::vulkan_device()).device(); }
+
+}  // namespace iron::vulkan

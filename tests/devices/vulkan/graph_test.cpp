@@ -3,11 +3,17 @@
 // Skips, naming why, where this machine has no Vulkan device.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "devices/vulkan/vulkan_test_util.hpp"
 #include "iron/iron.hpp"
+#if IRON_HAS_VULKAN
+#include <chrono>
+
+#include "devices/vulkan/device.hpp"
+#endif
 
 namespace F = iron::functional;
 
@@ -45,6 +51,54 @@ TEST(VulkanGraph, ElementwiseStepsMatchTheCpuAndTheReference) {
     }
   }
 }
+
+struct Product : iron::Graph {
+  iron::Input x = input("x"), w = input("w");
+  Product() : iron::Graph("product") {}
+  iron::Outputs body() override { return {F::linear(x, w)}; }
+};
+
+#if IRON_HAS_VULKAN
+// A call that outlasts the device's wait limit is an error the caller gets; the graph (and its
+// memory, which the call still reads) stays usable and is freed without a crash afterwards. On a
+// loaded machine a 60 s timeout in MiniLM's Vulkan test ended in a SIGSEGV: the image's buffers
+// were freed under the running commands.
+TEST(VulkanGraph, ACallThatTimesOutIsAnErrorAndTheGraphWorksOn) {
+  IRON_NEEDS_VULKAN();
+  iron::vulkan::Device& device = iron::vulkan::shared_device();
+  const std::chrono::nanoseconds limit = device.wait_limit();
+  struct Restore {
+    iron::vulkan::Device& device;
+    std::chrono::nanoseconds limit;
+    ~Restore() { device.set_wait_limit(limit); }
+  } restore{device, limit};
+  const iron::Tensor x = pattern(64, 512, 1), w = pattern(512, 512, 2);
+  std::vector<float> want;
+  {
+    Product g;
+    auto& gpu = g.compile({{"x", {64, 512}}, {"w", {512, 512}}}, {.device = "vulkan"});
+    want = g.reference({x, w}).outputs[0].to_floats();
+    device.set_wait_limit(std::chrono::microseconds(1));
+    try {
+      gpu({x, w});
+      GTEST_SKIP() << "the device ran 64 x 512 x 512 within 1 us";
+    } catch (const iron::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("timed out after 1 us"), std::string::npos) << e.what();
+    }
+    device.set_wait_limit(limit);
+    const std::vector<float> got = gpu({x, w}).outputs[0].to_floats();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
+    device.set_wait_limit(std::chrono::microseconds(1));
+    EXPECT_THROW(gpu({x, w}), iron::Error);
+  }  // the graph goes while its last call may still run
+  device.set_wait_limit(limit);
+  Product again;
+  auto& gpu = again.compile({{"x", {64, 512}}, {"w", {512, 512}}}, {.device = "vulkan"});
+  const std::vector<float> got = gpu({x, w}).outputs[0].to_floats();
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
+}
+#endif
 
 TEST(VulkanGraph, AGraphStaysOnOneDeviceUntilReleased) {
   IRON_NEEDS_VULKAN();

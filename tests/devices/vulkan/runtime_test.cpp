@@ -490,6 +490,98 @@ TEST(VulkanCommands, AWaitThatTimesOutSaysSoAndTheWorkStillFinishes) {
   EXPECT_EQ(got, std::vector<uint32_t>(invocations, expected));
 }
 
+// A submission of spin.comp that runs for a while on llvmpipe (about a second on a quiet core):
+// the states it writes, and the list that runs it, recorded and ended.
+struct Spin {
+  static constexpr uint32_t groups = 256, invocations = groups * 64, iterations = 60'000;
+  vk::Buffer states;
+  explicit Spin(vk::Device& device)
+      : states(device.create_buffer(invocations * 4, vk::MemoryKind::per_call, "spin states")) {
+    std::memset(states.mapped(), 0, states.size());
+    states.flush(0, states.size());
+  }
+  void record(vk::Device& device, vk::CommandList& list) const {
+    list.begin();
+    list.bind(device.pipeline({"spin", {}, 1, 4}));
+    list.bind_buffers({{&states, 0, states.size()}});
+    list.push_constants(iterations);
+    list.dispatch(groups);
+    list.host_barrier();
+    list.end();
+  }
+  static std::vector<uint32_t> expected() {
+    uint32_t v = 0;
+    for (uint32_t i = 0; i < iterations; ++i) v = v * 1664525u + 1013904223u;
+    return std::vector<uint32_t>(invocations, v);
+  }
+  std::vector<uint32_t> got(vk::Device& device) const {
+    std::vector<uint32_t> out(invocations);
+    device.download(states, 0, std::as_writable_bytes(std::span(out)));
+    return out;
+  }
+};
+
+// A command list destroyed while its submission runs (its wait timed out) waits for it, however
+// long, before freeing anything: it used to log, leak, and return while its buffers were freed
+// under the running shader (a SIGSEGV in MiniLM's Vulkan test on a loaded machine).
+TEST(VulkanCommands, AListDestroyedWhileItRunsWaitsForItsWork) {
+  IRON_VULKAN_DEVICE_OR_SKIP(device);
+  device->set_wait_limit(std::chrono::microseconds(1));  // every wait without a timeout, too
+  Spin spin(*device);
+  {
+    vk::CommandList list(*device);
+    spin.record(*device, list);
+    list.submit();
+    if (list.done()) GTEST_SKIP() << "the device finished the work before the first look";
+    EXPECT_THROW(list.wait(), iron::Error);
+  }  // destroyed here, still running
+  // Nothing runs any more: the states are the shader's last, read with no wait in between.
+  std::vector<uint32_t> now(Spin::invocations);
+  spin.states.invalidate(0, spin.states.size());
+  std::memcpy(now.data(), spin.states.mapped(), spin.states.size());
+  EXPECT_EQ(now, Spin::expected());
+}
+
+// A buffer freed while a submission that binds it runs waits for the submission first.
+TEST(VulkanCommands, ABufferFreedWhileASubmissionReadsItWaitsForIt) {
+  IRON_VULKAN_DEVICE_OR_SKIP(device);
+  vk::CommandList list(*device);
+  {
+    Spin spin(*device);
+    spin.record(*device, list);
+    list.submit();
+    if (list.done()) GTEST_SKIP() << "the device finished the work before the first look";
+  }  // the states are freed here
+  EXPECT_TRUE(list.done());
+  list.wait(std::chrono::microseconds(1));  // done: returns at once
+}
+
+// After a wait that timed out, a copy on the queue (a download) and a new submission still work.
+TEST(VulkanCommands, TheDeviceWorksOnAfterAWaitTimesOut) {
+  IRON_VULKAN_DEVICE_OR_SKIP(device);
+  Spin spin(*device);
+  vk::CommandList list(*device);
+  spin.record(*device, list);
+  list.submit();
+  if (list.done()) GTEST_SKIP() << "the device finished the work before the first look";
+  EXPECT_THROW(list.wait(std::chrono::microseconds(1)), iron::Error);
+  list.wait();
+  EXPECT_EQ(spin.got(*device), Spin::expected());
+  list.submit();
+  list.wait();
+  EXPECT_TRUE(list.done());
+}
+
+TEST(VulkanCommands, TheWaitLimitComesFromTheEnvironmentOrTheKindOfDevice) {
+  IRON_VULKAN_DEVICE_OR_SKIP(device);
+  const auto limit = device->wait_limit();
+  if (std::getenv("IRON_VULKAN_TIMEOUT_S") == nullptr) {
+    EXPECT_EQ(limit, device->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU
+                         ? std::chrono::nanoseconds(vk::kDefaultWaitOnTheHost)
+                         : std::chrono::nanoseconds(vk::kDefaultWait));
+  }
+}
+
 }  // namespace
 
 #else  // IRON_HAS_VULKAN
