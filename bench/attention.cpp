@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "devices/cpu/kernel.hpp"
+#include "devices/cpu/kernel_table.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "iron/cpu.hpp"
 #include "iron/handle.hpp"
@@ -64,7 +65,7 @@ struct Setup {
         args.scalars = {{2, 0}};
         args.features = &cpu::Features::host();
         args.precision = medium && path ? Precision::medium : Precision::highest;
-        kernels[path].push_back(op->cpu_kernel(args));
+        kernels[path].push_back(cpu::kernels().make(*op, args));
       }
     }
   }

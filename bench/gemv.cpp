@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "devices/cpu/kernel.hpp"
+#include "devices/cpu/kernel_table.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "iron/cpu.hpp"
 #include "iron/operator.hpp"
@@ -114,7 +115,7 @@ struct Setup {
       args.out = {cpu::dense_operand(f32, ys, reinterpret_cast<char*>(y.data()))};
       args.features = &features(fast);
       args.precision = precision;
-      kernels.push_back(op->cpu_kernel(args));
+      kernels.push_back(cpu::kernels().make(*op, args));
     }
   }
 };

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "devices/cpu/kernel.hpp"
+#include "devices/cpu/kernel_table.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "iron/cpu.hpp"
 #include "iron/operator.hpp"
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   args.scalars = {{2, 0}};
   args.features = &cpu::Features::host();
   args.precision = Precision::medium;
-  const std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
+  const std::unique_ptr<cpu::Kernel> kernel = cpu::kernels().make(*op, args);
   const int64_t words[3] = {rows, ctx, 0};  // rows, cache rows, the start scalar (not read)
   cpu::ThreadPool::shared(threads);
   std::vector<double> us;

@@ -1,4 +1,5 @@
-// `iron info MODEL [--config config.json] [--no-tensors]` and `iron info --devices`
+// `iron info MODEL [--config config.json] [--no-tensors]`, `iron info --devices` and
+// `iron info --kernels [--device D]`
 #include <iostream>
 #include <memory>
 #include <string>
@@ -16,6 +17,8 @@ void add_info_command(CLI::App& app, bool execute) {
     models::DescribeOptions describe;
     bool no_tensors = false;
     bool devices = false;
+    bool kernels = false;
+    std::string device = "cpu";
     int64_t array_items = int64_t(models::DescribeOptions().array_items);
     int64_t string_chars = int64_t(models::DescribeOptions().string_chars);
   };
@@ -29,6 +32,12 @@ void add_info_command(CLI::App& app, bool execute) {
   info->add_flag("--devices", options->devices,
                  "List the compute devices: the CPU's features, and each Vulkan device with its memory, "
                  "features and limits, marking the one a run would use (IRON_VULKAN_DEVICE=N picks another)");
+  info->add_flag("--kernels", options->kernels,
+                 "For each kind of step the models run (each weight kind of a matmul at highest and "
+                 "medium, each cache type of attention, ...), the kernel it takes on this machine and why "
+                 "the faster ones were passed over");
+  info->add_option("--device", options->device, "With --kernels: cpu (the default) or vulkan")
+      ->check(CLI::IsMember({"cpu", "vulkan"}));
   info->add_option("--config", options->describe.config_path,
                    "A Hugging Face config.json describing a safetensors model (a tokenizer.json "
                    "next to it is summarised too)");
@@ -39,8 +48,14 @@ void add_info_command(CLI::App& app, bool execute) {
               "Longer string values are cut to this many characters");
   // The callback holds the options: a parse without `execute` (the fuzz target) keeps them too.
   info->callback([options, model, execute] {
-    if (model->count() == 0 && !options->devices) throw CLI::RequiredError("MODEL (or --devices)");
+    if (model->count() == 0 && !options->devices && !options->kernels)
+      throw CLI::RequiredError("MODEL (or --devices or --kernels)");
     if (!execute) return;
+    if (options->kernels) {
+      std::cout << cpu_device::describe_kernels(options->device);
+      if (model->count() == 0 && !options->devices) return;
+      std::cout << "\n";
+    }
     if (options->devices) {
       std::cout << "cpu: " << cpu_device::available_cpus() << " CPUs available; features: " << cpu_device::features()
                 << "\n"

@@ -3,12 +3,16 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace iron::cpu_device {
 
 /// The instruction sets the kernels may use here ("avx2 fma avx512f avx512bw avx512bf16").
 std::string features();
+/// `device`'s kernels ("cpu" or "vulkan"): for the CPU, the kernel each kind of step the models
+/// run takes here and why faster ones were passed over (`iron info --kernels`).
+std::string describe_kernels(std::string_view device = "cpu");
 /// Streaming-read bandwidth of this machine in GB/s (10^9 bytes), reading `bytes` with `threads`
 /// threads of the device's pool; the best of a few passes.
 double measure_read_bandwidth(int threads, size_t bytes = size_t(256) << 20);

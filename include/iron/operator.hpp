@@ -1,4 +1,5 @@
-// An operator: one declaration (params, tunables), a reference, a tolerance, a kernel per device.
+// An operator: one declaration (params, tunables), a reference and a tolerance; its kernels are
+// registered with each device's table by its folder (src/ops/<op>/).
 #pragma once
 
 #include <cstdint>
@@ -15,11 +16,6 @@
 #include "iron/tensor.hpp"
 
 namespace iron {
-
-namespace cpu {
-class Kernel;
-struct KernelArgs;
-}  // namespace cpu
 
 /// The value of a param or tunable: an integer, a float, a flag or a name.
 using FieldValue = std::variant<int64_t, double, bool, std::string>;
@@ -102,10 +98,9 @@ class Operator {
 
   /// Plain loops in f32 or wider, each output rounded once to its dtype.
   virtual void reference(const RefCall& call) const = 0;
-  /// The contract this operator's kernels meet at `precision`.
+  /// The contract this operator's kernels meet at `precision`. The kernels themselves are the
+  /// devices': each device's table lists them by operator (src/devices/cpu/kernel_table.hpp).
   virtual Tolerance tolerance(Precision precision) const;
-  /// The kernel for the CPU device, every address and size resolved.
-  virtual std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& args) const = 0;
 
  protected:
   const Declaration* declaration_;

@@ -7,18 +7,66 @@
 #include <memory>
 
 #include "devices/cpu/kernel.hpp"
+#include "devices/cpu/kernel_table.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "iron/error.hpp"
 #include "iron/operator.hpp"
 
+namespace iron::vulkan {
+struct KernelArgs;
+class CommandList;
+/// Records one step's dispatches on the Vulkan device (devices/vulkan/kernel.hpp).
+using KernelRecorder = void (*)(const Operator& op, const KernelArgs& args, CommandList& list);
+}  // namespace iron::vulkan
+
+// An operator's Vulkan recorder where the build has the Vulkan device (its <op>_vulkan.cpp is
+// compiled), else none: the entry's line reads the same either way.
+#if IRON_HAS_VULKAN
+#define IRON_VULKAN_RECORDER(f) (&(f))
+#else
+#define IRON_VULKAN_RECORDER(f) nullptr
+#endif
+
 namespace iron::ops {
 
-/// A catalog entry building `Op` from its fields.
+/// One of an operator's CPU kernels as its entry lists it: the target it is built for and what
+/// it refuses beyond the target's features (null: nothing). The kernel itself is the operator's
+/// cpu_kernel(), made with the features narrowed to the target.
+struct CpuTarget {
+  cpu::Target target;
+  cpu::KernelRefusal refuses = nullptr;
+};
+
+/// What the catalog holds of an operator: its declaration and factory (the public catalog
+/// entry), its CPU kernels (each target it has code for) and its Vulkan recorder (none: the
+/// Vulkan device refuses it by name). The devices build their kernel tables from these.
+struct OpEntry {
+  CatalogEntry catalog;
+  std::vector<CpuTarget> cpu;
+  cpu::KernelFactory make_cpu;  // the operator's cpu_kernel(), for each of `cpu`
+  vulkan::KernelRecorder vulkan = nullptr;
+};
+
+/// Every operator's entry (src/ops/catalog.cpp lists them).
+const std::vector<OpEntry>& op_entries();
+
+/// The factory a table entry of `Op` calls: the operator's own cpu_kernel().
 template <class Op>
-CatalogEntry entry(const Declaration& d) {
-  return {&d, [](Fields p, Fields t) -> std::shared_ptr<Operator> {
-            return std::make_shared<Op>(std::move(p), std::move(t));
-          }};
+std::unique_ptr<cpu::Kernel> make_cpu_kernel(const Operator& op, const cpu::KernelArgs& args) {
+  return static_cast<const Op&>(op).cpu_kernel(args);
+}
+
+/// The entry of `Op`, built from its fields, whose cpu_kernel(args) serves each of `cpu`'s
+/// targets, recorded on Vulkan by `vulkan`.
+template <class Op>
+OpEntry entry(const Declaration& d, std::vector<CpuTarget> cpu, vulkan::KernelRecorder vulkan) {
+  return {{&d,
+           [](Fields p, Fields t) -> std::shared_ptr<Operator> {
+             return std::make_shared<Op>(std::move(p), std::move(t));
+           }},
+          std::move(cpu),
+          &make_cpu_kernel<Op>,
+          vulkan};
 }
 
 /// The unit roundoff of a dtype: what rounding once to it may change, relatively.

@@ -32,7 +32,7 @@ class RowwiseOp : public Operator {
     }
   }
 
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     return std::make_unique<Kernel>(*this, a);
   }
 
@@ -88,5 +88,8 @@ class RowwiseOp : public Operator {
 
   int64_t n_;
 };
+
+/// Records a rowwise operator's dispatches on Vulkan (src/ops/rowwise_vulkan.cpp).
+void record_rowwise(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
 
 }  // namespace iron::ops

@@ -21,7 +21,7 @@ class UnaryOp : public Operator {
     for (int64_t i = 0; i < n; ++i) y.data[i] = round_to(y.dtype, apply(x.data[i]));
   }
 
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     return std::make_unique<Kernel>(*this, a);
   }
 
@@ -48,5 +48,8 @@ class UnaryOp : public Operator {
     cpu::Features features_;
   };
 };
+
+/// Records a unary operator's dispatches on Vulkan (src/ops/unary_vulkan.cpp).
+void record_unary(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
 
 }  // namespace iron::ops

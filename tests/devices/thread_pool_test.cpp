@@ -13,6 +13,7 @@
 #include "graph/recording.hpp"
 #include "iron/iron.hpp"
 #include "sanitized.hpp"
+#include "test_kernels.hpp"
 
 namespace F = iron::functional;
 using iron::cpu::ThreadGovernor;
@@ -146,7 +147,7 @@ namespace {
 const iron::Declaration kLateCopy{"LateCopy", nullptr, {}, {}};
 std::atomic<int> late_runs{0};
 struct LateCopy : iron::Operator {
-  LateCopy() : iron::Operator(kLateCopy, {}, {}) {}
+  LateCopy() : iron::Operator(kLateCopy, {}, {}) { iron::test::add_test_kernel<LateCopy>(kLateCopy); }
   void reference(const iron::RefCall& c) const override {
     for (int64_t i = 0; i < iron::element_count(c.out[0].shape); ++i) c.out[0].data[i] = c.in[0].data[i];
   }
@@ -162,7 +163,7 @@ struct LateCopy : iron::Operator {
       copy_share(x, y, w, thread, threads);
     }
   };
-  std::unique_ptr<iron::cpu::Kernel> cpu_kernel(const iron::cpu::KernelArgs& a) const override {
+  std::unique_ptr<iron::cpu::Kernel> cpu_kernel(const iron::cpu::KernelArgs& a) const {
     auto k = std::make_unique<Kernel>();
     k->x = a.in[0];
     k->y = a.out[0];
@@ -222,7 +223,9 @@ const iron::Declaration kTimedCopy{"TimedCopy", nullptr, {}, {}};
 struct TimedCopy : iron::Operator {
   int64_t spin_us;
   std::atomic<int>* split_calls;
-  TimedCopy(int64_t spin, std::atomic<int>* calls) : iron::Operator(kTimedCopy, {}, {}), spin_us(spin), split_calls(calls) {}
+  TimedCopy(int64_t spin, std::atomic<int>* calls) : iron::Operator(kTimedCopy, {}, {}), spin_us(spin), split_calls(calls) {
+    iron::test::add_test_kernel<TimedCopy>(kTimedCopy);
+  }
   void reference(const iron::RefCall& c) const override {
     for (int64_t i = 0; i < iron::element_count(c.out[0].shape); ++i) c.out[0].data[i] = c.in[0].data[i];
   }
@@ -239,7 +242,7 @@ struct TimedCopy : iron::Operator {
       copy_share(x, y, w, thread, threads);
     }
   };
-  std::unique_ptr<iron::cpu::Kernel> cpu_kernel(const iron::cpu::KernelArgs& a) const override {
+  std::unique_ptr<iron::cpu::Kernel> cpu_kernel(const iron::cpu::KernelArgs& a) const {
     auto k = std::make_unique<Kernel>();
     k->x = a.in[0];
     k->y = a.out[0];

@@ -7,6 +7,7 @@
 #include "graph/recording.hpp"
 #include "iron/iron.hpp"
 #include "ops/op.hpp"
+#include "test_kernels.hpp"
 #include "test_util.hpp"
 
 namespace F = iron::functional;
@@ -155,7 +156,7 @@ TEST(Graph, ReferenceNeedsNoCompileAndMatchesCheckMode) {
 // An operator whose kernel is off by one: check mode must catch it at that step.
 const Declaration kOffByOne{"OffByOne", nullptr, {}, {}};
 struct OffByOne : Operator {
-  OffByOne() : Operator(kOffByOne, {}, {}) {}
+  OffByOne() : Operator(kOffByOne, {}, {}) { test::add_test_kernel<OffByOne>(kOffByOne); }
   void reference(const RefCall& c) const override {
     for (int64_t i = 0; i < element_count(c.out[0].shape); ++i) c.out[0].data[i] = c.in[0].data[i];
   }
@@ -166,7 +167,7 @@ struct OffByOne : Operator {
       for (int64_t i = 0; i < element_count(x.shape); ++i) y.data<float>(w)[i] = x.data<float>(w)[i] + (i == 2 ? 1.0f : 0.0f);
     }
   };
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     auto k = std::make_unique<Kernel>();
     k->x = a.in[0];
     k->y = a.out[0];

@@ -143,7 +143,7 @@ std::vector<float> check_direct(const Direct& c, const cpu::Features& features, 
   if (c.segment > 0) args.in.push_back(cpu::dense_operand(i32, ls, reinterpret_cast<char*>(lengths.data())));
   args.features = &features;
   args.precision = c.precision;
-  std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
+  std::unique_ptr<cpu::Kernel> kernel = cpu::kernels().make(*op, args);
 
   RefCall call;
   call.in = {{q.data(), qs, qs, f32}, {seen[0].data(), cs, {c.cache_rows, c.s.kv_heads, c.s.d}, c.cache},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "devices/cpu/kernel.hpp"
+#include "devices/cpu/kernel_table.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "graph/prepared.hpp"
 #include "iron/operator.hpp"
@@ -80,7 +81,7 @@ void check(const Case& c, const cpu::Features& features) {
   args.precision = c.precision;
   args.features = &features;
   if (c.prepared) args.in[1].prepared = std::make_shared<PreparedForms>();
-  std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
+  std::unique_ptr<cpu::Kernel> kernel = cpu::kernels().make(*op, args);
 
   std::vector<float> ref(size_t(c.rows * c.n), 0.0f);
   RefCall call;

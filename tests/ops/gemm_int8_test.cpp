@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "devices/cpu/kernel.hpp"
+#include "devices/cpu/kernel_table.hpp"
 #include "devices/cpu/thread_pool.hpp"
 #include "iron/operator.hpp"
 #include "ops/op.hpp"
@@ -81,7 +82,7 @@ Outcome run(const Case& c, const cpu::Features& features) {
   args.out = {operand(f32, y_shape, reinterpret_cast<char*>(y.data()), {0, 0})};
   args.precision = c.precision;
   args.features = &features;
-  std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
+  std::unique_ptr<cpu::Kernel> kernel = cpu::kernels().make(*op, args);
 
   Outcome o;
   o.ref.assign(size_t(c.rows * c.n), 0.0f);

@@ -335,7 +335,7 @@ TEST(OpKernels, CopyIntoARowAtAPerCallOffset) {
     cpu::KernelArgs args;
     args.in = {q};
     args.out = {q};
-    EXPECT_THROW(catalog_entry("Copy").make({}, {})->cpu_kernel(args), Error) << to_string(shape);
+    EXPECT_THROW(cpu::kernels().make(*catalog_entry("Copy").make({}, {}), args), Error) << to_string(shape);
   }
 }
 

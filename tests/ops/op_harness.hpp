@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "devices/cpu/kernel.hpp"
+#include "devices/cpu/kernel_table.hpp"
 #if IRON_HAS_VULKAN
 #include "devices/vulkan/commands.hpp"
 #include "devices/vulkan/kernel.hpp"
@@ -336,7 +337,7 @@ inline Result run_case(const Case& c) {
   op->reference(call);
   for (const std::vector<float>* f : out_ref) result.ref.push_back(*f);
 
-  std::unique_ptr<cpu::Kernel> kernel = op->cpu_kernel(args);
+  std::unique_ptr<cpu::Kernel> kernel = cpu::kernels().make(*op, args);
   Tolerance tol = op->tolerance(c.precision);
   auto compare = [&](std::vector<std::vector<float>>& got, const std::string& where) {
     for (size_t k = 0; k < c.out.size(); ++k) {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "devices/cpu/kernel.hpp"
+#include "devices/cpu/kernel_table.hpp"
 #include "devices/cpu/program.hpp"
 #include "devices/device.hpp"
 #include "iron/error.hpp"
@@ -80,7 +81,7 @@ class CpuDevice final : public detail::Device {
       a.scalars = step.scalars;
       a.precision = step.precision;
       a.features = &Features::host();
-      kernels.push_back(recording.steps[i].op->cpu_kernel(a));
+      kernels.push_back(cpu::kernels().make(*recording.steps[i].op, a));
       names.push_back(recording.steps[i].op->name());
       bytes.push_back(bytes_touched(a));
       barrier_before.push_back(step.barrier_before);

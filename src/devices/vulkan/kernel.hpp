@@ -48,7 +48,7 @@ struct KernelArgs {
 using KernelRecorder = void (*)(const Operator& op, const KernelArgs& args, CommandList& list);
 
 /// The recorder of operator `name`, or null where the Vulkan device has none
-/// (src/ops/catalog_vulkan.cpp lists them).
+/// (each operator's entry names its recorder: src/ops/catalog.cpp).
 KernelRecorder find_kernel(std::string_view name);
 
 /// An error naming `op`: the Vulkan device has no shader for what it was asked.

@@ -744,7 +744,7 @@ struct Attention : Operator {
     return {2e-5, 1e-4};
   }
 
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     return std::make_unique<Kernel>(d_, a, tunables_);
   }
 
@@ -753,6 +753,47 @@ struct Attention : Operator {
 
 }  // namespace
 
-CatalogEntry attention_entry() { return entry<Attention>(kAttention); }
+// Records its dispatches on Vulkan (attention_vulkan.cpp).
+void record_attention(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+namespace {
+// What the kernel's constructor reads to pick its loops (Kernel above), said for the table: the
+// per-head rows have an AVX-512 loop over f32 caches only; the grouped tiles want keys and values
+// of one dtype; AMX tiles serve an encoder's segments of f32 at medium.
+bool per_head(const Attention& op) {
+  return op.tunables().text("path") == "per_head" && op.d_.window == 0 && op.d_.segment == 0;
+}
+std::string refuses_vector(const Operator& o, const cpu::KernelArgs& a, bool avx512) {
+  const Attention& op = static_cast<const Attention&>(o);
+  const DType k = a.in.at(1).dtype, v = a.in.at(2).dtype;
+  if (per_head(op)) {
+    if (!avx512) return "the per-head rows have no AVX2 loop";
+    if (k != f32 || v != f32) return "the per-head rows read f32 caches only";
+    return "";
+  }
+  if (k != v) return "keys and values of different dtypes";
+  return "";
+}
+std::string refuses_amx(const Operator& o, const cpu::KernelArgs& a) {
+  const Attention& op = static_cast<const Attention&>(o);
+  if (op.d_.segment == 0) return "tiles serve an encoder's segments only";
+  if (a.precision != Precision::medium) return "tiles round to bf16: medium only";
+  for (const cpu::Operand* x : {&a.in.at(0), &a.in.at(1), &a.in.at(2), &a.out.at(0)})
+    if (x->dtype != f32) return "f32 operands only";
+  if (op.d_.d % 16 != 0 || op.d_.d > attention::kSegmentAmxMaxDim) return "a head_dim of 16s up to 256 only";
+  if (op.d_.segment > attention::kSegmentAmxMaxRows) return "segments of up to 1024 rows only";
+  return "";
+}
+}  // namespace
+
+OpEntry attention_entry() {
+  return entry<Attention>(
+      kAttention,
+      {{cpu::Target::amx, refuses_amx},
+       {cpu::Target::avx512, [](const Operator& o, const cpu::KernelArgs& a) { return refuses_vector(o, a, true); }},
+       {cpu::Target::avx2, [](const Operator& o, const cpu::KernelArgs& a) { return refuses_vector(o, a, false); }},
+       {cpu::Target::portable}},
+      IRON_VULKAN_RECORDER(record_attention));
+}
 
 }  // namespace iron::ops

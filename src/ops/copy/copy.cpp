@@ -71,7 +71,7 @@ class CopyOp : public Operator {
 
   Tolerance tolerance(Precision) const override { return {0, 0}; }
 
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& args) const override;
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& args) const;
 };
 
 class CopyKernel final : public cpu::Kernel {
@@ -248,8 +248,23 @@ class Transpose : public CopyOp {
 
 }  // namespace
 
-CatalogEntry copy_entry() { return entry<Copy>(kCopy); }
-CatalogEntry gather_entry() { return entry<Gather>(kGather); }
-CatalogEntry transpose_entry() { return entry<Transpose>(kTranspose); }
+// Records its dispatches on Vulkan (copy_vulkan.cpp).
+void record_copy(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+namespace {
+// Only f32 into f16 or bf16 converts in vector lanes (CopyKernel's convert_).
+std::vector<CpuTarget> copy_targets() {
+  auto refuses = [](const Operator&, const cpu::KernelArgs& a) -> std::string {
+    const DType s = a.in.at(0).dtype, d = a.out.at(0).dtype;
+    if (s == f32 && (d == f16 || d == bf16)) return "";
+    return "only f32 into f16 or bf16 has a vector loop";
+  };
+  return {{cpu::Target::avx2, refuses}, {cpu::Target::portable}};
+}
+}  // namespace
+
+OpEntry copy_entry() { return entry<Copy>(kCopy, copy_targets(), IRON_VULKAN_RECORDER(record_copy)); }
+OpEntry gather_entry() { return entry<Gather>(kGather, copy_targets(), IRON_VULKAN_RECORDER(record_copy)); }
+OpEntry transpose_entry() { return entry<Transpose>(kTranspose, copy_targets(), IRON_VULKAN_RECORDER(record_copy)); }
 
 }  // namespace iron::ops

@@ -1,7 +1,7 @@
 #pragma once
-#include "iron/operator.hpp"
+#include "ops/op.hpp"
 namespace iron::ops {
-CatalogEntry copy_entry();
-CatalogEntry gather_entry();
-CatalogEntry transpose_entry();
+OpEntry copy_entry();
+OpEntry gather_entry();
+OpEntry transpose_entry();
 }  // namespace iron::ops

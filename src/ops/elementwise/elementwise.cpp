@@ -96,7 +96,7 @@ class Op : public Operator {
       y.data[i] = round_to(y.dtype, apply<K>(a.data[i], b.data[broadcast ? i % width : i]));
   }
   Tolerance tolerance(Precision) const override { return K == Kind::silu_mul ? Tolerance{1e-6, 4e-6} : Tolerance{1e-6, 1e-6}; }
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     return std::make_unique<Kernel<K>>(a);
   }
 };
@@ -127,8 +127,16 @@ void silu_mul_f32(const float* a, const float* b, float* y, int64_t n, const cpu
   for (int64_t i = 0; i < n; ++i) y[i] = apply<Kind::silu_mul>(a[i], b[i]);
 }
 
-std::vector<CatalogEntry> elementwise_entries() {
-  return {entry<Add>(kAdd), entry<Sub>(kSub), entry<Mul>(kMul), entry<Div>(kDiv), entry<SwiGLU>(kSwiGLU)};
+// Records its dispatches on Vulkan (elementwise_vulkan.cpp).
+void record_elementwise(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+std::vector<OpEntry> elementwise_entries() {
+  const std::vector<CpuTarget> portable = {{cpu::Target::portable}};
+  const vulkan::KernelRecorder vulkan = IRON_VULKAN_RECORDER(record_elementwise);
+  return {entry<Add>(kAdd, portable, vulkan), entry<Sub>(kSub, portable, vulkan),
+          entry<Mul>(kMul, portable, vulkan), entry<Div>(kDiv, portable, vulkan),
+          // silu(a) * b has an AVX-512 loop (silu_mul_f32).
+          entry<SwiGLU>(kSwiGLU, {{cpu::Target::avx512}, {cpu::Target::portable}}, vulkan)};
 }
 
 }  // namespace iron::ops

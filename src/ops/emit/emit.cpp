@@ -48,12 +48,15 @@ struct Emit : Operator {
       c.out[0].data[i] = sources[i] == 'h' ? std::trunc(c.in[h++].data[0]) : float(c.scalars[s++]);
   }
   Tolerance tolerance(Precision) const override { return {0, 0}; }
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     return std::make_unique<Kernel>(a, params_.text("sources"));
   }
 };
 }  // namespace
 
-CatalogEntry emit_entry() { return entry<Emit>(kEmit); }
+// Records its dispatches on Vulkan (emit_vulkan.cpp).
+void record_emit(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+OpEntry emit_entry() { return entry<Emit>(kEmit, {{cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_emit)); }
 
 }  // namespace iron::ops

@@ -76,6 +76,6 @@ struct GELU : UnaryOp {
 };
 }  // namespace
 
-CatalogEntry gelu_entry() { return entry<GELU>(kGELU); }
+OpEntry gelu_entry() { return entry<GELU>(kGELU, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_unary)); }
 
 }  // namespace iron::ops

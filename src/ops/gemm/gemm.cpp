@@ -160,7 +160,7 @@ class Matmul : public Operator {
     return {};
   }
 
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     if (parts_ == 1) return part_kernel(a, n_);
     // A kernel per weight, each over a, its weight (and the norm's weight) into its output.
     std::vector<std::unique_ptr<gemm::RowRangeKernel>> parts;
@@ -181,13 +181,12 @@ class Matmul : public Operator {
     gemm::MatmulConfig c{k_,    n,         col_maj_, epilogue_, tunables_.integer("tile_n"),
                          gemv_, residual_, bias_,    norm_,     norm_weighted_,
                          norm_epsilon_};
-    // The fast kernels take a weight (N, K) of a float or block kind and float activations;
-    // everything else, and a processor without AVX2/FMA/F16C, takes the portable loops.
+    // The fast kernels take a weight (N, K) of a float or block kind and float activations
+    // (refuses_fast); everything else, and a processor without AVX2/FMA/F16C, takes the
+    // portable loops.
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
     const gemm::Isa* isa = gemm::select_isa(f);
-    auto plain_float = [](DType t) { return t == f32 || t == bf16 || t == f16; };
-    if (isa && col_maj_ && gemm::fast_weight(a.in.at(1).dtype) && plain_float(a.in.at(0).dtype) &&
-        plain_float(a.out.at(0).dtype) && k_ % info(a.in.at(1).dtype).block == 0) {
+    if (isa && refuses_fast(*this, a).empty()) {
       const bool medium = a.precision == Precision::medium && !gemv_;
       // ProjectionGEMM at medium may round x to int8 blocks (AVX512_VNNI), where its weight has
       // an int8 layout (packed_int8 decides).
@@ -197,6 +196,34 @@ class Matmul : public Operator {
       return gemm::fast_kernel(a, c, *isa, bf16, int8, bf16 && f.amx_bf16 && avx512, int8 && f.amx_int8 && avx512);
     }
     return gemm::portable_kernel(a, c);
+  }
+
+ public:
+  /// Why the vector loops do not take this step (a weight or activation they have no loop for),
+  /// empty when they do: what part_kernel() asks before taking them.
+  static std::string refuses_fast(const Operator& op, const cpu::KernelArgs& a) {
+    const Matmul& m = static_cast<const Matmul&>(op);
+    auto plain_float = [](DType t) { return t == f32 || t == bf16 || t == f16; };
+    const DType x = a.in.at(0).dtype, w = a.in.at(1).dtype, y = a.out.at(0).dtype;
+    if (!m.col_maj_) return "a weight of (K, N) rather than (N, K)";
+    if (!gemm::fast_weight(w)) return "a " + std::string(iron::name(w)) + " weight";
+    if (!plain_float(x) || !plain_float(y))
+      return "a " + std::string(iron::name(plain_float(x) ? y : x)) + (plain_float(x) ? " output" : " input");
+    if (m.k_ % info(w).block != 0)
+      return "K of " + std::to_string(m.k_) + ", not whole blocks of " + std::to_string(info(w).block);
+    return "";
+  }
+  /// Why AMX tiles do not take this step, empty when they do (as part_kernel() decides).
+  static std::string refuses_amx(const Operator& op, const cpu::KernelArgs& a) {
+    const Matmul& m = static_cast<const Matmul&>(op);
+    if (std::string why = refuses_fast(op, a); !why.empty()) return why;
+    if (m.gemv_) return "one row (GEMV) rounds once from f32 sums";
+    if (a.precision != Precision::medium) return "tiles round to bf16 or int8: medium only";
+    const cpu::Features& f = *a.features;
+    const bool int8 = m.projection_ && f.avx512vnni && f.amx_int8 && a.in.at(0).dtype == f32;
+    const bool bf16 = f.avx512bf16 && f.amx_bf16;
+    if (!int8 && !bf16) return f.amx_int8 ? "int8 tiles take a ProjectionGEMM of f32 rows only" : "needs amx-bf16";
+    return "";
   }
 
  protected:
@@ -230,8 +257,17 @@ struct GEMV : Matmul {
 
 }  // namespace
 
-std::vector<CatalogEntry> matmul_entries() {
-  return {entry<GEMM>(kGEMM), entry<ProjectionGEMM>(kProjectionGEMM), entry<GEMV>(kGEMV)};
+// Records its dispatches on Vulkan (gemm_vulkan.cpp).
+void record_matmul(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+std::vector<OpEntry> matmul_entries() {
+  const std::vector<CpuTarget> targets = {{cpu::Target::amx, &Matmul::refuses_amx},
+                                          {cpu::Target::avx512, &Matmul::refuses_fast},
+                                          {cpu::Target::avx2, &Matmul::refuses_fast},
+                                          {cpu::Target::portable}};
+  const vulkan::KernelRecorder vulkan = IRON_VULKAN_RECORDER(record_matmul);
+  return {entry<GEMM>(kGEMM, targets, vulkan), entry<ProjectionGEMM>(kProjectionGEMM, targets, vulkan),
+          entry<GEMV>(kGEMV, targets, vulkan)};
 }
 
 }  // namespace iron::ops

@@ -1,7 +1,7 @@
 #pragma once
 #include <vector>
-#include "iron/operator.hpp"
+#include "ops/op.hpp"
 namespace iron::ops {
 /// GEMM, ProjectionGEMM (a GEMM with an epilogue) and GEMV.
-std::vector<CatalogEntry> matmul_entries();
+std::vector<OpEntry> matmul_entries();
 }  // namespace iron::ops

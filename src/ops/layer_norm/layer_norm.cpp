@@ -31,6 +31,8 @@ struct LayerNorm : RowwiseOp {
 };
 }  // namespace
 
-CatalogEntry layer_norm_entry() { return entry<LayerNorm>(kLayerNorm); }
+OpEntry layer_norm_entry() {
+  return entry<LayerNorm>(kLayerNorm, {{cpu::Target::avx512}, {cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_rowwise));
+}
 
 }  // namespace iron::ops

@@ -33,6 +33,6 @@ struct RMSNorm : RowwiseOp {
 };
 }  // namespace
 
-CatalogEntry rms_norm_entry() { return entry<RMSNorm>(kRMSNorm); }
+OpEntry rms_norm_entry() { return entry<RMSNorm>(kRMSNorm, {{cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_rowwise)); }
 
 }  // namespace iron::ops

@@ -101,13 +101,16 @@ struct RoPE : Operator {
     }
   }
   Tolerance tolerance(Precision) const override { return {1e-6, 1e-5}; }
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     return std::make_unique<Kernel>(l_, a);
   }
   Layout l_;
 };
 }  // namespace
 
-CatalogEntry rope_entry() { return entry<RoPE>(kRoPE); }
+// Records its dispatches on Vulkan (rope_vulkan.cpp).
+void record_rope(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+OpEntry rope_entry() { return entry<RoPE>(kRoPE, {{cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_rope)); }
 
 }  // namespace iron::ops

@@ -168,7 +168,7 @@ struct Sample : Operator {
     }
   }
   Tolerance tolerance(Precision) const override { return {0, 0}; }
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     return std::make_unique<Kernel>(a, s_, rows_);
   }
   Settings s_;
@@ -176,6 +176,9 @@ struct Sample : Operator {
 };
 }  // namespace
 
-CatalogEntry sample_entry() { return entry<Sample>(kSample); }
+// Records its dispatches on Vulkan (sample_vulkan.cpp).
+void record_sample(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+OpEntry sample_entry() { return entry<Sample>(kSample, {{cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_sample)); }
 
 }  // namespace iron::ops

@@ -30,10 +30,13 @@ struct Scalar : Operator {
     c.out[0].data[0] = float(sum);
   }
   Tolerance tolerance(Precision) const override { return {0, 0}; }
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override { return std::make_unique<Kernel>(a); }
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const { return std::make_unique<Kernel>(a); }
 };
 }  // namespace
 
-CatalogEntry scalar_entry() { return entry<Scalar>(kScalar); }
+// Records its dispatches on Vulkan (scalar_vulkan.cpp).
+void record_scalar(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+OpEntry scalar_entry() { return entry<Scalar>(kScalar, {{cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_scalar)); }
 
 }  // namespace iron::ops

@@ -73,7 +73,7 @@ struct SegmentMean : Operator {
 
   Tolerance tolerance(Precision) const override { return {1e-6, 1e-6}; }
 
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     return std::make_unique<Kernel>(segment_, n_, a);
   }
 
@@ -82,6 +82,11 @@ struct SegmentMean : Operator {
 
 }  // namespace
 
-CatalogEntry segment_mean_entry() { return entry<SegmentMean>(kSegmentMean); }
+// Records its dispatches on Vulkan (segment_mean_vulkan.cpp).
+void record_segment_mean(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+OpEntry segment_mean_entry() {
+  return entry<SegmentMean>(kSegmentMean, {{cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_segment_mean));
+}
 
 }  // namespace iron::ops

@@ -14,6 +14,6 @@ struct SiLU : UnaryOp {
 };
 }  // namespace
 
-CatalogEntry silu_entry() { return entry<SiLU>(kSiLU); }
+OpEntry silu_entry() { return entry<SiLU>(kSiLU, {{cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_unary)); }
 
 }  // namespace iron::ops

@@ -50,13 +50,16 @@ struct SlotRows : Operator {
           float(slot_row(int64_t(c.in[0].data[b]), int64_t(c.in[1].data[b]), slots_, slot_rows_));
   }
   Tolerance tolerance(Precision) const override { return {0, 0}; }
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     return std::make_unique<Kernel>(a, slots_, slot_rows_);
   }
   int64_t slots_, slot_rows_;
 };
 }  // namespace
 
-CatalogEntry slot_rows_entry() { return entry<SlotRows>(kSlotRows); }
+// Records its dispatches on Vulkan (slot_rows_vulkan.cpp).
+void record_slot_rows(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+OpEntry slot_rows_entry() { return entry<SlotRows>(kSlotRows, {{cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_slot_rows)); }
 
 }  // namespace iron::ops

@@ -61,13 +61,16 @@ struct Softmax : Operator {
     }
   }
   Tolerance tolerance(Precision) const override { return {1e-7, 1e-5}; }
-  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const override {
+  std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     return std::make_unique<Kernel>(a, n_, params_.number("scale"));
   }
   int64_t n_;
 };
 }  // namespace
 
-CatalogEntry softmax_entry() { return entry<Softmax>(kSoftmax); }
+// Records its dispatches on Vulkan (softmax_vulkan.cpp).
+void record_softmax(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
+
+OpEntry softmax_entry() { return entry<Softmax>(kSoftmax, {{cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_softmax)); }
 
 }  // namespace iron::ops

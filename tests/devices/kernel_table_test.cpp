@@ -1,0 +1,129 @@
+// The CPU device's kernel table: which kernel each kind of step takes on processors of each kind
+// (their features written out here, so every case runs on any machine), and why the faster ones
+// were passed over.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "devices/cpu/kernel_table.hpp"
+#include "iron/cpu.hpp"
+#include "ops/kernel_report.hpp"
+
+namespace iron {
+namespace {
+
+cpu::Features avx2_machine() {
+  cpu::Features f;
+  f.avx2 = f.fma = f.f16c = true;
+  return f;
+}
+cpu::Features avx512_machine() {
+  cpu::Features f = avx2_machine();
+  f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512bf16 = f.avx512vnni = true;
+  return f;
+}
+cpu::Features amx_machine() {
+  cpu::Features f = avx512_machine();
+  f.amx_bf16 = f.amx_int8 = true;
+  return f;
+}
+
+// The target taken for the report's step `step` of `op`, and the reasons it gave, on `f`.
+std::string choice(const cpu::Features& f, const std::string& op, const std::string& step) {
+  for (const ops::KernelReportLine& line : ops::choose_cpu_kernels(f))
+    if (line.step.op == op && line.step.step == step) return line.choice.str();
+  ADD_FAILURE() << "no step '" << step << "' of " << op << " in the report";
+  return "";
+}
+// The target alone.
+std::string taken(const cpu::Features& f, const std::string& op, const std::string& step) {
+  const std::string c = choice(f, op, step);
+  return c.substr(0, c.find(' '));
+}
+
+TEST(KernelTable, APortableMachineTakesThePortableLoopsAndSaysWhatEachFasterOneNeeds) {
+  const cpu::Features none;
+  for (const ops::KernelReportLine& line : ops::choose_cpu_kernels(none)) {
+    ASSERT_NE(line.choice.taken, nullptr) << line.step.op << " " << line.step.step;
+    EXPECT_EQ(line.choice.taken->target, cpu::Target::portable) << line.step.op << " " << line.step.step;
+  }
+  EXPECT_EQ(choice(none, "GELU", "f32"),
+            "portable (avx512 passed over: needs avx512f avx512bw avx512vl avx512dq avx2 fma f16c; avx2 passed over: "
+            "needs avx2 fma f16c)");
+}
+
+TEST(KernelTable, AnAvx2MachineTakesTheAvx2LoopsWhereAnOperatorHasThem) {
+  const cpu::Features f = avx2_machine();
+  EXPECT_EQ(taken(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "avx2");
+  EXPECT_EQ(taken(f, "GEMV", "q8_0 weight, one f32 row"), "avx2");
+  EXPECT_EQ(taken(f, "Attention", "f16 cache, highest"), "avx2");
+  // The per-head rows have an AVX-512 loop only; LayerNorm too.
+  EXPECT_NE(choice(f, "Attention", "f32 cache, the per-head path")
+                .find("portable (amx passed over: needs amx-bf16 or amx-int8"),
+            std::string::npos);
+  EXPECT_NE(choice(f, "Attention", "f32 cache, the per-head path")
+                .find("avx2 passed over: the per-head rows have no AVX2 loop"),
+            std::string::npos);
+  EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "portable");
+  EXPECT_EQ(taken(f, "Copy", "f32 rows into a f16 cache"), "avx2");
+  EXPECT_NE(choice(f, "Copy", "f32 rows into a q8_0 cache").find("avx2 passed over: only f32 into f16 or bf16"),
+            std::string::npos);
+}
+
+TEST(KernelTable, AnAvx512MachineWithoutAmxTakesAvx512) {
+  const cpu::Features f = avx512_machine();
+  for (const char* step : {"q4_1 weight, f32 rows, medium", "f32 weight, f32 rows, highest"})
+    EXPECT_EQ(choice(f, "ProjectionGEMM", step),
+              "avx512 (amx passed over: needs amx-bf16 or amx-int8 (with the OS's leave to use tiles),)");
+  EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "avx512");
+  EXPECT_EQ(taken(f, "SwiGLU", "f32"), "avx512");
+}
+
+TEST(KernelTable, AmxTakesOnlyWhatMediumMayRoundInTiles) {
+  const cpu::Features f = amx_machine();
+  EXPECT_EQ(choice(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "amx");
+  EXPECT_EQ(choice(f, "ProjectionGEMM", "q4_1 weight, f32 rows, highest"),
+            "avx512 (amx passed over: tiles round to bf16 or int8: medium only)");
+  EXPECT_EQ(choice(f, "GEMV", "q4_1 weight, one f32 row"),
+            "avx512 (amx passed over: one row (GEMV) rounds once from f32 sums)");
+  EXPECT_EQ(choice(f, "Attention", "an encoder's segments, f32, medium"), "amx");
+  EXPECT_EQ(choice(f, "Attention", "q8_0 cache, medium"),
+            "avx512 (amx passed over: tiles serve an encoder's segments only)");
+  // Without the int8 tiles a ProjectionGEMM at medium still takes bf16 ones.
+  cpu::Features bf16_tiles = f;
+  bf16_tiles.amx_int8 = false;
+  EXPECT_EQ(choice(bf16_tiles, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "amx");
+}
+
+TEST(KernelTable, AStepNoVectorLoopTakesGoesToThePortableOneWithTheReason) {
+  EXPECT_EQ(choice(amx_machine(), "ProjectionGEMM", "q4_1 weight, K of 1000 (not whole blocks)"),
+            "portable (amx passed over: K of 1000, not whole blocks of 32; avx512 passed over: K of 1000, not whole "
+            "blocks of 32; avx2 passed over: K of 1000, not whole blocks of 32)");
+}
+
+TEST(KernelTable, EveryOperatorOfTheCatalogHasAPortableKernel) {
+  for (const auto& [name, entry] : catalog()) {
+    const std::vector<cpu::KernelEntry>& entries = cpu::kernels().entries(name);
+    ASSERT_FALSE(entries.empty()) << name;
+    EXPECT_EQ(entries.back().target, cpu::Target::portable) << name << ": the last resort on every processor";
+    EXPECT_EQ(entries.back().refuses, nullptr) << name << ": the portable kernel takes every step";
+  }
+}
+
+TEST(KernelTable, TwoKernelsForOneTargetAreRefused) {
+  cpu::KernelTable t;
+  t.add({"X", cpu::Target::avx2, nullptr, nullptr});
+  EXPECT_THROW(t.add({"X", cpu::Target::avx2, nullptr, nullptr}), Error);
+  EXPECT_EQ(t.entries("Y").size(), 0u);
+}
+
+TEST(KernelTable, TheReportNamesThisMachinesFeaturesAndEveryStep) {
+  const std::string report = cpu_device::describe_kernels("cpu");
+  EXPECT_NE(report.find("CPU features: "), std::string::npos) << report;
+  EXPECT_NE(report.find("ProjectionGEMM q4_1 weight, f32 rows, medium"), std::string::npos) << report;
+  EXPECT_NE(cpu_device::describe_kernels("vulkan").find("Vulkan"), std::string::npos);
+  EXPECT_THROW(cpu_device::describe_kernels("npu"), Error);
+}
+
+}  // namespace
+}  // namespace iron
