@@ -8,7 +8,8 @@ steps too, and ``@`` of one row.
 from __future__ import annotations
 
 from . import _iron
-from ._iron import Handle, Precision
+from ._iron import Handle
+from .graph import Precision
 from .graph import _dtype, _h
 
 _F = _iron.functional
@@ -26,12 +27,12 @@ def linear(x, weight, bias=None, *, precision: Precision = Precision.HIGHEST, in
     many elements, e.g. a KV-cache window) the result is written there. ``**gemv``: GEMV's
     tunables. Raises ValueError for ``x`` of another rank or GEMV tunables for several rows.
     """
-    return _F.linear(_h(x), _h(weight), _opt(bias), precision, gemv, _opt(into))
+    return _F.linear(_h(x), _h(weight), _opt(bias), Precision(precision), gemv, _opt(into))
 
 
 def linear_residual(x, weight, residual, *, precision: Precision = Precision.HIGHEST) -> Handle:
     """``residual + x @ weight.T`` in one step (the matmul adds it before its one rounding)."""
-    return _F.linear_residual(_h(x), _h(weight), _h(residual), precision)
+    return _F.linear_residual(_h(x), _h(weight), _h(residual), Precision(precision))
 
 
 def rms_norm(x, normalized_shape, weight=None, eps: float | None = None) -> Handle:

@@ -8,6 +8,7 @@ weights and states are held by attribute path: ``self.layers[3].q`` is ``layers.
 
 from __future__ import annotations
 
+import enum
 import inspect
 import os
 from typing import Any
@@ -15,6 +16,24 @@ from typing import Any
 import numpy as np
 
 from . import _iron
+
+# ---- precision ----
+
+
+class Precision(enum.StrEnum):
+    """The roundings a matmul may make beyond its reference's, named as
+    ``torch.set_float32_matmul_precision`` names them (``Precision.HIGHEST == "highest"``): each
+    level allows the one above's and more, and a matmul takes the fastest kernel its level allows.
+
+    - HIGHEST: f32 partial sums, rounded once to the output's type.
+    - HIGH: partial sums rounded to the output's type per K tile (or inputs rounded to bf16).
+    - MEDIUM: inputs rounded to a block format (bf16 pairs, int8 blocks) where the device has it.
+    """
+
+    HIGHEST = "highest"
+    HIGH = "high"
+    MEDIUM = "medium"
+
 
 # ---- dtypes ----
 

@@ -8,7 +8,7 @@ import queue
 import threading
 
 from . import _iron
-from ._iron import Precision
+from .graph import Precision
 
 
 class Model:
@@ -81,7 +81,5 @@ def load(path: str | os.PathLike, *, context: int = 2048, batch: int = 64, tempe
     """Open a GGUF file or a Hugging Face directory (config.json, model.safetensors,
     tokenizer.json) of the Llama family or Gemma 3, with ``iron generate``'s defaults: greedy
     (temperature 0), a context of 2048 (held to the model's), prompt chunks of 64 rows."""
-    if isinstance(precision, str):
-        precision = _iron.precision_from_name(precision)
     return Model(_iron.models.Runner.open(os.fspath(path), context, batch, temperature, top_k, top_p,
-                                          seed, threads, device, precision))
+                                          seed, threads, device, Precision(precision)))

@@ -8,7 +8,37 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include "iron/precision.hpp"
 #include "iron/tensor.hpp"
+
+// iron::Precision crosses as its name: Python's iron.Precision is a StrEnum (the spec's), so
+// Precision.HIGHEST == "highest", and a plain string serves too (python/iron/graph.py checks a
+// name before it gets here; one the caster does not know is a TypeError naming the argument).
+namespace nanobind::detail {
+template <>
+struct type_caster<iron::Precision> {
+  NB_TYPE_CASTER(iron::Precision, const_name("str"))
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_Check(src.ptr()) ? PyUnicode_AsUTF8AndSize(src.ptr(), &size) : nullptr;
+    if (!text) {
+      PyErr_Clear();
+      return false;
+    }
+    const std::string_view name(text, size_t(size));
+    for (iron::Precision p : {iron::Precision::highest, iron::Precision::high, iron::Precision::medium})
+      if (iron::name(p) == name) {
+        value = p;
+        return true;
+      }
+    return false;
+  }
+  static handle from_cpp(iron::Precision p, rv_policy, cleanup_list*) noexcept {
+    const std::string_view name = iron::name(p);
+    return PyUnicode_FromStringAndSize(name.data(), Py_ssize_t(name.size()));
+  }
+};
+}  // namespace nanobind::detail
 
 namespace iron::python {
 namespace nb = nanobind;

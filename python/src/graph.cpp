@@ -24,6 +24,28 @@ Fields fields_from(const nb::dict& d);
 
 namespace {
 
+/// The held tensor `x` names: an iron.Held, or the Python param, weight or state wrapping one (a
+/// graph's attribute, `self.cache = iron.state(...)`), for `what` ("read", "push").
+const Held& held_of(nb::handle x, const char* what) {
+  if (nb::isinstance<Held>(x)) return nb::cast<const Held&>(x);
+  if (nb::hasattr(x, "_held")) {
+    nb::object inner = x.attr("_held");
+    if (nb::isinstance<Held>(inner)) return nb::cast<const Held&>(inner);
+    if (inner.is_none())
+      throw nb::type_error((std::string(what) + "(x): x is not held by this graph (declare it as an attribute)").c_str());
+  }
+  throw nb::type_error((std::string(what) + "(x): x is a param, weight or state the graph holds, not " +
+                        nb::cast<std::string>(nb::str(nb::type_name(x.type()))))
+                           .c_str());
+}
+
+/// An operator named by its class (the spec's Profile.add(cls, ...)) or by its name.
+std::string operator_name(nb::handle cls) {
+  if (nb::isinstance<nb::str>(cls)) return nb::cast<std::string>(cls);
+  if (nb::hasattr(cls, "__name__")) return nb::cast<std::string>(cls.attr("__name__"));
+  throw nb::type_error("an operator is named by its class or its name (a str)");
+}
+
 /// What a Python module declares, by name: params, weights, states, children.
 template <class Base>
 class Holder : public Base {
@@ -189,11 +211,6 @@ class PySteps {
 }  // namespace
 
 void bind_graph(nb::module_& m) {
-  nb::enum_<Precision>(m, "Precision", "How far a matmul may round beyond its reference, named as "
-                                       "torch.set_float32_matmul_precision names them.")
-      .value("HIGHEST", Precision::highest)
-      .value("HIGH", Precision::high)
-      .value("MEDIUM", Precision::medium);
   m.def("precision_from_name", &precision_from_name);
 
   nb::class_<Held>(m, "Held", "A param, weight table or state as the C++ module holds it.")
@@ -222,17 +239,20 @@ void bind_graph(nb::module_& m) {
       }, "Calls the version with numpy arrays (taken without a copy when contiguous) and per-call "
          "values by name; returns numpy arrays cut to their bounds, copies unless copy=False (then "
          "views valid until this version's next call).")
-      .def("read", [](nb::handle self, const Held& x) {
+      .def("read", [](nb::handle self, nb::handle x) {
         CompiledGraph& v = nb::cast<CompiledGraph&>(self);
+        const Held& held = held_of(x, "read");
         DeviceTurn turn;
-        Tensor t = v.read(x);
+        Tensor t = v.read(held);
         nb::gil_scoped_acquire gil;
         return array_from(t, false, self, true);
-      }, "A writable numpy view of x's buffer as the device left it (a state).")
-      .def("push", [](CompiledGraph& v, const Held& x) {
+      }, nb::arg("x"), "A writable numpy view of x's buffer as the device left it: x a state the graph holds "
+         "(its attribute, or its iron.Held).")
+      .def("push", [](CompiledGraph& v, nb::handle x) {
+        const Held& held = held_of(x, "push");
         DeviceTurn turn;
-        v.push(x);
-      })
+        v.push(held);
+      }, nb::arg("x"), "Copies what the host wrote into read(x)'s view to the device.")
       .def("load", [](CompiledGraph& v) {
         DeviceTurn turn;
         v.load();
@@ -329,20 +349,29 @@ void bind_graph(nb::module_& m) {
 
   nb::class_<Profile>(m, "Profile", "Tunable values by operator and dimensions.")
       .def(nb::init<>())
-      .def("add", [](Profile& p, const std::string& op, const nb::kwargs& fields) {
-        p.add(op, fields_from(nb::borrow<nb::dict>(fields)));
-      }, nb::arg("op"), nb::arg("fields"),
-         "Adds an entry for operator op: its params to match (one left out matches any) and the tunables to "
-         "give. TypeError for an unknown field or an entry that gives no tunable.")
-      .def("tunables_for", [](const Profile& p, const std::string& op, const nb::kwargs& given) {
-        std::shared_ptr<Operator> made = p.make(op, fields_from(nb::borrow<nb::dict>(given)));
+      .def("add", [](Profile& p, nb::handle cls, const nb::kwargs& fields) {
+        p.add(operator_name(cls), fields_from(nb::borrow<nb::dict>(fields)));
+      }, nb::arg("cls"), nb::arg("fields"),
+         "Adds an entry for the operator cls (its class, or its name): its params to match (one left out "
+         "matches any) and the tunables to give. TypeError for an unknown field or an entry that gives no "
+         "tunable.")
+      .def("tunables_for", [](const Profile& p, nb::handle cls, nb::handle given, const nb::kwargs& more) {
+        // The spec's tunables_for(cls, given: Mapping); keywords serve as well.
+        nb::dict fields;
+        if (!given.is_none()) {
+          if (!PyMapping_Check(given.ptr()))
+            throw nb::type_error("tunables_for(cls, given): given is a mapping of the step's params");
+          fields = nb::borrow<nb::dict>(nb::module_::import_("builtins").attr("dict")(given));
+        }
+        for (auto [k, v] : more) fields[k] = v;
+        std::shared_ptr<Operator> made = p.make(operator_name(cls), fields_from(fields));
         nb::dict out;
         for (const auto& [k, v] : made->tunables().items())
           std::visit([&](const auto& x) { out[nb::str(k.c_str())] = x; }, v);
         return out;
-      }, nb::arg("op"), nb::arg("given"),
-         "The tunables a step of op made with these params gets, each from the most specific entry; "
-         "ValueError where equally specific entries disagree.")
+      }, nb::arg("cls"), nb::arg("given") = nb::none(), nb::arg("more"),
+         "The tunables a step of the operator cls (its class, or its name) made with the params in given "
+         "gets, each from the most specific entry; ValueError where equally specific entries disagree.")
       .def("save", &Profile::save, nb::arg("path"), "Writes {\"entries\": [...]}, one entry a line.")
       .def_static("load", &Profile::load, nb::arg("path"),
                   "Reads what save() wrote; names the file and the entry in every error.")

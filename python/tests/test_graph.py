@@ -155,7 +155,7 @@ def test_decoder_step_example():
     step = decoder.compile()  # no tensor: one version is the loop's first run and its body
     loop = iron.CarriedLoop(step, step, depth=2)
     steps = 20
-    produced = step.read(decoder.tokens._held)
+    produced = step.read(decoder.tokens)  # the state the graph holds, as the spec reads it
     device, carried_tokens = [], []
     walk = loop.run(steps, token=7, position=0)
     for k in walk:
@@ -307,6 +307,68 @@ def test_profile_and_ambiguity(tmp_path):
         q.tunables_for("GEMV", K=64, N=64)
     with pytest.raises(TypeError, match="declares no field"):
         p.add("GEMV", tile_q=1)
+
+
+def test_profile_takes_the_specs_class_and_mapping():
+    class GEMV:  # stands for the operator's class: a profile reads its name
+        pass
+
+    p = iron.Profile()
+    p.add(GEMV, tile_n=16)
+    assert p.tunables_for(GEMV, {"K": 64, "N": 64})["tile_n"] == 16
+    assert p.tunables_for("GEMV", {"K": 64}, N=64)["tile_n"] == 16
+    p.add(GEMV, tile_n=32)
+    with pytest.raises(ValueError, match="ambiguous"):
+        p.tunables_for(GEMV, {"K": 64, "N": 64})
+    with pytest.raises(TypeError, match="mapping"):
+        p.tunables_for(GEMV, 64)
+
+
+def test_precision_is_the_specs_str_enum():
+    assert iron.Precision.HIGHEST == "highest" and iron.Precision("medium") is iron.Precision.MEDIUM
+    assert isinstance(iron.Precision.HIGH, str)
+    assert [p.value for p in iron.Precision] == ["highest", "high", "medium"]
+    x, w = normal(4, 32, scale=1), normal(16, 32, scale=1)
+
+    class Proj(iron.Graph):
+        def __init__(self, precision):
+            super().__init__("proj")
+            self.w = iron.param(w)
+            self.precision = precision
+
+        def body(self, x):
+            return F.linear(x, self.w, precision=self.precision)
+
+    # A name serves as well as the member, and gives the same bits.
+    a = Proj("medium").compile(x=(4, 32))(x)
+    b = Proj(iron.Precision.MEDIUM).compile(x=(4, 32))(x)
+    assert np.array_equal(a, b)
+    with pytest.raises(ValueError, match="fastest"):
+        Proj("fastest").compile(x=(4, 32))
+
+
+def test_read_and_push_take_the_state_the_graph_holds():
+    class Counter(iron.Graph):
+        def __init__(self):
+            super().__init__("counter")
+            self.total = iron.state((4,))
+
+        def body(self, x):
+            self.total[0:4] = self.total[0:4] + x
+            return F.copy(self.total[0:4])
+
+    g = Counter()
+    v = g.compile(x=(4,))
+    one = np.ones(4, np.float32)
+    v(one)
+    v(one)
+    total = v.read(g.total)  # the attribute itself, not its ._held
+    assert np.array_equal(total, np.full(4, 2, np.float32))
+    total[:] = 10
+    v.push(g.total)
+    assert np.array_equal(v(one), np.full(4, 11, np.float32))
+    with pytest.raises(TypeError, match="param, weight or state"):
+        v.read(one)
 
 
 def test_precision_and_check_mode():

@@ -322,7 +322,10 @@ RunResult Graph::reference(std::span<const Tensor> tensors, std::span<const Valu
 }
 
 Outputs Graph::operator()(std::vector<Handle> inputs, std::vector<std::pair<std::string, Affine>> values) {
-  Recorder& r = Recorder::require(name_ + ": a graph is called inside another graph's body (compile it to run it)");
+  if (!Recorder::current())
+    type_error(name_ + ": a graph is called like this only inside another graph's body; to run it on its own, "
+                       "compile it and call what compile() returns");
+  Recorder& r = *Recorder::current();
   if (inputs.size() > input_names_.size())
     type_error(name_ + ": takes " + std::to_string(input_names_.size()) + " input(s), got " + std::to_string(inputs.size()));
   inputs.resize(input_names_.size());

@@ -26,6 +26,14 @@ struct Net : Graph {
 
 void load(Net& net) { net.load_state_dict({{"w", random_tensor({3, 4})}, {"g", random_tensor({4})}}); }
 
+// Called like a function outside any body: one plain sentence saying what to do instead.
+TEST(Errors, AGraphCalledOutsideABodySaysToCompileIt) {
+  Net net;
+  expect_error([&] { net({}); }, ErrorKind::type,
+               {"net: a graph is called like this only inside another graph's body; to run it on its own, compile it "
+                "and call what compile() returns"});
+}
+
 TEST(Errors, RecordNamesMissingAndUnknownInputs) {
   Net net;
   load(net);
