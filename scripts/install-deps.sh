@@ -3,9 +3,10 @@
 # libraries build the libFuzzer targets, scripts/fuzz.sh; glslc and libvulkan-dev build the
 # Vulkan device, and mesa-vulkan-drivers gives its tests lavapipe, a Vulkan device on the CPU;
 # python3-venv and python3-dev make the Python environment and build the Python extension;
-# libcpp-httplib-dev is `iron serve`'s HTTP server, curl one of its tests' clients).
+# libcpp-httplib-dev is `iron serve`'s HTTP server, curl one of its tests' clients; libhwy-dev is
+# Google Highway, whose headers the CPU kernels written once for every target use).
 set -euo pipefail
-packages=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libedit-dev libcpp-httplib-dev curl tmux
+packages=(cmake ninja-build g++ libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libedit-dev libcpp-httplib-dev libhwy-dev curl tmux
   python3 python3-pip python3-venv python3-dev unzip clang libclang-rt-14-dev glslc libvulkan-dev mesa-vulkan-drivers)
 missing=()
 for p in "${packages[@]}"; do
