@@ -41,7 +41,8 @@ double gelu_double(double v, bool tanh) {
 }
 }  // namespace
 
-void gelu_rows(float* v, int64_t n, bool tanh, const cpu::Features& f) {
+void gelu_rows(float* v, int64_t n, bool tanh, [[maybe_unused]] const cpu::Features& f) {
+#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
   if (!tanh) {
     if (f.avx512f) return gelu_erf_avx512(v, n);
     if (f.avx2 && f.fma) return gelu_erf_avx2(v, n);
@@ -56,6 +57,7 @@ void gelu_rows(float* v, int64_t n, bool tanh, const cpu::Features& f) {
       return;
     }
   }
+#endif
   for (int64_t k = 0; k < n; ++k) v[k] = float(gelu_double(v[k], tanh));
 }
 
