@@ -507,7 +507,12 @@ TEST(Fold, AGeluOverAnInputAnotherMatmulReadsStaysAStepAndTheMatmulsMerge) {
     Input x = input("x");
     Param wg = param("wg", {kFfn, kIn}), wu = param("wu", {kFfn, kIn});
     Outputs body() override {
-      return {F::gelu(F::linear(x, wg, {}, Precision::medium), "tanh") * F::linear(x, wu, {}, Precision::medium)};
+      // Recorded gate, up, then the GELU, as gemma3.cpp does: the operands of one `*` are
+      // recorded in whichever order the compiler evaluates them (GCC's is up first on x86-64,
+      // gate first on aarch64, and a GELU between the matmuls stops their merge).
+      Handle gate = F::linear(x, wg, {}, Precision::medium);
+      Handle up = F::linear(x, wu, {}, Precision::medium);
+      return {F::gelu(gate, "tanh") * up};
     }
   } g;
   g.load_state_dict({{"wg", random_tensor({kFfn, kIn}, f32, 2)}, {"wu", random_tensor({kFfn, kIn}, f32, 3)}});

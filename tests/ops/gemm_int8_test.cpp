@@ -293,7 +293,9 @@ TEST(GemmInt8, QuantisedRowsEqualTheArithmeticWrittenOut) {
     std::vector<int8_t> q(static_cast<size_t>(k + kGuard), int8_t(99));
     std::vector<float> scale(static_cast<size_t>(blocks + kGuard), kUntouched), xsum(scale.size(), kUntouched),
         xsum16(static_cast<size_t>(2 * blocks + kGuard), kUntouched);
-    ops::gemm::avx512_isa().quantise_x8({x.data(), k, q.data(), scale.data(), xsum.data(), xsum16.data()});
+    // The host's instruction set, with VNNI AVX-512's (select_isa, unlike avx512_isa, is in every build).
+    const ops::gemm::Isa* isa = ops::gemm::select_isa(cpu::Features::host());
+    isa->quantise_x8({x.data(), k, q.data(), scale.data(), xsum.data(), xsum16.data()});
     for (int64_t g = 0; g < kGuard; ++g) {
       ASSERT_EQ(q[size_t(k + g)], int8_t(99)) << "a quant written past the row";
       ASSERT_EQ(scale[size_t(blocks + g)], kUntouched) << "a scale written past the row";

@@ -1,5 +1,11 @@
-// What the processor offers, probed once (cpuid and the OS's saved register state).
+// What the processor offers, probed once: on x86-64 cpuid and the OS's saved register state, on
+// aarch64 the kernel's hardware capabilities (getauxval) and SVE vector length.
+#if defined(__x86_64__)
 #include <cpuid.h>
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#include <sys/prctl.h>
+#endif
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -60,6 +66,14 @@ const Features& Features::host() {
     f.amx_bf16 = f.amx_bf16 && f.avx512bf16 && tiles;
     // The int8 tiles' epilogue is the AVX-512 int8 loops' (gemm_amx.cpp), so it wants their features.
     f.amx_int8 = f.amx_int8 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && tiles;
+#elif defined(__aarch64__)
+    const unsigned long hwcap = getauxval(AT_HWCAP);
+    f.neon = hwcap & HWCAP_ASIMD;
+    // SVE's vector length is what the kernel set for this process (in bytes, the low bits).
+    if (hwcap & HWCAP_SVE) {
+      const int vl = prctl(PR_SVE_GET_VL, 0, 0, 0, 0);
+      if (vl > 0) f.sve_bits = 8 * (vl & PR_SVE_VL_LEN_MASK);
+    }
 #endif
     const char* level = std::getenv("IRON_CPU");
     return level ? f.limited_to(level) : f;
@@ -75,6 +89,12 @@ Features Features::limited_to(std::string_view level) const {
     f.amx_bf16 = f.amx_int8 = false;
   }
   if (level == "portable") f.avx2 = f.fma = f.f16c = false;
+#if defined(__aarch64__)
+  if (level == "portable") {
+    f.neon = false;
+    f.sve_bits = 0;
+  }
+#endif
   return f;
 }
 
@@ -86,6 +106,12 @@ std::string Features::str() const {
     << (avx512vnni ? "avx512vnni " : "") << (amx_bf16 ? "amx-bf16 " : "")
     << (amx_int8 ? "amx-int8 " : "");
   std::string s = o.str();
+#if defined(__aarch64__)
+  // The vector extensions are named beside "portable": no kernel takes them yet.
+  std::string extensions = neon ? "neon" : "";
+  if (sve_bits > 0) extensions += (extensions.empty() ? "sve " : ", sve ") + std::to_string(sve_bits) + "-bit";
+  if (!extensions.empty()) return "portable (" + extensions + " present, not used yet)";
+#endif
   return s.empty() ? "portable" : s.substr(0, s.size() - 1);
 }
 

@@ -183,6 +183,12 @@ struct Features {
        avx512vnni = false;
   bool amx_bf16 = false;  // AMX tiles with bf16 dot products, and the OS lets this process use them
   bool amx_int8 = false;  // AMX tiles with int8 dot products (likewise), for the int8 path
+#if defined(__aarch64__)
+  // Advanced SIMD (NEON) and SVE's vector length in bits (0 without SVE). Reported only: no
+  // kernel takes them yet, so an aarch64 build runs the portable kernels.
+  bool neon = false;
+  int sve_bits = 0;
+#endif
   static const Features& host();
   /// The features above less what `level` ("portable", "avx2", "avx512" or anything else: all) leaves out.
   Features limited_to(std::string_view level) const;

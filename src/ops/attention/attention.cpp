@@ -204,6 +204,7 @@ class Kernel final : public cpu::Kernel {
       if (k_.dtype == f32 && v_.dtype == f32 && avx512) row_ = attention::avx512_row(d_.d);
       return;
     }
+#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
     if (avx512 && k_.dtype == v_.dtype) {
       tile_ = attention::avx512_tile(k_.dtype, d_.d);
       decode_tile_ = attention::avx512_decode_tile(k_.dtype, d_.d);
@@ -214,13 +215,16 @@ class Kernel final : public cpu::Kernel {
     } else if (f.avx2 && f.fma && f.f16c && k_.dtype == v_.dtype) {
       tile_ = decode_tile_ = attention::avx2_tile(k_.dtype, d_.d);
     }
+#endif
     int64_t scratch = state_floats() + attention::work_floats(width_, d_.kv_heads, queries_ / d_.kv_heads);
+#if defined(__x86_64__)
     // At medium, an encoder's f32 attention on AMX tiles where the OS allows them (bf16 products,
     // as medium's matmuls); highest keeps the f32 tiles.
     segment_amx_ = d_.segment > 0 && a.precision == Precision::medium && f.amx_bf16 && q_.dtype == f32 &&
                    k_.dtype == f32 && v_.dtype == f32 && y_.dtype == f32 && d_.d % 16 == 0 &&
                    d_.d <= attention::kSegmentAmxMaxDim && d_.segment <= attention::kSegmentAmxMaxRows;
     if (segment_amx_) scratch = std::max(scratch, attention::segment_amx_work_floats(d_.segment, d_.d));
+#endif
     scratch_ = cpu::Scratch(size_t(scratch));
     partials_ = shared_partials(size_t(finished_rows_ * kMaxPartials * d_.heads * (width_ + 2)));
   }
@@ -233,8 +237,10 @@ class Kernel final : public cpu::Kernel {
     const int64_t cache_rows = std::min(k_.extent(0, w), v_.extent(0, w));
     if (per_head_)
       run_per_head(w, rows, start, cache_rows, thread, threads);
+#if defined(__x86_64__)
     else if (segment_amx_)
       segments_amx(w, rows, cache_rows, thread, threads);
+#endif
     else if (d_.segment > 0)
       segments(w, rows, cache_rows, thread, threads);
     else if (d_.slot_rows > 0)
@@ -388,6 +394,7 @@ class Kernel final : public cpu::Kernel {
     });
   }
 
+#if defined(__x86_64__)
   // A segmented call on AMX tiles: each (segment, query head) whole on one thread (its keys
   // and values prepared once for all its rows), the pairs balanced across threads by their work.
   void segments_amx(const int64_t* w, int64_t rows, int64_t cache_rows, int thread, int threads) const {
@@ -418,6 +425,7 @@ class Kernel final : public cpu::Kernel {
       }
     });
   }
+#endif
 
   void decode(const int64_t* w, int64_t start, int64_t cache_rows, int thread, int threads) const {
     // The keys [lo, lo + keys): all the earlier positions, or a sliding window's.
@@ -649,7 +657,9 @@ class Kernel final : public cpu::Kernel {
   attention::TileFn tile_ = nullptr;         // the AVX-512 (or AVX2) tile, where the CPU has it
   attention::TileFn decode_tile_ = nullptr;  // and its build for one query row (AVX2: the same)
   attention::RowFn row_ = nullptr;    // the per-head path's AVX-512 row loop, for f32 caches
+#if defined(__x86_64__)
   bool segment_amx_ = false;  // segments on AMX tiles (segment_amx.hpp), at medium
+#endif
   // A decode step's partials (per row of a batched decode), and how many of each row's are
   // finished this call.
   float* partials_ = nullptr;

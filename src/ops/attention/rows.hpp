@@ -19,7 +19,8 @@ struct RowArgs {
   float* out;           // d floats: the attended row
 };
 
-/// Online softmax over blocks of keys; nullptr where the CPU lacks AVX-512 or d > 256.
+/// Online softmax over blocks of keys; nullptr where the CPU lacks AVX-512 or d > 256 (and in
+/// every build for a processor other than x86-64).
 using RowFn = void (*)(const RowArgs&);
 RowFn avx512_row(int64_t d);
 

@@ -97,11 +97,13 @@ class CopyKernel final : public cpu::Kernel {
                     to_string(dst_.shape) + " with strides " + to_string(dst_.strides));
     }
     if (src_.rank() > 8) value_error("Copy of a view of rank above 8");
+#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
     if (src_.dtype == f32 && f.avx2 && f.f16c) {
       if (dst_.dtype == f16) convert_ = copy::f32_to_f16_avx2;
       if (dst_.dtype == bf16) convert_ = copy::f32_to_bf16_avx2;
     }
+#endif
   }
 
   void run(const int64_t* w, int thread, int threads) const override {

@@ -119,11 +119,13 @@ struct SwiGLU : Op<Kind::silu_mul> {
 
 }  // namespace
 
-void silu_mul_f32(const float* a, const float* b, float* y, int64_t n, const cpu::Features& f) {
+void silu_mul_f32(const float* a, const float* b, float* y, int64_t n, [[maybe_unused]] const cpu::Features& f) {
+#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
   if (f.avx512f) {
     silu_mul_avx512(a, b, y, n);
     return;
   }
+#endif
   for (int64_t i = 0; i < n; ++i) y[i] = apply<Kind::silu_mul>(a[i], b[i]);
 }
 

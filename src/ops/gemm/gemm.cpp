@@ -184,6 +184,7 @@ class Matmul : public Operator {
     // The fast kernels take a weight (N, K) of a float or block kind and float activations
     // (refuses_fast); everything else, and a processor without AVX2/FMA/F16C, takes the
     // portable loops.
+#if defined(__x86_64__)  // the fast kernel is built for x86-64 alone (gemm_fast.cpp)
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
     const gemm::Isa* isa = gemm::select_isa(f);
     if (isa && refuses_fast(*this, a).empty()) {
@@ -195,6 +196,7 @@ class Matmul : public Operator {
       const bool avx512 = isa == &gemm::avx512_isa();
       return gemm::fast_kernel(a, c, *isa, bf16, int8, bf16 && f.amx_bf16 && avx512, int8 && f.amx_int8 && avx512);
     }
+#endif
     return gemm::portable_kernel(a, c);
   }
 

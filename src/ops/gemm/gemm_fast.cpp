@@ -51,12 +51,18 @@ void finish_all(Epilogue e, float* v, int64_t n, const cpu::Features& f, bool ex
   }
 }
 
-const Isa* select_isa(const cpu::Features& f) {
+const Isa* select_isa([[maybe_unused]] const cpu::Features& f) {
+#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
   if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma && f.f16c) return &avx512_isa();
   if (f.avx2 && f.fma && f.f16c) return &avx2_isa();
+#endif
   return nullptr;
 }
 
+// The fast kernel runs an instruction set's loops (an Isa), and x86-64's are the only ones yet:
+// in a build for another processor select_isa offers none, and every matmul takes the portable
+// kernel.
+#if defined(__x86_64__)
 namespace {
 
 // Rows of `a` below this take the GEMV loop once per row instead of packing tiles of W.
@@ -389,5 +395,6 @@ std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const Matm
                                             const Isa& isa, bool bf16, bool int8, bool amx, bool amx_int8) {
   return std::make_unique<FastKernel>(a, c, isa, bf16, int8, amx, amx_int8);
 }
+#endif
 
 }  // namespace iron::ops::gemm

@@ -23,8 +23,11 @@ struct LayerNorm : RowwiseOp {
   }
   // With AVX-512 the same sums in double, 8 lanes at a time (a BERT encoder normalises every row
   // twice a layer; the scalar loop was 8% of all-MiniLM-L6-v2's time).
-  void kernel_row(const float* x, const float* weight, float* y, int64_t n, const cpu::Features& f) const override {
+  void kernel_row(const float* x, const float* weight, float* y, int64_t n,
+                  [[maybe_unused]] const cpu::Features& f) const override {
+#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
     if (f.avx512f) return layer_norm_row_avx512(x, weight, y, n, epsilon());
+#endif
     row(x, weight, y, n);
   }
   Tolerance tolerance(Precision) const override { return {1e-5, 1e-5}; }
