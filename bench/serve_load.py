@@ -11,7 +11,7 @@ for each concurrency. A benchmark, not a test: the figures are the machine's, me
 IRON beside llama.cpp's llama-server, the same load on both, alternating server by server within
 each round (so a busy spell on the machine falls on both), one line a concurrency:
 
-  L=../llamacpp/build-server/bin/llama-server   # built from llama-cpp-python's sdist (README)
+  L=../llamacpp/build-server/bin/llama-server   # built from llama-cpp-python's sdist (docs/benchmarks.md)
   nice -n 19 $py bench/serve_load.py --iron build/iron --llama-server $L -m models/SmolLM2-135M-Instruct.Q4_1.gguf --precision medium -c 1,4,8 -r 3 -n 64 --rounds 3
 
 With --iron it starts `iron serve` on a free loopback port (--parallel = the largest concurrency,
