@@ -28,7 +28,7 @@ stage() {
 }
 
 stage "packages"
-packages=(cmake ninja-build pkg-config g++-aarch64-linux-gnu qemu-user nlohmann-json3-dev libcli11-dev
+packages=(cmake ninja-build pkg-config g++-aarch64-linux-gnu qemu-user nlohmann-json3-dev libcli11-dev libhwy-dev
   libgtest-dev:arm64 libedit-dev:arm64 libcpp-httplib-dev:arm64)
 missing=()
 for p in "${packages[@]}"; do

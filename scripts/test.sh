@@ -5,6 +5,7 @@
 #   build-asan/  every test under AddressSanitizer + UndefinedBehaviorSanitizer (any report fails)
 #   build-tsan/  the thread pool, carried loop, graph, multi-threaded model and scheduler tests under
 #                ThreadSanitizer
+#   build-arm64/ the aarch64 cross build, its tests under QEMU (scripts/test-arm64.sh)
 #   build-fuzz/  each libFuzzer target for 30 s (scripts/fuzz.sh), when clang is installed
 # The Release build includes the Python package, whose pytest suite is one of its ctest tests.
 # IRON_QUICK=1 stops after that ctest. Each stage prints the time so far. From a fresh clone on
@@ -77,6 +78,13 @@ stage "test under TSan"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
   -R '(^|/)(CarriedLoop|CarriedLoopDepth|CarriedLoopOn|Graph|Smoke|OpKernels|Attention|Stories260K|Determinism|ThreadPool|SpecRows|ServeScheduler)\.'
+
+# ARM64: the cross build and its operator, kernel and graph tests and stories260K's ids under
+# QEMU, on NEON and on 256-bit SVE (scripts/test-arm64.sh), from an x86-64 machine.
+if [ "$(uname -m)" = x86_64 ]; then
+  stage "arm64 under QEMU: scripts/test-arm64.sh"
+  IRON_BUILD_JOBS=$jobs scripts/test-arm64.sh
+fi
 
 if command -v clang++ >/dev/null || command -v clang++-14 >/dev/null; then
   stage "fuzz: each target 30 s"

@@ -30,5 +30,7 @@ inline bool hwy_avx2(const Features& f) { return f.avx2 && f.fma && f.f16c; }
 #define IRON_HWY_PICK(f, ns, fn) \
   (::iron::cpu::hwy_avx3(f) ? &ns::N_AVX3::fn : ::iron::cpu::hwy_avx2(f) ? &ns::N_AVX2::fn : nullptr)
 #else
-#define IRON_HWY_PICK(f, ns, fn) (static_cast<decltype(&ns::HWY_STATIC_DISPATCH(fn))>(nullptr))
+// No target picked yet off x86 (NEON and SVE copies are compiled; the kernel table has no target
+// for them yet, so an aarch64 build runs the portable loops).
+#define IRON_HWY_PICK(f, ns, fn) ((void)(f), static_cast<decltype(&ns::HWY_STATIC_DISPATCH(fn))>(nullptr))
 #endif
