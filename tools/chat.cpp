@@ -157,7 +157,7 @@ void add_chat_command(CLI::App& app, bool execute) {
             if (argument.empty()) value_error("/save needs a file name");
             std::ofstream out(argument);
             out << conversation.to_json().dump(1) << "\n";
-            if (!out.flush()) value_error(argument + ": cannot write the conversation");
+            if (!out.flush()) value_error(escaped_path(argument) + ": cannot write the conversation");
             std::printf("(saved %zu messages to %s)\n", conversation.messages().size(), argument.c_str());
           } else if (command == "/load") {
             if (argument.empty()) value_error("/load needs a file name");

@@ -34,9 +34,16 @@ class Error : public std::runtime_error {
 [[noreturn]] inline void io_error(const std::string& m) { fail(ErrorKind::io, m); }
 
 /// Text from a file or a command line made fit for a one-line message: control characters,
-/// bytes that are not valid UTF-8 and backslashes are escaped (\n, \x1b, \\), and text longer
-/// than `max_chars` characters is cut, ending in "...". Every message quoting such text uses it.
-std::string escaped(std::string_view text, size_t max_chars = 200);
+/// bytes that are not valid UTF-8 and backslashes are escaped (\n, \x1b, \\). With a `quote`
+/// character the text is put between two of them, and that character inside is escaped too
+/// (\"). Text longer than `max_chars` characters is cut and says how long it was:
+/// `abc... (70,000 bytes)`, or `"abc"... (70,000 bytes)` quoted. Every message quoting such text
+/// uses it.
+std::string escaped(std::string_view text, size_t max_chars = 200, char quote = 0);
+/// A file's path for a message, escaped as escaped() does. A path longer than `max_chars`
+/// characters keeps its start and, longer, its end (where the file's own name is) around
+/// "...", and says how long it was: `/home/me/aaaa...aaaa/model.gguf (5,024 bytes)`.
+std::string escaped_path(std::string_view path, size_t max_chars = 200);
 /// A list of faults of one kind for a message: the first `first` items joined by ", ", then
 /// "... and 4,090 more" (the whole list goes to the log at debug level, IRON_LOG=debug, under
 /// `what`). The items are taken as they are: escape them first.

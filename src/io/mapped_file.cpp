@@ -22,7 +22,7 @@ namespace {
 constexpr uint8_t kEmpty[1] = {0};
 
 [[noreturn]] void system_error(const std::string& path, const char* action, int error) {
-  io_error(path + ": cannot " + action + ": " + std::strerror(error));
+  io_error(escaped_path(path) + ": cannot " + action + ": " + std::strerror(error));
 }
 
 // The live file mappings, so that release_pages touches nothing else.

@@ -43,7 +43,7 @@ constexpr std::array<SafetensorsDType, 15> kDTypes = {{
 }};
 
 [[noreturn]] void fail_at(const std::string& path, const std::string& message) {
-  value_error(path + ": " + message);
+  value_error(escaped_path(path) + ": " + message);
 }
 
 const SafetensorsDType* find_dtype(std::string_view name) {
@@ -180,9 +180,9 @@ const SafetensorsTensorInfo* SafetensorsFile::find_tensor(std::string_view name)
 
 Tensor SafetensorsFile::tensor(std::string_view name) const {
   const SafetensorsTensorInfo* tensor = find_tensor(name);
-  if (!tensor) index_error(path() + ": no tensor named '" + escaped(name) + "'");
+  if (!tensor) index_error(escaped_path(path()) + ": no tensor named '" + escaped(name) + "'");
   if (!tensor->dtype)
-    value_error(path() + ": tensor '" + escaped(tensor->name) + "' has dtype " + escaped(tensor->dtype_name) +
+    value_error(escaped_path(path()) + ": tensor '" + escaped(tensor->name) + "' has dtype " + escaped(tensor->dtype_name) +
                 ", which IRON cannot load");
   return detail::view_or_copy(file_->data() + tensor->offset, tensor->shape, *tensor->dtype, file_);
 }
@@ -192,7 +192,7 @@ nlohmann::json read_json_file(const std::string& path, size_t max_bytes) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    value_error(path + ": not valid JSON: " + e.what());
+    value_error(escaped_path(path) + ": not valid JSON: " + e.what());
   }
 }
 

@@ -283,7 +283,8 @@ void describe_safetensors(std::ostream& out, std::shared_ptr<const io::MappedFil
           [&] { return llama_config_from_hf(io::read_json_file(options.config_path)).describe(); });
   const auto tokenizer_json =
       std::filesystem::path(options.config_path).parent_path() / "tokenizer.json";
-  if (std::filesystem::exists(tokenizer_json)) {
+  std::error_code ec;
+  if (std::filesystem::exists(tokenizer_json, ec)) {
     section(out, "tokenizer", [&] {
       text::TokenizerData data = text::read_hf_tokenizer_json(tokenizer_json.string());
       const std::string kind = tokenizer_kind(data);
@@ -300,7 +301,7 @@ std::string describe_checkpoint(const std::string& path, const DescribeOptions& 
   // A config named but unreadable is an error, not a note in the description.
   if (!options.config_path.empty()) io::require_regular_file(options.config_path, "the config");
   std::ostringstream out;
-  out << "file: " << path << " (" << file->size() << " bytes, " << human_bytes(file->size())
+  out << "file: " << escaped_path(path) << " (" << file->size() << " bytes, " << human_bytes(file->size())
       << ")\n";
   const uint8_t* bytes = file->data();
   if (file->size() >= 4 && std::memcmp(bytes, "GGUF", 4) == 0) {
@@ -313,7 +314,7 @@ std::string describe_checkpoint(const std::string& path, const DescribeOptions& 
     describe_safetensors(out, std::move(file), options);
     return out.str();
   }
-  value_error(path + ": not a GGUF or safetensors file (unrecognised first bytes)");
+  value_error(escaped_path(path) + ": not a GGUF or safetensors file (unrecognised first bytes)");
 }
 
 }  // namespace iron::models

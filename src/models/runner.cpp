@@ -65,13 +65,17 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
   r->options_ = options;
   LlamaConfig config;
   std::string weights = path;
-  if (fs::is_directory(path) || fs::path(path).extension() == ".safetensors") {
+  // A path the system cannot look up (too long, not searchable) is taken for a file: opening it
+  // says why in one line, where std::filesystem's exception would quote the whole path twice.
+  std::error_code ec;
+  const bool directory = fs::is_directory(path, ec);
+  if (directory || fs::path(path).extension() == ".safetensors") {
     // A Hugging Face model: config.json (and tokenizer.json) beside model.safetensors.
-    fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
-    weights = fs::is_directory(path) ? (dir / "model.safetensors").string() : path;
-    if (!fs::exists(dir / "config.json")) value_error(path + ": a safetensors model needs config.json beside it");
+    fs::path dir = directory ? fs::path(path) : fs::path(path).parent_path();
+    weights = directory ? (dir / "model.safetensors").string() : path;
+    if (!fs::exists(dir / "config.json", ec)) value_error(escaped_path(path) + ": a safetensors model needs config.json beside it");
     config = llama_config_from_hf(io::read_json_file((dir / "config.json").string()));
-    if (fs::exists(dir / "tokenizer.json"))
+    if (fs::exists(dir / "tokenizer.json", ec))
       r->tokenizer_ = std::make_unique<text::Tokenizer>(text::from_hf_tokenizer_json((dir / "tokenizer.json").string()));
   } else {
     io::GgufFile gguf = io::GgufFile::open(path);
@@ -80,7 +84,7 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
   }
   // Every id the model can sample must decode: checked here, not when generation reaches one.
   if (r->tokenizer_ && r->tokenizer_->vocab_size() < config.vocab)
-    value_error(path + ": the tokenizer has " + std::to_string(r->tokenizer_->vocab_size()) +
+    value_error(escaped_path(path) + ": the tokenizer has " + std::to_string(r->tokenizer_->vocab_size()) +
                 " tokens, fewer than the model's vocabulary of " + std::to_string(config.vocab));
   LlamaOptions& mo = r->options_.model;
   mo.context = std::min(mo.context, config.context);

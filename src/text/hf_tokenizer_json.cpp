@@ -196,7 +196,7 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
   const json root = io::read_json_file(path);
   try {
     if (!root.is_object() || !root.contains("model")) {
-      value_error("tokenizer.json: " + path + " has no \"model\"");
+      value_error("tokenizer.json: " + escaped_path(path) + " has no \"model\"");
     }
     const json& model = root["model"];
     const std::string kind = type_of(model);
@@ -274,7 +274,8 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
 
     const std::filesystem::path config_path =
         std::filesystem::path(path).parent_path() / "tokenizer_config.json";
-    if (std::filesystem::exists(config_path)) {
+    std::error_code ec;
+    if (std::filesystem::exists(config_path, ec)) {
       const json config = io::read_json_file(config_path.string());
       const auto id_of = [&](const std::optional<std::string>& text) -> std::optional<int32_t> {
         if (!text) return std::nullopt;
@@ -296,7 +297,7 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
     }
     return data;
   } catch (const json::exception& e) {
-    value_error("tokenizer.json: " + path + " is malformed: " + e.what());
+    value_error("tokenizer.json: " + escaped_path(path) + " is malformed: " + e.what());
   }
 }
 

@@ -17,6 +17,7 @@
 #include "iron/io/gguf.hpp"
 #include "iron/io/safetensors.hpp"
 #include "iron/iron.hpp"
+#include "iron/models/bert.hpp"
 #include "iron/models/describe.hpp"
 #include "iron/models/llama.hpp"
 #include "iron/models/runner.hpp"
@@ -186,6 +187,34 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
   auto stats = runner->generate({1}, 100, [&](int32_t id) { out.push_back(id); });
   EXPECT_EQ(stats.stop, "context full");
   EXPECT_EQ(out.size(), 7u);
+}
+
+// A path is cut in the middle in every message that names it (a 5,051-byte line came from a
+// long model path): the start and the file's name stay, with the path's length.
+TEST(ErrorContract, LongPathsAreCutInTheMiddle) {
+  std::string dir = std::filesystem::temp_directory_path().string();
+  for (int i = 0; i < 20; ++i) dir += "/" + std::string(250, 'd');
+  const std::string model = dir + "/model.gguf";
+  const std::vector<std::pair<const char*, std::function<void()>>> entries = {
+      {"a mapped file", [&] { io::MappedFile::open(model); }},
+      {"a model", [&] { models::LlamaRunner::open(model); }},
+      {"a safetensors directory", [&] { models::LlamaRunner::open(dir + "/model.safetensors"); }},
+      {"a description", [&] { models::describe_checkpoint(model); }},
+      {"a JSON file", [&] { io::read_json_file(dir + "/config.json"); }},
+      {"a profile", [&] { Profile::load(dir + "/profile.json"); }},
+      {"a sentence encoder", [&] { models::SentenceEncoder::open(dir); }},
+  };
+  for (const auto& [what, run] : entries) {
+    try {
+      run();
+      ADD_FAILURE() << what << ": nothing was raised";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_LT(message.size(), 400u) << what << ": " << message.substr(0, 600);
+      EXPECT_NE(message.find("ddd..."), std::string::npos) << what << ": " << message.substr(0, 600);
+      EXPECT_NE(message.find(" bytes)"), std::string::npos) << what << ": " << message.substr(0, 600);
+    }
+  }
 }
 
 }  // namespace
