@@ -136,7 +136,7 @@ Profile Profile::parse(std::string_view text, const std::string& path) {
   try {
     data = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
-    value_error(escaped_path(path) + ": not JSON: " + e.what());
+    value_error(escaped_path(path) + ": not JSON: " + escaped(e.what()));  // it quotes what it read, raw
   }
   if (!data.is_object() || data.size() != 1 || !data.contains("entries") ||
       !data["entries"].is_array())

@@ -96,7 +96,7 @@ void SafetensorsFile::read_header() {
     const char* text = reinterpret_cast<const char*>(file_->data() + 8);
     header = nlohmann::ordered_json::parse(text, text + header_bytes, refuse_duplicates);
   } catch (const nlohmann::json::exception& e) {
-    fail(std::string("header is not valid JSON: ") + e.what());
+    fail("header is not valid JSON: " + escaped(e.what()));  // the parser quotes what it read, raw
   }
   if (!header.is_object()) fail("header is not a JSON object");
 
@@ -128,7 +128,7 @@ void SafetensorsFile::read_header() {
     uint64_t numel = 1;
     for (const auto& dim : entry["shape"]) {
       if (!dim.is_number_unsigned())
-        fail(what + " has a shape entry that is not a count: " + dim.dump());
+        fail(what + " has a shape entry that is not a count: " + escaped(dim.dump(), 60));
       auto extent = dim.get<uint64_t>();
       if (extent > uint64_t(std::numeric_limits<int64_t>::max()) ||
           (extent != 0 && numel > uint64_t(std::numeric_limits<int64_t>::max()) / extent))
@@ -142,7 +142,7 @@ void SafetensorsFile::read_header() {
 
     const auto& offsets = entry["data_offsets"];
     if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
-      fail(what + " has data_offsets that are not byte counts: " + offsets.dump());
+      fail(what + " has data_offsets that are not byte counts: " + escaped(offsets.dump(), 60));
     auto begin = offsets[0].get<uint64_t>();
     auto end = offsets[1].get<uint64_t>();
     if (begin > end || end > data_bytes)
@@ -192,7 +192,8 @@ nlohmann::json read_json_file(const std::string& path, size_t max_bytes) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    value_error(escaped_path(path) + ": not valid JSON: " + e.what());
+    // The parser quotes the bytes it stopped at as they are (invalid UTF-8, control bytes).
+    value_error(escaped_path(path) + ": not valid JSON: " + escaped(e.what()));
   }
 }
 

@@ -91,8 +91,12 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
   small_tokenizer.tokenizer_json = std::string(IRON_SOURCE_DIR) + "/fuzz/corpus/tokenizer_json/gpt2.json";
   io::testing::TinyHfModel odd_names;
   odd_names.extra_tensors = {"evil\x1b[2J\n", std::string(70000, 'n')};
+  // A config string that is not UTF-8 (the JSON parser quotes the bytes it stopped at).
+  io::testing::TinyHfModel bad_utf8;
+  const std::string bad_utf8_dir = bad_utf8.write("utf8");
+  std::ofstream(bad_utf8_dir + "/config.json") << "{\"model_type\": \"lla\xff\x1b[2J\"}";
   const models::LlamaConfig stories_config = runner->config();
-  std::string missing_message, last_message;
+  std::string missing_message, last_message, utf8_message;
   // A row's run that also keeps its message, for the checks after the table.
   auto keeping = [](std::string& message, std::function<void()> fn) -> std::function<void()> {
     return [&message, fn] {
@@ -161,6 +165,8 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
        ErrorKind::value, "the tokenizer has 271 tokens, fewer than the model's vocabulary of 300"},
       {"control bytes, a 70 KB tensor name",
        keeping(last_message, [&] { models::LlamaRunner::open(odd_names.write("names")); }), ErrorKind::value, "extra evil\\x1b[2J\\n, nnnnn"},
+      {"invalid UTF-8 in config.json", keeping(utf8_message, [&] { models::LlamaRunner::open(bad_utf8_dir); }),
+       ErrorKind::value, "last read: '\"lla\\xff'"},
   };
   std::printf("%-36s %-6s %s\n", "misuse or bad input", "kind", "message");
   for (const Row& row : table) {
@@ -181,6 +187,7 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
   EXPECT_LT(last_message.size(), 1000u) << last_message.substr(0, 2000);
   EXPECT_EQ(last_message.find('\x1b'), std::string::npos);
   EXPECT_NE(last_message.find(std::string(200, 'n') + "..."), std::string::npos);
+  EXPECT_EQ(utf8_message.find('\xff'), std::string::npos) << utf8_message;
   std::filesystem::remove(fifo);
   // A full KV cache is reported as the reason generation stopped, not an error.
   std::vector<int32_t> out;
