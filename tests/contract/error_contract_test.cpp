@@ -3,10 +3,13 @@
 // The table is printed, so `iron_tests --gtest_filter=ErrorContract*` documents the messages.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <tuple>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -85,7 +88,10 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
   io::testing::TinyHfModel i32_weight;
   i32_weight.dtypes["model.layers.0.self_attn.q_proj.weight"] = "I32";
   io::testing::TinyHfModel many_missing;
-  many_missing.config_layers = 500;  // a bad block_count: 499 layers of 9 tensors missing
+  many_missing.layers = 500;
+  many_missing.omitted = "mlp.up_proj.weight";  // missing from each of 500 layers
+  io::testing::TinyHfModel too_many_layers;
+  too_many_layers.config_layers = 500;  // a bad num_hidden_layers: the weights hold one layer
   io::testing::TinyHfModel small_tokenizer;
   small_tokenizer.vocab = 300;
   small_tokenizer.tokenizer_json = std::string(IRON_SOURCE_DIR) + "/fuzz/corpus/tokenizer_json/gpt2.json";
@@ -160,7 +166,9 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
        "wrong kind layers.0.attn.q i32, not a float or quantised type"},
       {"thousands of missing tensors",
        keeping(missing_message, [&] { models::LlamaRunner::open(many_missing.write("missing")); }),
-       ErrorKind::value, ", ... and 4,471 more"},
+       ErrorKind::value, ", ... and 480 more"},
+      {"a layer count the weights do not hold", [&] { models::LlamaRunner::open(too_many_layers.write("layers")); },
+       ErrorKind::value, "the config's layer count 500 is more than the weights hold: 1 (layers.0 to layers.0)"},
       {"a tokenizer short of the vocabulary", [&] { models::LlamaRunner::open(small_tokenizer.write("vocab")); },
        ErrorKind::value, "the tokenizer has 271 tokens, fewer than the model's vocabulary of 300"},
       {"control bytes, a 70 KB tensor name",
@@ -222,6 +230,60 @@ TEST(ErrorContract, LongPathsAreCutInTheMiddle) {
       EXPECT_NE(message.find(" bytes)"), std::string::npos) << what << ": " << message.substr(0, 600);
     }
   }
+}
+
+// A model size the weights do not bear out is refused in one line before anything is sized
+// from it: no "a context of ... takes 4 GiB" warning first (a run of bad inputs found two
+// lines, the warning then the error, for each of these).
+TEST(ErrorContract, AbsurdSizesAreRefusedBeforeTheContextIsAnnounced) {
+  IRON_NEEDS_STORIES();
+  // stories260K claiming 4,096 blocks, or a key length of 4,096 ("llama.rope.dimension_count"
+  // renamed in place: the two names are as long).
+  const std::vector<uint8_t> stories = io::testing::read_bytes(io::testing::stories_path());
+  auto patched = [&](const std::string& key, const std::string& new_key, uint32_t value) {
+    std::vector<uint8_t> bytes = stories;
+    const auto at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end());
+    EXPECT_NE(at, bytes.end()) << key;
+    std::copy(new_key.begin(), new_key.end(), at);
+    uint32_t type = 0;
+    std::memcpy(&type, &*(at + std::ptrdiff_t(key.size())), 4);
+    EXPECT_EQ(type, 4u) << key << " is not a u32";
+    std::memcpy(&*(at + std::ptrdiff_t(key.size()) + 4), &value, 4);
+    return temp_file(new_key + ".gguf", bytes);
+  };
+  const std::string blocks = patched("llama.block_count", "llama.block_count", 4096);
+  const std::string key_length = patched("llama.rope.dimension_count", "llama.attention.key_length", 4096);
+  // config.json claiming 4,096 layers, or a head_dim of 4,096, with a context long enough that
+  // the cache for either would take gigabytes.
+  io::testing::TinyHfModel layers, head_dim;
+  layers.config_layers = 4096;
+  head_dim.config_head_dim = 4096;
+  layers.context = head_dim.context = 131072;
+  models::RunnerOptions long_context;
+  long_context.model.context = 131072;
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"4,096 blocks", blocks, "the config's layer count 4096 is more than the weights hold: 5 (layers.0 to layers.4)"},
+      {"a key length of 4,096", key_length,
+       "the config's head size (head_dim) 4096 does not fit the weights: 8 heads of it make 32768 query rows, and "
+       "layers.0.attn.q has 64"},
+      {"num_hidden_layers 4096", layers.write("layers"), "the config's layer count 4096 is more than the weights hold: 1 "},
+      {"head_dim 4096", head_dim.write("head_dim"), "the config's head size (head_dim) 4096 does not fit the weights"},
+  };
+  for (const auto& [what, path, phrase] : cases) {
+    std::vector<std::string> logged;
+    set_log_sink([&](LogLevel, std::string_view m) { logged.emplace_back(m); });
+    try {
+      models::LlamaRunner::open(path, long_context);
+      ADD_FAILURE() << what << ": nothing was raised";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << what << ": " << e.what();
+      EXPECT_LT(std::string(e.what()).size(), 300u) << what << ": " << e.what();
+    }
+    set_log_sink(nullptr);
+    EXPECT_TRUE(logged.empty()) << what << ": logged before the error: " << logged[0];
+  }
+  std::filesystem::remove(blocks);
+  std::filesystem::remove(key_length);
 }
 
 }  // namespace
