@@ -87,6 +87,14 @@ std::string escaped_path(std::string_view path, size_t max_chars) {
          escaped(path.substr(starts[starts.size() - tail]), tail) + length_note(path);
 }
 
+OutOfMemory::OutOfMemory(int64_t bytes, const std::string& purpose, const std::string& hint)
+    : Error(ErrorKind::value, "out of memory: cannot allocate " + with_commas(size_t(std::max<int64_t>(bytes, 0))) +
+                                  " bytes for " + purpose + (hint.empty() ? "" : "; " + hint)),
+      bytes_(bytes),
+      purpose_(purpose) {}
+
+void out_of_memory(int64_t bytes, const std::string& purpose) { throw OutOfMemory(bytes, purpose); }
+
 std::string cut_list(const std::vector<std::string>& items, const std::string& what, size_t first) {
   std::string out;
   for (size_t i = 0; i < items.size() && i < first; ++i) out += (i ? ", " : "") + items[i];

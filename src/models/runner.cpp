@@ -30,17 +30,22 @@ void check_in_vocabulary(const std::vector<int32_t>& ids, int64_t vocab) {
     if (id < 0 || id >= vocab) value_error("token id " + std::to_string(id) + " is outside the vocabulary");
 }
 
+// "2.06 GiB", or "5.2 MiB" under a GiB (a context too small to show in GiB still fails under a
+// memory limit, and the message says what it costs).
 std::string gib(int64_t bytes) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(int64_t(1) << 30));
+  if (bytes < (int64_t(1) << 30))
+    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(int64_t(1) << 20));
+  else
+    std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(int64_t(1) << 30));
   return text;
 }
 
 // What a context costs and how to ask for less.
 std::string context_notice(int64_t bytes, const LlamaOptions& o) {
   return "a context of " + std::to_string(o.context) + " rows (+ " + std::to_string(o.chunk) +
-         " batch rows) takes " + gib(bytes) + " (KV cache and RoPE table); ask for less with -c/--ctx-size or "
-         "-b/--batch-size";
+         " batch rows) takes " + gib(bytes) + " (KV cache and RoPE table); ask for less with -c/--ctx-size, "
+         "-b/--batch-size or a smaller cache type (--cache-type-k/--cache-type-v f16, q8_0)";
 }
 
 // The config against the weights, before anything is sized from it: a count the file's weights
@@ -128,6 +133,9 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
     CompileOptions compile{.threads = options.threads, .device = options.device};
     r->model_->compile(prefill_shapes(mo.chunk), compile).load();
     r->model_->compile({}, compile).load();
+  } catch (const OutOfMemory& e) {
+    // What failed and its size, then what the context costs and the options that ask for less.
+    throw e.with_hint(context_notice(context_bytes, mo));
   } catch (const std::bad_alloc&) {
     value_error("out of memory allocating the model: " + context_notice(context_bytes, mo));
   }

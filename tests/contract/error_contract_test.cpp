@@ -11,10 +11,12 @@
 #include <functional>
 #include <tuple>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/io_test_util.hpp"
+#include "sanitized.hpp"
 #include "iron/io/checkpoint.hpp"
 #include "iron/io/files.hpp"
 #include "iron/io/gguf.hpp"
@@ -284,6 +286,70 @@ TEST(ErrorContract, AbsurdSizesAreRefusedBeforeTheContextIsAnnounced) {
   }
   std::filesystem::remove(blocks);
   std::filesystem::remove(key_length);
+}
+
+// Sets this process's address-space limit (RLIMIT_AS, what `ulimit -v` sets) to what it maps
+// now and `more` bytes beyond.
+void limit_memory_to_now_and(size_t more) {
+  long pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  const rlim_t limit = rlim_t(pages) * rlim_t(::sysconf(_SC_PAGESIZE)) + rlim_t(more);
+  const rlimit r{limit, limit};
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &r), 0);
+}
+
+// Under a memory limit the allocation that fails says what it was for, its size and the options
+// that ask for less, in one line ("out of memory" alone said none of it). Run in a fresh process
+// of this program (a death test), so that the limit holds there alone.
+TEST(ErrorContractDeathTest, AFailedAllocationSaysWhatItWasForAndHowToAskForLess) {
+#ifdef IRON_SANITIZED_BUILD
+  GTEST_SKIP() << "a sanitizer's shadow memory does not fit under a memory limit";
+#endif
+  IRON_NEEDS_STORIES();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto open_under_a_limit = [] {
+    limit_memory_to_now_and(size_t(256) << 20);
+    models::RunnerOptions o;
+    o.model.slots = 256;  // ten cache states of 69 MB: the fourth is past the limit
+    try {
+      models::LlamaRunner::open(io::testing::stories_path(), o);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      std::_Exit(3);
+    }
+    std::_Exit(0);
+  };
+  EXPECT_EXIT(open_under_a_limit(), ::testing::ExitedWithCode(3),
+              "out of memory: cannot allocate [0-9,]+ bytes for the state layers\\.[0-9]\\.[kv]_cache \\([0-9, ]+\\) [a-z0-9]+; "
+              "a context of 2048 rows \\(\\+ [0-9]+ batch rows\\) takes [0-9.]+ MiB \\(KV cache and RoPE table\\); ask for less with "
+              "-c/--ctx-size, -b/--batch-size or a smaller cache type");
+}
+
+// A thread that cannot start (no room for its stack) is an error of the call that needed it,
+// not a wait for ever: the run queue's thread once left ~Graph waiting on a run nothing took.
+TEST(ErrorContractDeathTest, AThreadThatCannotStartIsAnErrorNotAHang) {
+#ifdef IRON_SANITIZED_BUILD
+  GTEST_SKIP() << "a sanitizer's shadow memory does not fit under a memory limit";
+#endif
+  IRON_NEEDS_STORIES();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto generate_under_a_limit = [] {
+    ::alarm(60);  // a hang dies of SIGALRM instead of holding the test
+    models::RunnerOptions o;
+    o.model.context = 64;
+    auto runner = models::LlamaRunner::open(io::testing::stories_path(), o);
+    limit_memory_to_now_and(size_t(1) << 20);  // less than a thread's stack
+    try {
+      runner->generate({1}, 4, [](int32_t) {});
+      runner.reset();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      runner.reset();
+      std::_Exit(3);
+    }
+    std::_Exit(0);
+  };
+  EXPECT_EXIT(generate_under_a_limit(), ::testing::ExitedWithCode(3), "cannot start the thread that runs a graph's calls");
 }
 
 }  // namespace
