@@ -321,19 +321,23 @@ void run_kernel(const Kernel& kernel, const int64_t* words, int threads) {
   ThreadPool::shared(threads).run(kernel.parallel() ? threads : 1, job, &call);
 }
 
-void ThreadPool::work(int index) {
-  in_job = true;  // a worker only ever runs shares of jobs
-  // A worker never runs a signal handler: an asynchronous signal (Ctrl-C, a hangup, a terminal
-  // resize, a stop or continue) goes to the application's own threads, whose handlers may read
-  // state only those threads set up. libedit's reads the line editor it sets up while the main
-  // thread reads a line; run on a worker, it read a null editor and crashed `iron chat` (a CI
-  // run of tests/cli/chat_terminal.sh: SIGSEGV in libedit on a worker's stack).
+void block_asynchronous_signals() {
+  // A thread of ours never runs a signal handler: an asynchronous signal (Ctrl-C, a hangup, a
+  // terminal resize, a stop or continue) goes to the application's own threads, whose handlers
+  // may read state only those threads set up. libedit's reads the line editor it sets up while
+  // the main thread reads a line; run on a worker, it read a null editor and crashed `iron chat`
+  // (a CI run of tests/cli/chat_terminal.sh: SIGSEGV in libedit on a worker's stack).
   sigset_t asynchronous;
   sigemptyset(&asynchronous);
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGTSTP, SIGCONT, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2,
                 SIGALRM, SIGCHLD, SIGPIPE})
     sigaddset(&asynchronous, s);
   pthread_sigmask(SIG_BLOCK, &asynchronous, nullptr);
+}
+
+void ThreadPool::work(int index) {
+  in_job = true;  // a worker only ever runs shares of jobs
+  block_asynchronous_signals();
   uint32_t seen = 0;
   bool slept = false;
   for (;;) {
