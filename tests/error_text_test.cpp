@@ -12,8 +12,26 @@ TEST(ErrorText, EscapesControlBytesAndInvalidUtf8) {
   EXPECT_EQ(iron::escaped("a\x1b[31mred\n\t\\"), "a\\x1b[31mred\\n\\t\\\\");
   EXPECT_EQ(iron::escaped("\xff\xc3(\xed\xa0\x80"), "\\xff\\xc3(\\xed\\xa0\\x80");  // bad, truncated, surrogate
   EXPECT_EQ(iron::escaped("\xc2\x9b"), "\\xc2\\x9b");  // a C1 control (CSI) is escaped too
-  EXPECT_EQ(iron::escaped(std::string(300, 'x')), std::string(200, 'x') + "...");
-  EXPECT_EQ(iron::escaped("\xc3\xa9\xc3\xa9\xc3\xa9", 2), "\xc3\xa9\xc3\xa9...");  // cut by characters
+  // A cut says how long the text was (a 5 KB name once made a 5 KB message).
+  EXPECT_EQ(iron::escaped(std::string(300, 'x')), std::string(200, 'x') + "... (300 bytes)");
+  EXPECT_EQ(iron::escaped("\xc3\xa9\xc3\xa9\xc3\xa9", 2), "\xc3\xa9\xc3\xa9... (6 bytes)");  // cut by characters
+}
+
+TEST(ErrorText, LongPathsKeepTheirStartAndTheFileName) {
+  EXPECT_EQ(iron::escaped_path("/models/a.gguf"), "/models/a.gguf");
+  std::string path = "/tmp";
+  for (int i = 0; i < 20; ++i) path += "/" + std::string(250, 'd');
+  path += "/model.gguf";
+  const std::string shown = iron::escaped_path(path);
+  EXPECT_LE(shown.size(), 230u) << shown;
+  EXPECT_EQ(shown.substr(0, 8), "/tmp/ddd") << shown;
+  EXPECT_NE(shown.find("ddd...ddd"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("dd/model.gguf (" + std::to_string(path.size() / 1000) + ","), std::string::npos) << shown;
+  EXPECT_EQ(shown.substr(shown.size() - 7), " bytes)") << shown;
+  // Cut between characters, escaped on both sides of the cut.
+  std::string odd = "/\xff" + std::string(300, 'x') + "\xc3\xa9\x1b.gguf";
+  const std::string cut = iron::escaped_path(odd, 20);
+  EXPECT_EQ(cut, "/\\xffxxxx...xxxxxxx\xc3\xa9\\x1b.gguf (310 bytes)");
 }
 
 TEST(ErrorText, CutListsNameTheRest) {

@@ -1,12 +1,16 @@
 // `iron chat -m MODEL [--system TEXT] [-n N] [sampling options]`: a conversation that keeps its
 // cache (models::Conversation). On a terminal: a prompt, line editing and history (libedit when
 // built with it), a trailing backslash or a paste of several lines makes one message, Ctrl-C
-// stops an answer (twice at the prompt: exit). From a pipe or file: each line is one user turn and each answer one line of
-// standard output. Lines starting with '/' are commands (/help lists them).
+// stops an answer (twice at the prompt: exit), and a hang-up (the terminal closed) ends the chat quietly. From a pipe or
+// file: each line is one user turn and each answer one line of standard output. Lines starting with '/' are commands
+// (/help lists them).
 #include <poll.h>
+#include <stdio_ext.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -29,7 +33,7 @@ namespace iron::tools {
 
 namespace {
 
-std::atomic<bool> answering{false}, interrupt{false};
+std::atomic<bool> answering{false}, interrupt{false}, hung_up{false};
 std::atomic<int> interrupts_at_prompt{0};  // lock-free: safe in a signal handler
 
 // Ctrl-C: stops the answer being generated; at the prompt, the first says how to leave and the
@@ -45,6 +49,21 @@ extern "C" void on_interrupt(int) {
   }
   const char hint[] = "\n(Ctrl-C again, /exit or Ctrl-D to leave)\n";
   (void)!::write(STDOUT_FILENO, hint, sizeof hint - 1);
+}
+
+// A hang-up (SIGHUP: the terminal closed): an answer stops as at Ctrl-C, and the chat ends at
+// its next look instead of dying in the middle (or, with libedit, being killed by the signal
+// libedit sends on).
+extern "C" void on_hangup(int) {
+  hung_up.store(true);
+  interrupt.store(true);
+}
+
+// Whether standard input's terminal went away: a hung-up terminal fails every call with EIO.
+// A chat that ignores SIGHUP (nohup) learns of a closed terminal only so.
+bool terminal_gone() {
+  termios settings{};
+  return ::tcgetattr(STDIN_FILENO, &settings) != 0 && errno == EIO;
 }
 
 // One line of input: from libedit on a terminal (with history), else std::getline. nullopt at
@@ -115,11 +134,24 @@ void add_chat_command(CLI::App& app, bool execute) {
     action.sa_handler = on_interrupt;
     sigemptyset(&action.sa_mask);
     if (terminal) ::sigaction(SIGINT, &action, nullptr);
+    // SIGHUP caught on a terminal, unless it was ignored (nohup): then a read or write failing
+    // with EIO says the terminal went.
+    struct sigaction hangup {};
+    ::sigaction(SIGHUP, nullptr, &hangup);
+    if (terminal && hangup.sa_handler != SIG_IGN) {
+      hangup.sa_handler = on_hangup;
+      hangup.sa_flags = 0;
+      sigemptyset(&hangup.sa_mask);
+      ::sigaction(SIGHUP, &hangup, nullptr);
+    }
+    // The chat ends when the terminal goes, whether told by SIGHUP or by a failing read or write.
+    auto gone = [terminal] { return terminal && (hung_up.load() || terminal_gone()); };
     if (terminal) std::printf("iron chat: %s (/help for commands, Ctrl-D to leave)\n", runner->config().describe().c_str());
     models::TurnStats last;
     bool any_turn = false;
     for (;;) {
       std::optional<std::string> line = read_line(terminal, "> ");
+      if (gone()) break;
       // A Ctrl-C at the prompt ends the line being read (libedit returns none): the prompt again.
       if (!line && terminal && interrupts_at_prompt.load() > 0) continue;
       if (!line) break;
@@ -157,7 +189,7 @@ void add_chat_command(CLI::App& app, bool execute) {
             if (argument.empty()) value_error("/save needs a file name");
             std::ofstream out(argument);
             out << conversation.to_json().dump(1) << "\n";
-            if (!out.flush()) value_error(argument + ": cannot write the conversation");
+            if (!out.flush()) value_error(escaped_path(argument) + ": cannot write the conversation");
             std::printf("(saved %zu messages to %s)\n", conversation.messages().size(), argument.c_str());
           } else if (command == "/load") {
             if (argument.empty()) value_error("/load needs a file name");
@@ -187,23 +219,34 @@ void add_chat_command(CLI::App& app, bool execute) {
         last = conversation.reply(*line, o->generation.tokens,
                                   [](const std::string& piece) {
                                     std::fwrite(piece.data(), 1, piece.size(), stdout);
-                                    std::fflush(stdout);
+                                    // Output that cannot be written (a closed terminal) stops
+                                    // the answer: no one is there to read the rest.
+                                    if (std::fflush(stdout) != 0) interrupt.store(true);
                                   },
                                   &interrupt);
         any_turn = true;
       } catch (const Error& e) {
         answering = false;
+        if (gone()) break;
         std::printf("\n");
         std::fprintf(stderr, "error: %s\n", e.what());
         continue;
       }
       answering = false;
+      if (gone()) break;
       std::printf("\n");
       if (last.dropped_messages > 0)
         std::fprintf(stderr, "note: the context was full: the %lld oldest messages were dropped and the cache rebuilt\n",
                      (long long)last.dropped_messages);
       if (last.stop == "interrupted" && terminal) std::printf("(interrupted)\n");
       std::fflush(stdout);
+    }
+    if (gone()) {
+      // Nothing more can reach the terminal: what is still buffered is dropped rather than
+      // reported as a write error, and the chat ends as at Ctrl-D, status 0.
+      __fpurge(stdout);
+      std::clearerr(stdout);
+      return;
     }
     if (terminal) std::printf("\n");
   });

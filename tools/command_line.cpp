@@ -73,7 +73,8 @@ int run_command_line(const std::vector<std::string>& args, bool execute, std::os
   } catch (const std::bad_alloc&) {
     return fail("out of memory (ask for less: a smaller context -c, batch -b or prompt)");
   } catch (const std::exception& e) {
-    return fail(e.what());
+    // Not an iron::Error (a std::filesystem error quotes whole paths, twice): escaped and cut here.
+    return fail(escaped(e.what(), 300));
   }
   if (!execute) return 0;
   // What was printed must have been written: a full disk or a closed pipe is an error too.

@@ -68,8 +68,8 @@ models::RunnerOptions runner_options(const ModelOptions& o) {
   // A directory holds cpu.json; a file is the profile. Profile::load refuses a FIFO or a device
   // before opening it and caps the size.
   std::string file = o.profile;
-  if (fs::is_directory(o.profile)) file = (fs::path(o.profile) / "cpu.json").string();
-  std::error_code ec;
+  std::error_code ec;  // a path that cannot be looked up is a file: Profile::load says why
+  if (fs::is_directory(o.profile, ec)) file = (fs::path(o.profile) / "cpu.json").string();
   if (fs::exists(fs::symlink_status(file, ec)) || fs::exists(file, ec))
     options.profile = Profile::load(file);
   return options;

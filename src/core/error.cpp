@@ -1,5 +1,7 @@
 #include "iron/error.hpp"
 
+#include <algorithm>
+
 #include "iron/log.hpp"
 
 namespace iron {
@@ -34,30 +36,64 @@ std::string with_commas(size_t n) {
   return out;
 }
 
+// Appends the escaped form of the character at text[i] (one valid UTF-8 sequence, or one byte)
+// to `out`; returns where the next character starts.
+size_t escape_one(std::string& out, std::string_view text, size_t i, char quote) {
+  static const char* hex = "0123456789abcdef";
+  const auto c = static_cast<unsigned char>(text[i]);
+  switch (c) {
+    case '\\': out += "\\\\"; return i + 1;
+    case '\n': out += "\\n"; return i + 1;
+    case '\t': out += "\\t"; return i + 1;
+    case '\r': out += "\\r"; return i + 1;
+    default: break;
+  }
+  if (quote != 0 && c == static_cast<unsigned char>(quote)) {
+    out += '\\';
+    out += quote;
+    return i + 1;
+  }
+  const size_t len = utf8_length(text, i);
+  if (len == 0 || c < 0x20 || c == 0x7f) {
+    out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+    return i + 1;
+  }
+  out.append(text.substr(i, len));
+  return i + len;
+}
+
+std::string length_note(std::string_view text) { return " (" + with_commas(text.size()) + " bytes)"; }
+
 }  // namespace
 
-std::string escaped(std::string_view text, size_t max_chars) {
-  static const char* hex = "0123456789abcdef";
+std::string escaped(std::string_view text, size_t max_chars, char quote) {
   std::string out;
-  for (size_t i = 0, chars = 0; i < text.size(); ++i, ++chars) {
-    if (chars == max_chars) return out + "...";
-    const auto c = static_cast<unsigned char>(text[i]);
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (const size_t len = utf8_length(text, i); len == 0 || c < 0x20 || c == 0x7f) {
-          out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
-        } else {
-          out.append(text.substr(i, len));
-          i += len - 1;
-        }
-    }
-  }
+  if (quote != 0) out += quote;
+  size_t i = 0;
+  for (size_t chars = 0; i < text.size() && chars < max_chars; ++chars) i = escape_one(out, text, i, quote);
+  if (quote != 0) out += quote;
+  if (i < text.size()) out += "..." + length_note(text);
   return out;
 }
+
+std::string escaped_path(std::string_view path, size_t max_chars) {
+  // Where each character starts (as escape_one() steps), so that the cut falls between two.
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < path.size(); i += std::max<size_t>(utf8_length(path, i), 1)) starts.push_back(i);
+  if (starts.size() <= max_chars) return escaped(path, max_chars);
+  // The end says which file, the start where it is: a third of the room for the start.
+  const size_t head = max_chars / 3, tail = max_chars - head;
+  return escaped(path.substr(0, starts[head]), head) + "..." +
+         escaped(path.substr(starts[starts.size() - tail]), tail) + length_note(path);
+}
+
+OutOfMemory::OutOfMemory(int64_t bytes, const std::string& purpose, const std::string& hint)
+    : Error(ErrorKind::value, "out of memory: cannot allocate " + with_commas(size_t(std::max<int64_t>(bytes, 0))) +
+                                  " bytes for " + purpose + (hint.empty() ? "" : "; " + hint)),
+      bytes_(bytes),
+      purpose_(purpose) {}
+
+void out_of_memory(int64_t bytes, const std::string& purpose) { throw OutOfMemory(bytes, purpose); }
 
 std::string cut_list(const std::vector<std::string>& items, const std::string& what, size_t first) {
   std::string out;

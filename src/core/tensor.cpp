@@ -32,7 +32,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   size_t bytes = size_t(storage_bytes(dtype, element_count(shape)));
   size_t rounded = (bytes + 63) / 64 * 64;
   void* memory = std::aligned_alloc(64, rounded ? rounded : 64);
-  if (memory == nullptr) value_error("cannot allocate " + std::to_string(bytes) + " bytes");
+  if (memory == nullptr) out_of_memory(int64_t(bytes), "a tensor " + to_string(shape) + " " + std::string(name(dtype)));
   t.holder_ = std::shared_ptr<void>(memory, std::free);
   t.data_ = memory;
   t.writable_ = true;

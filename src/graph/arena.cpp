@@ -28,7 +28,14 @@ detail::DeviceBuffer& Arena::place(const std::shared_ptr<Resident>& resident) {
   Resident& r = *resident;
   std::unique_ptr<detail::DeviceBuffer> buffer;
   if (r.is_state) {
-    buffer = device_->allocate_state(r);
+    try {
+      buffer = device_->allocate_state(r);
+    } catch (const OutOfMemory& e) {
+      // Named as the graph holds it: which layer's cache, its shape and type.
+      const auto named = names_.find(&r);
+      out_of_memory(e.bytes(), "the state " + (named == names_.end() ? r.path : named->second) + " " +
+                                   to_string(r.shape) + " " + std::string(iron::name(r.dtype)));
+    }
     state_bytes_ += buffer->bytes();
   } else {
     if (!r.tensor.defined() || r.tensor.data() == nullptr)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -33,8 +34,12 @@ class Arena {
   uint64_t generation() const { return generation_; }
 
   /// Where a resident lives: a state is allocated (zeroed) on first use; a weight is uploaded on
-  /// first use. On the CPU an upload of a weight already in its dtype is its mapped memory.
+  /// first use. On the CPU an upload of a weight already in its dtype is its mapped memory. A
+  /// state that does not fit is an OutOfMemory naming it by its path.
   detail::DeviceBuffer& place(const std::shared_ptr<Resident>& resident);
+  /// The path the graph holds `resident` under ("layers.3.k_cache", where the resident itself
+  /// knows "k_cache"), for messages; the graph names its residents as it compiles.
+  void name(const Resident* resident, const std::string& path) { names_[resident] = path; }
   /// Weights uploaded so far (each once per graph, whichever version asked first).
   int64_t uploads() const { return uploads_; }
   /// Each weight uploaded so far, by path, and how often (again only after a release()).
@@ -55,6 +60,7 @@ class Arena {
   int64_t uploads_ = 0;
   std::vector<std::pair<std::string, int64_t>> uploads_by_weight_;
   int64_t state_bytes_ = 0;
+  std::map<const Resident*, std::string> names_;
 };
 
 }  // namespace iron

@@ -264,8 +264,10 @@ CompiledGraph& Graph::compile(const Shapes& shapes, CompileOptions options) {
     return *it->second;
   }
   std::vector<std::string> unloaded;
-  for (const auto& [path, r] : held())
+  for (const auto& [path, r] : held()) {
     if (!r->is_state && !r->tensor.defined()) unloaded.push_back(path);
+    arena_->name(r.get(), path);  // a state that does not fit is named by its path
+  }
   if (!unloaded.empty())
     type_error(name_ + ": " + join(unloaded) + (unloaded.size() == 1 ? " was" : " were") +
                " never loaded: call load_state_dict first");

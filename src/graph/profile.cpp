@@ -136,15 +136,15 @@ Profile Profile::parse(std::string_view text, const std::string& path) {
   try {
     data = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
-    value_error(path + ": not JSON: " + e.what());
+    value_error(escaped_path(path) + ": not JSON: " + escaped(e.what()));  // it quotes what it read, raw
   }
   if (!data.is_object() || data.size() != 1 || !data.contains("entries") ||
       !data["entries"].is_array())
-    value_error(path + ": a profile is {\"entries\": [...]}");
+    value_error(escaped_path(path) + ": a profile is {\"entries\": [...]}");
   Profile profile;
   size_t index = 0;
   for (const auto& entry : data["entries"]) {
-    std::string where = path + ": entry " + std::to_string(index++);
+    std::string where = escaped_path(path) + ": entry " + std::to_string(index++);
     if (!entry.is_object() || !entry.contains("operator") || !entry["operator"].is_string())
       value_error(where + ": an entry is an object naming its \"operator\"");
     std::string op = entry["operator"].get<std::string>();
@@ -163,9 +163,11 @@ Profile Profile::parse(std::string_view text, const std::string& path) {
 
 Profile Profile::load_for_device(const std::string& path, std::string_view device) {
   namespace fs = std::filesystem;
-  if (fs::is_directory(path)) {
+  // A path that cannot be looked up is loaded as a file, whose open says why in one line.
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
     fs::path file = fs::path(path) / (std::string(device) + ".json");
-    return fs::exists(file) ? load(file.string()) : Profile();
+    return fs::exists(file, ec) ? load(file.string()) : Profile();
   }
   return load(path);
 }

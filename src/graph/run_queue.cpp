@@ -3,6 +3,9 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <system_error>
+
+#include "devices/cpu/thread_pool.hpp"
 #include "iron/error.hpp"
 #include "iron/graph.hpp"
 
@@ -19,11 +22,21 @@ RunQueue::~RunQueue() {
 
 int64_t RunQueue::push(Task task) {
   std::lock_guard lock(push_mutex_);
+  // The device thread starts before a run is published: one that cannot start (no room for its
+  // stack under a memory limit) fails this push, where a run published with no thread to take
+  // it left the next wait (~Graph's drain()) waiting for ever.
+  if (!thread_.joinable()) {
+    try {
+      thread_ = std::thread([this] { device(); });
+    } catch (const std::system_error& e) {
+      value_error(std::string("cannot start the thread that runs a graph's calls: ") + e.what() +
+                  " (too little memory for its stack, or too many threads)");
+    }
+  }
   const int64_t ticket = pushed_.load();
   if (ticket - completed_.load() >= kSlots) wait(ticket - kSlots);  // the ring is full
   slots_[size_t(ticket % kSlots)] = std::move(task);
   pushed_.store(ticket + 1);  // publishes the slot
-  if (!thread_.joinable()) thread_ = std::thread([this] { device(); });
   // The first run of a burst: the host that starts it is about to wait, or to do little.
   if (ticket == completed_.load()) place_beside_caller();
   // A futex call only when the device sleeps: most pushes find it busy with earlier runs.
@@ -67,6 +80,7 @@ void RunQueue::cancel(int64_t ticket) {
 // about once per half window instead of once a run, and the host's wake-up (100 us and more
 // in a VM) overlaps the runs still queued instead of stalling the device.
 void RunQueue::device() {
+  cpu::block_asynchronous_signals();  // the application's handlers (libedit's) run on its threads
   using Clock = std::chrono::steady_clock;
   constexpr auto kNotifyEvery = std::chrono::milliseconds(2);  // short next to what a person notices
   auto notified_at = Clock::now();

@@ -44,7 +44,7 @@ StateDict open_checkpoint(const std::string& path) {
       state.insert(info.name, safetensors.tensor(info.name));
     return state;
   }
-  value_error(path + ": not a GGUF or safetensors checkpoint (unrecognised first bytes)");
+  value_error(escaped_path(path) + ": not a GGUF or safetensors checkpoint (unrecognised first bytes)");
 }
 
 }  // namespace iron

@@ -14,7 +14,7 @@ namespace iron::io {
 namespace {
 
 [[noreturn]] void system_error(const std::string& path, const std::string& action, int error) {
-  io_error(path + ": cannot " + action + ": " + std::strerror(error));
+  io_error(escaped_path(path) + ": cannot " + action + ": " + std::strerror(error));
 }
 
 const char* kind_of(mode_t mode) {
@@ -28,7 +28,7 @@ const char* kind_of(mode_t mode) {
 
 void check_regular(const std::string& path, const struct stat& status, const std::string& what) {
   if (!S_ISREG(status.st_mode))
-    io_error(path + ": " + (what.empty() ? "" : what + " ") + "is " + kind_of(status.st_mode) +
+    io_error(escaped_path(path) + ": " + (what.empty() ? "" : what + " ") + "is " + kind_of(status.st_mode) +
              ", not a regular file");
 }
 
@@ -66,7 +66,7 @@ void require_regular_file(const std::string& path, const std::string& what) {
 std::string read_file(const std::string& path, size_t max_bytes, const std::string& what) {
   RegularFile file(path);
   auto over = [&] {
-    value_error(path + ": " + what + " is over the " + std::to_string(max_bytes) + "-byte limit");
+    value_error(escaped_path(path) + ": " + what + " is over the " + std::to_string(max_bytes) + "-byte limit");
   };
   if (file.size() > max_bytes) over();
   std::string bytes(file.size(), '\0');

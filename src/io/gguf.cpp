@@ -127,7 +127,7 @@ class GgufParser {
 
  private:
   [[noreturn]] void fail(const std::string& message) const {
-    value_error(out_.file_->path() + ": " + message);
+    value_error(escaped_path(out_.file_->path()) + ": " + message);
   }
   uint64_t remaining() const { return size_ - pos_; }
 
@@ -403,7 +403,7 @@ const GgufValue* GgufFile::find(std::string_view key) const {
 
 void GgufFile::wrong_type(std::string_view key, const GgufValue& value,
                           std::string_view wanted) const {
-  value_error(path() + ": metadata key '" + escaped(key) + "' holds " + value.type_name() +
+  value_error(escaped_path(path()) + ": metadata key '" + escaped(key) + "' holds " + value.type_name() +
               ", not " + std::string(wanted));
 }
 
@@ -439,7 +439,7 @@ std::optional<int64_t> GgufFile::get_int(std::string_view key) const {
   });
   if (!integer) wrong_type(key, *value, "an integer");
   if (!fits)
-    value_error(path() + ": metadata key '" + escaped(key) + "' holds u64 " +
+    value_error(escaped_path(path()) + ": metadata key '" + escaped(key) + "' holds u64 " +
                 std::to_string(std::get<uint64_t>(value->value)) + ", too large for int64");
   return result;
 }
@@ -506,7 +506,7 @@ std::vector<int32_t> GgufFile::get_ints(std::string_view key) const {
         if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
           for (T item : items) {
             if (!std::in_range<int32_t>(item))
-              value_error(path() + ": metadata key '" + escaped(key) + "' element " +
+              value_error(escaped_path(path()) + ": metadata key '" + escaped(key) + "' element " +
                           std::to_string(result.size()) + " = " + std::to_string(item) +
                           " does not fit in int32");
             result.push_back(int32_t(item));
@@ -526,9 +526,9 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 
 Tensor GgufFile::tensor(std::string_view name) const {
   const GgufTensorInfo* tensor = find_tensor(name);
-  if (!tensor) index_error(path() + ": no tensor named '" + escaped(name) + "'");
+  if (!tensor) index_error(escaped_path(path()) + ": no tensor named '" + escaped(name) + "'");
   if (!tensor->dtype)
-    value_error(path() + ": tensor '" + escaped(tensor->name) + "' has ggml type " +
+    value_error(escaped_path(path()) + ": tensor '" + escaped(tensor->name) + "' has ggml type " +
                 ggml_type_name(tensor->ggml_type) + " (id " + std::to_string(tensor->ggml_type) +
                 "), which IRON cannot load");
   return detail::view_or_copy(file_->data() + tensor->offset, tensor->shape(), *tensor->dtype,

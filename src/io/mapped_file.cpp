@@ -22,7 +22,7 @@ namespace {
 constexpr uint8_t kEmpty[1] = {0};
 
 [[noreturn]] void system_error(const std::string& path, const char* action, int error) {
-  io_error(path + ": cannot " + action + ": " + std::strerror(error));
+  io_error(escaped_path(path) + ": cannot " + action + ": " + std::strerror(error));
 }
 
 // The live file mappings, so that release_pages touches nothing else.
@@ -48,6 +48,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   if (mapped->size_ == 0) return mapped;  // mmap of 0 bytes is an error (EINVAL)
 
   void* base = ::mmap(nullptr, mapped->size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+  if (base == MAP_FAILED && errno == ENOMEM) out_of_memory(int64_t(mapped->size_), "the mapping of " + escaped_path(path));
   if (base == MAP_FAILED) system_error(path, "mmap", errno);
   mapped->mapping_ = base;
   mapped->data_ = static_cast<const uint8_t*>(base);

@@ -43,7 +43,7 @@ constexpr std::array<SafetensorsDType, 15> kDTypes = {{
 }};
 
 [[noreturn]] void fail_at(const std::string& path, const std::string& message) {
-  value_error(path + ": " + message);
+  value_error(escaped_path(path) + ": " + message);
 }
 
 const SafetensorsDType* find_dtype(std::string_view name) {
@@ -96,7 +96,7 @@ void SafetensorsFile::read_header() {
     const char* text = reinterpret_cast<const char*>(file_->data() + 8);
     header = nlohmann::ordered_json::parse(text, text + header_bytes, refuse_duplicates);
   } catch (const nlohmann::json::exception& e) {
-    fail(std::string("header is not valid JSON: ") + e.what());
+    fail("header is not valid JSON: " + escaped(e.what()));  // the parser quotes what it read, raw
   }
   if (!header.is_object()) fail("header is not a JSON object");
 
@@ -128,7 +128,7 @@ void SafetensorsFile::read_header() {
     uint64_t numel = 1;
     for (const auto& dim : entry["shape"]) {
       if (!dim.is_number_unsigned())
-        fail(what + " has a shape entry that is not a count: " + dim.dump());
+        fail(what + " has a shape entry that is not a count: " + escaped(dim.dump(), 60));
       auto extent = dim.get<uint64_t>();
       if (extent > uint64_t(std::numeric_limits<int64_t>::max()) ||
           (extent != 0 && numel > uint64_t(std::numeric_limits<int64_t>::max()) / extent))
@@ -142,7 +142,7 @@ void SafetensorsFile::read_header() {
 
     const auto& offsets = entry["data_offsets"];
     if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
-      fail(what + " has data_offsets that are not byte counts: " + offsets.dump());
+      fail(what + " has data_offsets that are not byte counts: " + escaped(offsets.dump(), 60));
     auto begin = offsets[0].get<uint64_t>();
     auto end = offsets[1].get<uint64_t>();
     if (begin > end || end > data_bytes)
@@ -180,9 +180,9 @@ const SafetensorsTensorInfo* SafetensorsFile::find_tensor(std::string_view name)
 
 Tensor SafetensorsFile::tensor(std::string_view name) const {
   const SafetensorsTensorInfo* tensor = find_tensor(name);
-  if (!tensor) index_error(path() + ": no tensor named '" + escaped(name) + "'");
+  if (!tensor) index_error(escaped_path(path()) + ": no tensor named '" + escaped(name) + "'");
   if (!tensor->dtype)
-    value_error(path() + ": tensor '" + escaped(tensor->name) + "' has dtype " + escaped(tensor->dtype_name) +
+    value_error(escaped_path(path()) + ": tensor '" + escaped(tensor->name) + "' has dtype " + escaped(tensor->dtype_name) +
                 ", which IRON cannot load");
   return detail::view_or_copy(file_->data() + tensor->offset, tensor->shape, *tensor->dtype, file_);
 }
@@ -192,7 +192,8 @@ nlohmann::json read_json_file(const std::string& path, size_t max_bytes) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    value_error(path + ": not valid JSON: " + e.what());
+    // The parser quotes the bytes it stopped at as they are (invalid UTF-8, control bytes).
+    value_error(escaped_path(path) + ": not valid JSON: " + escaped(e.what()));
   }
 }
 

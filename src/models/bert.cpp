@@ -76,9 +76,10 @@ SentenceConfig sentence_config_from_dir(const std::string& dir, const BertConfig
   s.max_seq_length = config.max_positions;
   const fs::path root(dir);
   std::string pooling_dir;
-  if (fs::exists(root / "modules.json")) {
+  std::error_code ec;  // a path that cannot be looked up counts as absent: opening it says why
+  if (fs::exists(root / "modules.json", ec)) {
     const json modules = io::read_json_file((root / "modules.json").string());
-    if (!modules.is_array()) value_error(dir + "/modules.json: not a list of modules");
+    if (!modules.is_array()) value_error(escaped_path(dir + "/modules.json") + ": not a list of modules");
     for (const json& m : modules) {
       const std::string type = m.is_object() && m.value("type", json("")).is_string() ? m.value("type", "") : "";
       const std::string path = m.is_object() && m.value("path", json("")).is_string() ? m.value("path", "") : "";
@@ -88,28 +89,28 @@ SentenceConfig sentence_config_from_dir(const std::string& dir, const BertConfig
       } else if (type == "sentence_transformers.models.Normalize") {
         s.normalize = true;
       } else {
-        value_error(dir + "/modules.json: module " + escaped(type, 80) +
+        value_error(escaped_path(dir + "/modules.json") + ": module " + escaped(type, 80) +
                     " is not supported (Transformer, Pooling and Normalize are)");
       }
     }
   }
   const fs::path pooling = pooling_dir.empty() ? root / "1_Pooling" / "config.json" : root / pooling_dir / "config.json";
-  if (pooling_dir.find("..") != std::string::npos) value_error(dir + "/modules.json: a module path leaves the directory");
-  if (fs::exists(pooling)) {
+  if (pooling_dir.find("..") != std::string::npos) value_error(escaped_path(dir + "/modules.json") + ": a module path leaves the directory");
+  if (fs::exists(pooling, ec)) {
     const json p = io::read_json_file(pooling.string());
     const auto flag = [&](const char* key) { return p.is_object() && p.value(key, json(false)).is_boolean() && p.value(key, false); };
     const bool mean = flag("pooling_mode_mean_tokens"), cls = flag("pooling_mode_cls_token");
     if (mean == cls || flag("pooling_mode_max_tokens") || flag("pooling_mode_mean_sqrt_len_tokens") ||
         flag("pooling_mode_weightedmean_tokens") || flag("pooling_mode_lasttoken"))
-      value_error(pooling.string() + ": one pooling mode of mean or cls tokens is supported, not " + escaped(p.dump(), 200));
+      value_error(escaped_path(pooling.string()) + ": one pooling mode of mean or cls tokens is supported, not " + escaped(p.dump(), 200));
     s.cls_pooling = cls;
   }
-  if (fs::exists(root / "sentence_bert_config.json")) {
+  if (fs::exists(root / "sentence_bert_config.json", ec)) {
     const json sb = io::read_json_file((root / "sentence_bert_config.json").string());
     if (sb.is_object() && sb.contains("max_seq_length")) {
       if (!sb["max_seq_length"].is_number_integer() || sb["max_seq_length"].get<int64_t>() < 2 ||
           sb["max_seq_length"].get<int64_t>() > config.max_positions)
-        value_error(dir + "/sentence_bert_config.json: max_seq_length " + escaped(sb["max_seq_length"].dump(), 40) +
+        value_error(escaped_path(dir + "/sentence_bert_config.json") + ": max_seq_length " + escaped(sb["max_seq_length"].dump(), 40) +
                     " is not in [2, " + std::to_string(config.max_positions) + "]");
       s.max_seq_length = sb["max_seq_length"].get<int64_t>();
     }
@@ -234,15 +235,18 @@ bool is_sentence_encoder(const std::string& path) {
 
 std::unique_ptr<SentenceEncoder> SentenceEncoder::open(const std::string& dir, const EncoderOptions& options) {
   const fs::path root(dir);
-  if (!fs::is_directory(root))
-    value_error(dir + (fs::exists(root) ? ": a file (decoders come as GGUF or safetensors files); " : ": not found; ") +
+  // std::filesystem's exceptions quote whole paths: a path that cannot be looked up (too long,
+  // not searchable) is "not found" here instead.
+  std::error_code ec;
+  if (!fs::is_directory(root, ec))
+    value_error(escaped_path(dir) + (fs::exists(root, ec) ? ": a file (decoders come as GGUF or safetensors files); " : ": not found; ") +
                 "a sentence encoder is a Hugging Face directory (config.json, model.safetensors, tokenizer.json) "
                 "of a BERT-family model");
-  if (!fs::exists(root / "config.json")) value_error(dir + ": no config.json (a sentence encoder's directory needs it)");
+  if (!fs::exists(root / "config.json", ec)) value_error(escaped_path(dir) + ": no config.json (a sentence encoder's directory needs it)");
   // The config first: a decoder's directory is named as one whatever else it holds.
   const BertConfig config = bert_config_from_hf(io::read_json_file((root / "config.json").string()));
   for (const char* f : {"model.safetensors", "tokenizer.json"})
-    if (!fs::exists(root / f)) value_error(dir + ": no " + f + " (a sentence encoder's directory needs it)");
+    if (!fs::exists(root / f, ec)) value_error(escaped_path(dir) + ": no " + f + " (a sentence encoder's directory needs it)");
   if (options.max_batch < 1 || options.max_batch > 4096)
     value_error("sentence encoder: a batch of 1 to 4096 sentences, not " + std::to_string(options.max_batch));
   std::unique_ptr<SentenceEncoder> e(new SentenceEncoder());
@@ -252,7 +256,7 @@ std::unique_ptr<SentenceEncoder> SentenceEncoder::open(const std::string& dir, c
   e->normalize_ = options.normalize.value_or(e->sentence_.normalize);
   e->tokenizer_ = std::make_unique<text::Tokenizer>(text::from_hf_tokenizer_json((root / "tokenizer.json").string()));
   if (e->tokenizer_->vocab_size() > e->config_.vocab)
-    value_error(dir + ": tokenizer.json has " + std::to_string(e->tokenizer_->vocab_size()) +
+    value_error(escaped_path(dir) + ": tokenizer.json has " + std::to_string(e->tokenizer_->vocab_size()) +
                 " tokens, the model's embeddings " + std::to_string(e->config_.vocab));
   e->tokenizer_->encode_sentence("", 2);  // a WordPiece tokenizer with [CLS] and [SEP], or an error
   e->model_ = std::make_unique<BertModel>(e->config_, e->sentence_.cls_pooling, e->normalize_, options.precision);
@@ -267,7 +271,7 @@ std::unique_ptr<SentenceEncoder> SentenceEncoder::open(const std::string& dir, c
     else if (file.find_tensor("bert." + name))
       e->weights_.insert(path, file.tensor("bert." + name));
     else
-      value_error(dir + "/model.safetensors: no tensor " + name + " (nor bert." + name + ")");
+      value_error(escaped_path(dir + "/model.safetensors") + ": no tensor " + name + " (nor bert." + name + ")");
   }
   e->model_->load_state_dict(e->weights_);
   return e;

@@ -22,48 +22,9 @@
 namespace iron::models {
 namespace {
 
-std::string quoted(std::string_view text, size_t max_chars) {
-  size_t cut = text.size();
-  size_t chars = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if ((uint8_t(text[i]) & 0xC0) != 0x80 && chars++ == max_chars) {
-      cut = i;
-      break;
-    }
-  }
-  std::string out = "\"";
-  for (size_t i = 0; i < cut; ++i) {
-    const auto byte = uint8_t(text[i]);
-    switch (byte) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (byte < 0x20 || byte == 0x7F) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof escaped, "\\x%02X", unsigned(byte));
-          out += escaped;
-        } else {
-          out += char(byte);
-        }
-    }
-  }
-  out += '"';
-  if (cut < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
-  return out;
-}
+// Text from the file, quoted: escaped as every message escapes it (control bytes and invalid
+// UTF-8 as \xNN), cut after `max_chars` characters with the length it had.
+std::string quoted(std::string_view text, size_t max_chars) { return escaped(text, max_chars, '"'); }
 
 std::string number(double value) {
   std::ostringstream out;
@@ -207,8 +168,8 @@ std::string tokenizer_kind(const text::TokenizerData& d) {
   if (d.model == "llama") return "llama (SentencePiece BPE)";
   if (d.model == "gpt2")
     return "gpt2 (byte-level BPE, pre-tokenizer " +
-           (d.pre.empty() ? std::string("default") : d.pre) + ")";
-  return d.model;
+           (d.pre.empty() ? std::string("default") : escaped(d.pre)) + ")";
+  return escaped(d.model);
 }
 
 // Runs `fn`, turning an iron::Error into a line of the description.
@@ -228,17 +189,17 @@ void describe_gguf(std::ostream& out, std::shared_ptr<const io::MappedFile> file
   out << "metadata: " << gguf.metadata().size() << " keys\n";
   size_t key_width = 0, type_width = 0;
   for (const io::GgufKeyValue& kv : gguf.metadata()) {
-    key_width = std::max(key_width, kv.key.size());
+    key_width = std::max(key_width, escaped(kv.key).size());
     type_width = std::max(type_width, kv.value.type_name().size());
   }
   key_width = std::min<size_t>(key_width, 56);
   for (const io::GgufKeyValue& kv : gguf.metadata())
-    out << "  " << pad(kv.key, key_width) << "  " << pad(kv.value.type_name(), type_width) << "  "
+    out << "  " << pad(escaped(kv.key), key_width) << "  " << pad(kv.value.type_name(), type_width) << "  "
         << value_text(kv.value, options) << "\n";
 
   std::vector<TensorRow> rows;
   for (const io::GgufTensorInfo& t : gguf.tensors())
-    rows.push_back({t.name, io::ggml_type_name(t.ggml_type), t.shape(), t.nbytes, t.offset});
+    rows.push_back({escaped(t.name), io::ggml_type_name(t.ggml_type), t.shape(), t.nbytes, t.offset});
   write_tensors(out, rows, options);
 
   if (!options.config_path.empty())
@@ -268,14 +229,14 @@ void describe_safetensors(std::ostream& out, std::shared_ptr<const io::MappedFil
       << st.data_offset() << "\n";
   out << "metadata: " << st.metadata().size() << " keys\n";
   size_t key_width = 0;
-  for (const auto& [key, value] : st.metadata()) key_width = std::max(key_width, key.size());
+  for (const auto& [key, value] : st.metadata()) key_width = std::max(key_width, escaped(key).size());
   for (const auto& [key, value] : st.metadata())
-    out << "  " << pad(key, std::min<size_t>(key_width, 56)) << "  string  "
+    out << "  " << pad(escaped(key), std::min<size_t>(key_width, 56)) << "  string  "
         << quoted(value, options.string_chars) << "\n";
 
   std::vector<TensorRow> rows;
   for (const io::SafetensorsTensorInfo& t : st.tensors())
-    rows.push_back({t.name, t.dtype_name, t.shape, int64_t(t.nbytes), t.offset});
+    rows.push_back({escaped(t.name), escaped(t.dtype_name), t.shape, int64_t(t.nbytes), t.offset});
   write_tensors(out, rows, options);
 
   if (options.config_path.empty()) return;
@@ -283,7 +244,8 @@ void describe_safetensors(std::ostream& out, std::shared_ptr<const io::MappedFil
           [&] { return llama_config_from_hf(io::read_json_file(options.config_path)).describe(); });
   const auto tokenizer_json =
       std::filesystem::path(options.config_path).parent_path() / "tokenizer.json";
-  if (std::filesystem::exists(tokenizer_json)) {
+  std::error_code ec;
+  if (std::filesystem::exists(tokenizer_json, ec)) {
     section(out, "tokenizer", [&] {
       text::TokenizerData data = text::read_hf_tokenizer_json(tokenizer_json.string());
       const std::string kind = tokenizer_kind(data);
@@ -300,7 +262,7 @@ std::string describe_checkpoint(const std::string& path, const DescribeOptions& 
   // A config named but unreadable is an error, not a note in the description.
   if (!options.config_path.empty()) io::require_regular_file(options.config_path, "the config");
   std::ostringstream out;
-  out << "file: " << path << " (" << file->size() << " bytes, " << human_bytes(file->size())
+  out << "file: " << escaped_path(path) << " (" << file->size() << " bytes, " << human_bytes(file->size())
       << ")\n";
   const uint8_t* bytes = file->data();
   if (file->size() >= 4 && std::memcmp(bytes, "GGUF", 4) == 0) {
@@ -313,7 +275,7 @@ std::string describe_checkpoint(const std::string& path, const DescribeOptions& 
     describe_safetensors(out, std::move(file), options);
     return out.str();
   }
-  value_error(path + ": not a GGUF or safetensors file (unrecognised first bytes)");
+  value_error(escaped_path(path) + ": not a GGUF or safetensors file (unrecognised first bytes)");
 }
 
 }  // namespace iron::models

@@ -91,7 +91,7 @@ std::string LlamaConfig::describe() const {
 // ---- GGUF -------------------------------------------------------------------------------
 
 LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf) {
-  const std::string& where = gguf.path();
+  const std::string where = escaped_path(gguf.path());
   const std::optional<std::string> arch = gguf.get_string("general.architecture");
   if (!arch) value_error(where + ": metadata key 'general.architecture' is missing");
   if (*arch != "llama" && *arch != "gemma3")

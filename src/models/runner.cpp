@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
@@ -29,17 +30,46 @@ void check_in_vocabulary(const std::vector<int32_t>& ids, int64_t vocab) {
     if (id < 0 || id >= vocab) value_error("token id " + std::to_string(id) + " is outside the vocabulary");
 }
 
+// "2.06 GiB", or "5.2 MiB" under a GiB (a context too small to show in GiB still fails under a
+// memory limit, and the message says what it costs).
 std::string gib(int64_t bytes) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(int64_t(1) << 30));
+  if (bytes < (int64_t(1) << 30))
+    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(int64_t(1) << 20));
+  else
+    std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(int64_t(1) << 30));
   return text;
 }
 
 // What a context costs and how to ask for less.
 std::string context_notice(int64_t bytes, const LlamaOptions& o) {
   return "a context of " + std::to_string(o.context) + " rows (+ " + std::to_string(o.chunk) +
-         " batch rows) takes " + gib(bytes) + " (KV cache and RoPE table); ask for less with -c/--ctx-size or "
-         "-b/--batch-size";
+         " batch rows) takes " + gib(bytes) + " (KV cache and RoPE table); ask for less with -c/--ctx-size, "
+         "-b/--batch-size or a smaller cache type (--cache-type-k/--cache-type-v f16, q8_0)";
+}
+
+// The config against the weights, before anything is sized from it: a count the file's weights
+// do not bear out (a GGUF claiming 4,096 blocks, a config.json with head_dim 4096) is refused
+// naming the count, its value and what the weights hold, instead of a context of gigabytes
+// announced first and a list of thousands of missing tensors after.
+void check_against_weights(const LlamaConfig& c, const StateDict& weights, const std::string& where) {
+  int64_t held = 0;  // 1 + the highest layer number among the weights
+  for (const auto& [name, tensor] : weights.items()) {
+    if (name.rfind("layers.", 0) != 0) continue;
+    int64_t layer = 0;
+    const char* digits = name.data() + 7;
+    const auto [end, error] = std::from_chars(digits, name.data() + name.size(), layer);
+    if (error == std::errc() && end != digits && *end == '.') held = std::max(held, layer + 1);
+  }
+  if (c.layers > held)
+    value_error(where + ": the config's layer count " + std::to_string(c.layers) + " is more than the weights hold: " +
+                (held > 0 ? std::to_string(held) + " (layers.0 to layers." + std::to_string(held - 1) + ")" : "none"));
+  if (!weights.contains("layers.0.attn.q")) return;  // load_state_dict names what is missing
+  const Tensor& q = weights.at("layers.0.attn.q");
+  if (q.shape().size() == 2 && q.shape()[0] != c.heads * c.head_dim)
+    value_error(where + ": the config's head size (head_dim) " + std::to_string(c.head_dim) + " does not fit the weights: " +
+                std::to_string(c.heads) + " heads of it make " + std::to_string(c.heads * c.head_dim) +
+                " query rows, and layers.0.attn.q has " + std::to_string(q.shape()[0]));
 }
 
 // The prefill version's inputs: a chunk of prompt ids and the sampling settings.
@@ -65,13 +95,17 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
   r->options_ = options;
   LlamaConfig config;
   std::string weights = path;
-  if (fs::is_directory(path) || fs::path(path).extension() == ".safetensors") {
+  // A path the system cannot look up (too long, not searchable) is taken for a file: opening it
+  // says why in one line, where std::filesystem's exception would quote the whole path twice.
+  std::error_code ec;
+  const bool directory = fs::is_directory(path, ec);
+  if (directory || fs::path(path).extension() == ".safetensors") {
     // A Hugging Face model: config.json (and tokenizer.json) beside model.safetensors.
-    fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
-    weights = fs::is_directory(path) ? (dir / "model.safetensors").string() : path;
-    if (!fs::exists(dir / "config.json")) value_error(path + ": a safetensors model needs config.json beside it");
+    fs::path dir = directory ? fs::path(path) : fs::path(path).parent_path();
+    weights = directory ? (dir / "model.safetensors").string() : path;
+    if (!fs::exists(dir / "config.json", ec)) value_error(escaped_path(path) + ": a safetensors model needs config.json beside it");
     config = llama_config_from_hf(io::read_json_file((dir / "config.json").string()));
-    if (fs::exists(dir / "tokenizer.json"))
+    if (fs::exists(dir / "tokenizer.json", ec))
       r->tokenizer_ = std::make_unique<text::Tokenizer>(text::from_hf_tokenizer_json((dir / "tokenizer.json").string()));
   } else {
     io::GgufFile gguf = io::GgufFile::open(path);
@@ -80,21 +114,28 @@ std::unique_ptr<LlamaRunner> LlamaRunner::open(const std::string& path, const Ru
   }
   // Every id the model can sample must decode: checked here, not when generation reaches one.
   if (r->tokenizer_ && r->tokenizer_->vocab_size() < config.vocab)
-    value_error(path + ": the tokenizer has " + std::to_string(r->tokenizer_->vocab_size()) +
+    value_error(escaped_path(path) + ": the tokenizer has " + std::to_string(r->tokenizer_->vocab_size()) +
                 " tokens, fewer than the model's vocabulary of " + std::to_string(config.vocab));
   LlamaOptions& mo = r->options_.model;
   mo.context = std::min(mo.context, config.context);
   mo.chunk = std::min(mo.chunk, mo.context);  // a prefill call never takes more than the context, as in llama.cpp
   r->weights_ = llama_state_dict(open_checkpoint(weights), config.architecture);
+  check_against_weights(config, r->weights_, escaped_path(path));
   const int64_t context_bytes = LlamaRunner::context_bytes(config, mo);
-  if (context_bytes > (int64_t(1) << 30)) log(LogLevel::warning, context_notice(context_bytes, mo));
   try {
+    // The decoder refuses a config or options it cannot run, and load_state_dict weights that
+    // do not fit it: both before the context's size is announced, so that a refusal is the one
+    // line printed. Nothing is allocated until compile().
     r->model_ = make_decoder(config, mo);
     r->model_->set_profile(r->options_.profile);
     r->model_->load_state_dict(r->weights_);
+    if (context_bytes > (int64_t(1) << 30)) log(LogLevel::warning, context_notice(context_bytes, mo));
     CompileOptions compile{.threads = options.threads, .device = options.device};
     r->model_->compile(prefill_shapes(mo.chunk), compile).load();
     r->model_->compile({}, compile).load();
+  } catch (const OutOfMemory& e) {
+    // What failed and its size, then what the context costs and the options that ask for less.
+    throw e.with_hint(context_notice(context_bytes, mo));
   } catch (const std::bad_alloc&) {
     value_error("out of memory allocating the model: " + context_notice(context_bytes, mo));
   }

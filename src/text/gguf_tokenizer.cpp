@@ -21,7 +21,7 @@ std::optional<int32_t> token_id(const io::GgufFile& gguf, const std::string& key
 TokenizerData tokenizer_data_from_gguf(const io::GgufFile& gguf) {
   auto require = [&](const char* key) {
     if (!gguf.find(key))
-      value_error(gguf.path() + ": no tokenizer: metadata key '" + std::string(key) +
+      value_error(escaped_path(gguf.path()) + ": no tokenizer: metadata key '" + std::string(key) +
                   "' is missing");
   };
   require("tokenizer.ggml.model");
@@ -32,7 +32,7 @@ TokenizerData tokenizer_data_from_gguf(const io::GgufFile& gguf) {
   d.pre = gguf.get_string("tokenizer.ggml.pre").value_or("");
   d.tokens = gguf.get_strings("tokenizer.ggml.tokens");
   if (d.tokens.empty())
-    value_error(gguf.path() + ": metadata key 'tokenizer.ggml.tokens' is an empty array");
+    value_error(escaped_path(gguf.path()) + ": metadata key 'tokenizer.ggml.tokens' is an empty array");
   d.scores = gguf.get_floats("tokenizer.ggml.scores");
   d.token_types = gguf.get_ints("tokenizer.ggml.token_type");
   d.merges = gguf.get_strings("tokenizer.ggml.merges");
@@ -51,9 +51,9 @@ Tokenizer tokenizer_from_gguf(const io::GgufFile& gguf) {
   try {
     return Tokenizer::build(tokenizer_data_from_gguf(gguf));
   } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.rfind(gguf.path(), 0) == 0) throw;
-    fail(e.kind(), gguf.path() + ": " + what);
+    const std::string what = e.what(), where = escaped_path(gguf.path());
+    if (what.rfind(where, 0) == 0) throw;
+    fail(e.kind(), where + ": " + what);
   }
 }
 

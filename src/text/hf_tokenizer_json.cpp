@@ -50,7 +50,7 @@ std::string pre_tokenizer_name(const json& pre) {
     }
   }
   value_error(
-      "tokenizer.json: unsupported pre_tokenizer " + pre.dump().substr(0, 200) +
+      "tokenizer.json: unsupported pre_tokenizer " + escaped(pre.dump(), 200) +
       " (supported: ByteLevel, Digits(individual_digits) + ByteLevel, the Llama 3 and Qwen2 "
       "Split patterns + ByteLevel)");
 }
@@ -124,7 +124,7 @@ TokenizerData read_wordpiece(const json& root) {
   const json pre = root.value("pre_tokenizer", json());
   if (type_of(pre) != "BertPreTokenizer") {
     value_error("tokenizer.json: a WordPiece model needs the BertPreTokenizer (found " +
-                escaped(pre.dump().substr(0, 100)) + ")");
+                escaped(pre.dump(), 100) + ")");
   }
 
   // The vocabulary: ids dense from 0, as in the BPE reader; added tokens must repeat entries.
@@ -196,7 +196,7 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
   const json root = io::read_json_file(path);
   try {
     if (!root.is_object() || !root.contains("model")) {
-      value_error("tokenizer.json: " + path + " has no \"model\"");
+      value_error("tokenizer.json: " + escaped_path(path) + " has no \"model\"");
     }
     const json& model = root["model"];
     const std::string kind = type_of(model);
@@ -274,7 +274,8 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
 
     const std::filesystem::path config_path =
         std::filesystem::path(path).parent_path() / "tokenizer_config.json";
-    if (std::filesystem::exists(config_path)) {
+    std::error_code ec;
+    if (std::filesystem::exists(config_path, ec)) {
       const json config = io::read_json_file(config_path.string());
       const auto id_of = [&](const std::optional<std::string>& text) -> std::optional<int32_t> {
         if (!text) return std::nullopt;
@@ -296,7 +297,7 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
     }
     return data;
   } catch (const json::exception& e) {
-    value_error("tokenizer.json: " + path + " is malformed: " + e.what());
+    value_error("tokenizer.json: " + escaped_path(path) + " is malformed: " + escaped(e.what()));
   }
 }
 

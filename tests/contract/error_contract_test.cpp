@@ -3,20 +3,26 @@
 // The table is printed, so `iron_tests --gtest_filter=ErrorContract*` documents the messages.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <tuple>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/io_test_util.hpp"
+#include "sanitized.hpp"
 #include "iron/io/checkpoint.hpp"
 #include "iron/io/files.hpp"
 #include "iron/io/gguf.hpp"
 #include "iron/io/safetensors.hpp"
 #include "iron/iron.hpp"
+#include "iron/models/bert.hpp"
 #include "iron/models/describe.hpp"
 #include "iron/models/llama.hpp"
 #include "iron/models/runner.hpp"
@@ -84,14 +90,21 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
   io::testing::TinyHfModel i32_weight;
   i32_weight.dtypes["model.layers.0.self_attn.q_proj.weight"] = "I32";
   io::testing::TinyHfModel many_missing;
-  many_missing.config_layers = 500;  // a bad block_count: 499 layers of 9 tensors missing
+  many_missing.layers = 500;
+  many_missing.omitted = "mlp.up_proj.weight";  // missing from each of 500 layers
+  io::testing::TinyHfModel too_many_layers;
+  too_many_layers.config_layers = 500;  // a bad num_hidden_layers: the weights hold one layer
   io::testing::TinyHfModel small_tokenizer;
   small_tokenizer.vocab = 300;
   small_tokenizer.tokenizer_json = std::string(IRON_SOURCE_DIR) + "/fuzz/corpus/tokenizer_json/gpt2.json";
   io::testing::TinyHfModel odd_names;
   odd_names.extra_tensors = {"evil\x1b[2J\n", std::string(70000, 'n')};
+  // A config string that is not UTF-8 (the JSON parser quotes the bytes it stopped at).
+  io::testing::TinyHfModel bad_utf8;
+  const std::string bad_utf8_dir = bad_utf8.write("utf8");
+  std::ofstream(bad_utf8_dir + "/config.json") << "{\"model_type\": \"lla\xff\x1b[2J\"}";
   const models::LlamaConfig stories_config = runner->config();
-  std::string missing_message, last_message;
+  std::string missing_message, last_message, utf8_message;
   // A row's run that also keeps its message, for the checks after the table.
   auto keeping = [](std::string& message, std::function<void()> fn) -> std::function<void()> {
     return [&message, fn] {
@@ -155,11 +168,15 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
        "wrong kind layers.0.attn.q i32, not a float or quantised type"},
       {"thousands of missing tensors",
        keeping(missing_message, [&] { models::LlamaRunner::open(many_missing.write("missing")); }),
-       ErrorKind::value, ", ... and 4,471 more"},
+       ErrorKind::value, ", ... and 480 more"},
+      {"a layer count the weights do not hold", [&] { models::LlamaRunner::open(too_many_layers.write("layers")); },
+       ErrorKind::value, "the config's layer count 500 is more than the weights hold: 1 (layers.0 to layers.0)"},
       {"a tokenizer short of the vocabulary", [&] { models::LlamaRunner::open(small_tokenizer.write("vocab")); },
        ErrorKind::value, "the tokenizer has 271 tokens, fewer than the model's vocabulary of 300"},
       {"control bytes, a 70 KB tensor name",
        keeping(last_message, [&] { models::LlamaRunner::open(odd_names.write("names")); }), ErrorKind::value, "extra evil\\x1b[2J\\n, nnnnn"},
+      {"invalid UTF-8 in config.json", keeping(utf8_message, [&] { models::LlamaRunner::open(bad_utf8_dir); }),
+       ErrorKind::value, "last read: '\"lla\\xff'"},
   };
   std::printf("%-36s %-6s %s\n", "misuse or bad input", "kind", "message");
   for (const Row& row : table) {
@@ -180,12 +197,159 @@ TEST(ErrorContract, EveryRowRaisesWhatItNames) {
   EXPECT_LT(last_message.size(), 1000u) << last_message.substr(0, 2000);
   EXPECT_EQ(last_message.find('\x1b'), std::string::npos);
   EXPECT_NE(last_message.find(std::string(200, 'n') + "..."), std::string::npos);
+  EXPECT_EQ(utf8_message.find('\xff'), std::string::npos) << utf8_message;
   std::filesystem::remove(fifo);
   // A full KV cache is reported as the reason generation stopped, not an error.
   std::vector<int32_t> out;
   auto stats = runner->generate({1}, 100, [&](int32_t id) { out.push_back(id); });
   EXPECT_EQ(stats.stop, "context full");
   EXPECT_EQ(out.size(), 7u);
+}
+
+// A path is cut in the middle in every message that names it (a 5,051-byte line came from a
+// long model path): the start and the file's name stay, with the path's length.
+TEST(ErrorContract, LongPathsAreCutInTheMiddle) {
+  std::string dir = std::filesystem::temp_directory_path().string();
+  for (int i = 0; i < 20; ++i) dir += "/" + std::string(250, 'd');
+  const std::string model = dir + "/model.gguf";
+  const std::vector<std::pair<const char*, std::function<void()>>> entries = {
+      {"a mapped file", [&] { io::MappedFile::open(model); }},
+      {"a model", [&] { models::LlamaRunner::open(model); }},
+      {"a safetensors directory", [&] { models::LlamaRunner::open(dir + "/model.safetensors"); }},
+      {"a description", [&] { models::describe_checkpoint(model); }},
+      {"a JSON file", [&] { io::read_json_file(dir + "/config.json"); }},
+      {"a profile", [&] { Profile::load(dir + "/profile.json"); }},
+      {"a sentence encoder", [&] { models::SentenceEncoder::open(dir); }},
+  };
+  for (const auto& [what, run] : entries) {
+    try {
+      run();
+      ADD_FAILURE() << what << ": nothing was raised";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_LT(message.size(), 400u) << what << ": " << message.substr(0, 600);
+      EXPECT_NE(message.find("ddd..."), std::string::npos) << what << ": " << message.substr(0, 600);
+      EXPECT_NE(message.find(" bytes)"), std::string::npos) << what << ": " << message.substr(0, 600);
+    }
+  }
+}
+
+// A model size the weights do not bear out is refused in one line before anything is sized
+// from it: no "a context of ... takes 4 GiB" warning first (a run of bad inputs found two
+// lines, the warning then the error, for each of these).
+TEST(ErrorContract, AbsurdSizesAreRefusedBeforeTheContextIsAnnounced) {
+  IRON_NEEDS_STORIES();
+  // stories260K claiming 4,096 blocks, or a key length of 4,096 ("llama.rope.dimension_count"
+  // renamed in place: the two names are as long).
+  const std::vector<uint8_t> stories = io::testing::read_bytes(io::testing::stories_path());
+  auto patched = [&](const std::string& key, const std::string& new_key, uint32_t value) {
+    std::vector<uint8_t> bytes = stories;
+    const auto at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end());
+    EXPECT_NE(at, bytes.end()) << key;
+    std::copy(new_key.begin(), new_key.end(), at);
+    uint32_t type = 0;
+    std::memcpy(&type, &*(at + std::ptrdiff_t(key.size())), 4);
+    EXPECT_EQ(type, 4u) << key << " is not a u32";
+    std::memcpy(&*(at + std::ptrdiff_t(key.size()) + 4), &value, 4);
+    return temp_file(new_key + ".gguf", bytes);
+  };
+  const std::string blocks = patched("llama.block_count", "llama.block_count", 4096);
+  const std::string key_length = patched("llama.rope.dimension_count", "llama.attention.key_length", 4096);
+  // config.json claiming 4,096 layers, or a head_dim of 4,096, with a context long enough that
+  // the cache for either would take gigabytes.
+  io::testing::TinyHfModel layers, head_dim;
+  layers.config_layers = 4096;
+  head_dim.config_head_dim = 4096;
+  layers.context = head_dim.context = 131072;
+  models::RunnerOptions long_context;
+  long_context.model.context = 131072;
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"4,096 blocks", blocks, "the config's layer count 4096 is more than the weights hold: 5 (layers.0 to layers.4)"},
+      {"a key length of 4,096", key_length,
+       "the config's head size (head_dim) 4096 does not fit the weights: 8 heads of it make 32768 query rows, and "
+       "layers.0.attn.q has 64"},
+      {"num_hidden_layers 4096", layers.write("layers"), "the config's layer count 4096 is more than the weights hold: 1 "},
+      {"head_dim 4096", head_dim.write("head_dim"), "the config's head size (head_dim) 4096 does not fit the weights"},
+  };
+  for (const auto& [what, path, phrase] : cases) {
+    std::vector<std::string> logged;
+    set_log_sink([&](LogLevel, std::string_view m) { logged.emplace_back(m); });
+    try {
+      models::LlamaRunner::open(path, long_context);
+      ADD_FAILURE() << what << ": nothing was raised";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << what << ": " << e.what();
+      EXPECT_LT(std::string(e.what()).size(), 300u) << what << ": " << e.what();
+    }
+    set_log_sink(nullptr);
+    EXPECT_TRUE(logged.empty()) << what << ": logged before the error: " << logged[0];
+  }
+  std::filesystem::remove(blocks);
+  std::filesystem::remove(key_length);
+}
+
+// Sets this process's address-space limit (RLIMIT_AS, what `ulimit -v` sets) to what it maps
+// now and `more` bytes beyond.
+void limit_memory_to_now_and(size_t more) {
+  long pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  const rlim_t limit = rlim_t(pages) * rlim_t(::sysconf(_SC_PAGESIZE)) + rlim_t(more);
+  const rlimit r{limit, limit};
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &r), 0);
+}
+
+// Under a memory limit the allocation that fails says what it was for, its size and the options
+// that ask for less, in one line ("out of memory" alone said none of it). Run in a fresh process
+// of this program (a death test), so that the limit holds there alone.
+TEST(ErrorContractDeathTest, AFailedAllocationSaysWhatItWasForAndHowToAskForLess) {
+#ifdef IRON_SANITIZED_BUILD
+  GTEST_SKIP() << "a sanitizer's shadow memory does not fit under a memory limit";
+#endif
+  IRON_NEEDS_STORIES();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto open_under_a_limit = [] {
+    limit_memory_to_now_and(size_t(256) << 20);
+    models::RunnerOptions o;
+    o.model.slots = 256;  // ten cache states of 69 MB: the fourth is past the limit
+    try {
+      models::LlamaRunner::open(io::testing::stories_path(), o);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      std::_Exit(3);
+    }
+    std::_Exit(0);
+  };
+  EXPECT_EXIT(open_under_a_limit(), ::testing::ExitedWithCode(3),
+              "out of memory: cannot allocate [0-9,]+ bytes for the state layers\\.[0-9]\\.[kv]_cache \\([0-9, ]+\\) [a-z0-9]+; "
+              "a context of 2048 rows \\(\\+ [0-9]+ batch rows\\) takes [0-9.]+ MiB \\(KV cache and RoPE table\\); ask for less with "
+              "-c/--ctx-size, -b/--batch-size or a smaller cache type");
+}
+
+// A thread that cannot start (no room for its stack) is an error of the call that needed it,
+// not a wait for ever: the run queue's thread once left ~Graph waiting on a run nothing took.
+TEST(ErrorContractDeathTest, AThreadThatCannotStartIsAnErrorNotAHang) {
+#ifdef IRON_SANITIZED_BUILD
+  GTEST_SKIP() << "a sanitizer's shadow memory does not fit under a memory limit";
+#endif
+  IRON_NEEDS_STORIES();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto generate_under_a_limit = [] {
+    ::alarm(60);  // a hang dies of SIGALRM instead of holding the test
+    models::RunnerOptions o;
+    o.model.context = 64;
+    auto runner = models::LlamaRunner::open(io::testing::stories_path(), o);
+    limit_memory_to_now_and(size_t(1) << 20);  // less than a thread's stack
+    try {
+      runner->generate({1}, 4, [](int32_t) {});
+      runner.reset();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      runner.reset();
+      std::_Exit(3);
+    }
+    std::_Exit(0);
+  };
+  EXPECT_EXIT(generate_under_a_limit(), ::testing::ExitedWithCode(3), "cannot start the thread that runs a graph's calls");
 }
 
 }  // namespace

@@ -215,8 +215,11 @@ std::vector<uint8_t> as_bytes(const std::vector<T>& values) {
 struct TinyHfModel {
   int64_t layers = 1, dim = 8, heads = 2, kv_heads = 1, ffn = 16, vocab = 16;
   int64_t config_layers = -1;                        // what config.json says (-1: layers)
+  int64_t config_head_dim = -1;                      // config.json's head_dim (-1: none, dim / heads)
+  int64_t context = 64;                              // config.json's max_position_embeddings
   std::map<std::string, std::string> dtypes;         // a tensor's safetensors dtype (else F32)
   std::vector<std::string> extra_tensors;            // more tensors of shape (1,), by name
+  std::string omitted;                               // a layer tensor left out of every layer ("mlp.up_proj.weight")
   std::string tokenizer_json;                        // a path copied in as tokenizer.json
 
   TinyHfModel() = default;
@@ -246,6 +249,8 @@ struct TinyHfModel {
       tensors.push_back({p + "mlp.down_proj.weight", {dim, ffn}});
       tensors.push_back({p + "post_attention_layernorm.weight", {dim}});
     }
+    if (!omitted.empty())
+      std::erase_if(tensors, [&](const auto& t) { return t.first.ends_with("." + omitted); });
     for (const std::string& n : extra_tensors) tensors.push_back({n, {1}});
     nlohmann::json header = nlohmann::json::object();
     std::vector<uint8_t> data;
@@ -272,10 +277,12 @@ struct TinyHfModel {
                                    {"num_key_value_heads", kv_heads},
                                    {"intermediate_size", ffn},
                                    {"vocab_size", vocab},
-                                   {"max_position_embeddings", 64},
+                                   {"max_position_embeddings", context},
                                    {"rms_norm_eps", 1e-5},
                                    {"tie_word_embeddings", false}};
-    std::ofstream((dir / "config.json").string()) << config.dump();
+    nlohmann::json written = config;
+    if (config_head_dim >= 0) written["head_dim"] = config_head_dim;
+    std::ofstream((dir / "config.json").string()) << written.dump();
     if (!tokenizer_json.empty()) fs::copy_file(tokenizer_json, dir / "tokenizer.json");
     written_.push_back(dir.string());
     return dir.string();

@@ -107,6 +107,26 @@ TEST(DescribeCheckpoint, ValuesOfEveryKind) {
   EXPECT_EQ(text.find("tokenizer:"), std::string::npos);
 }
 
+// What the file says reaches the terminal escaped: keys, tensor names and vocabulary entries
+// with invalid UTF-8 or control bytes (an escape sequence) print as \xNN, never raw.
+TEST(DescribeCheckpoint, InvalidUtf8AndControlBytesAreEscaped) {
+  GgufWriter w;
+  w.kv_string("general.architecture", "llama\xff");
+  w.kv_string("k.\xfe", "v");
+  w.kv_string("tokenizer.ggml.model", "llama");
+  w.raw_kv("tokenizer.ggml.tokens", 9, GgufWriter::string_array({"<unk>", "\xfe\x1b]0;title\x07", "a"}));
+  w.kv<uint32_t>("tokenizer.ggml.bos_token_id", 4, 1);
+  w.tensor("t.\xff\x1b[2J", {4}, 0 /* F32 */, std::vector<uint8_t>(16));
+  const std::string path = write_temp_file("describe_invalid_utf8.gguf", w.build());
+  const std::string text = describe_checkpoint(path);
+  std::filesystem::remove(path);
+  for (char raw : {'\xff', '\xfe', '\x1b', '\x07'}) EXPECT_EQ(text.find(raw), std::string::npos) << text;
+  expect_contains(text, "  k.\\xfe ");
+  expect_contains(text, "\"<unk>\", \"\\xfe\\x1b]0;title\\x07\", \"a\"");
+  expect_contains(text, "  t.\\xff\\x1b[2J  F32");
+  expect_contains(text, "model: architecture \"llama\\xff\"");
+}
+
 TEST(DescribeCheckpoint, BrokenModelMetadataIsReportedNotThrown) {
   GgufWriter w;
   w.kv_string("general.architecture", "llama");

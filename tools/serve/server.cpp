@@ -504,9 +504,9 @@ int serve(models::LlamaRunner* runner, models::SentenceEncoder* encoder, const S
   int port = options.port;
   if (port == 0) {
     port = server.bind_to_any_port(options.host);
-    if (port < 0) value_error("cannot listen on " + options.host + " (any port)");
+    if (port < 0) value_error("cannot listen on " + escaped(options.host, 100) + " (any port)");
   } else if (!server.bind_to_port(options.host, port)) {
-    value_error("cannot listen on " + options.host + ":" + std::to_string(port) + " (in use, or not this machine's)");
+    value_error("cannot listen on " + escaped(options.host, 100) + ":" + std::to_string(port) + " (in use, or not this machine's)");
   }
 
   // SIGTERM or SIGINT: stop taking requests, give those in flight the grace period, cancel the
@@ -551,7 +551,7 @@ int serve(models::LlamaRunner* runner, models::SentenceEncoder* encoder, const S
   const bool listened = server.listen_after_bind();
   over.store(true);
   signals.join();
-  if (!listened) value_error("the listener on " + options.host + ":" + std::to_string(port) + " failed");
+  if (!listened) value_error("the listener on " + escaped(options.host, 100) + ":" + std::to_string(port) + " failed");
   std::fprintf(stderr, "serve: stopped\n");
   return 0;
 }

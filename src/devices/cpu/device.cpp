@@ -47,7 +47,7 @@ class CpuDevice final : public detail::Device {
   std::unique_ptr<detail::DeviceBuffer> allocate(int64_t bytes, const std::string& purpose) override {
     const size_t rounded = size_t((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
     void* memory = std::aligned_alloc(64, rounded);
-    if (!memory) value_error("cannot allocate " + std::to_string(bytes) + " bytes for " + purpose);
+    if (!memory) out_of_memory(bytes, purpose);
     std::memset(memory, 0, rounded);
     char* data = static_cast<char*>(memory);
     return std::make_unique<HostBuffer>(data, bytes, std::unique_ptr<char[], void (*)(void*)>(data, std::free));

@@ -15,8 +15,11 @@
 
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <system_error>
 
 #include "devices/cpu/kernel.hpp"
+#include "iron/error.hpp"
 #include "iron/log.hpp"
 
 namespace iron::cpu {
@@ -56,10 +59,15 @@ Scratch::Scratch(size_t floats_per_thread) : floats_(floats_per_thread) {
   if (floats_per_thread <= s.floats && s.buffers.size() >= threads) return;
   size_t floats = std::max(floats_per_thread, s.floats);
   size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+  // All allocated before any is swapped in: a failure leaves the scratch as it was (a kernel
+  // would write through a null one).
+  std::vector<std::unique_ptr<float[], void (*)(void*)>> grown;
+  for (size_t t = 0; t < threads; ++t) {
+    grown.emplace_back(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))), std::free);
+    if (!grown.back()) out_of_memory(int64_t(bytes), "the kernels' scratch of thread " + std::to_string(t));
+  }
   for (auto& b : s.buffers) s.retired.push_back(std::move(b));
-  s.buffers.clear();
-  for (size_t t = 0; t < threads; ++t)
-    s.buffers.emplace_back(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))), std::free);
+  s.buffers = std::move(grown);
   s.floats = floats;
 }
 
@@ -241,7 +249,17 @@ ThreadPool& ThreadPool::shared(int threads) {
 }
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+  for (int i = 1; i < threads; ++i) {
+    try {
+      workers_.emplace_back([this, i] { work(i); });
+    } catch (const std::system_error& e) {
+      // No room for another thread (its stack, under a memory limit): the pool runs on the
+      // threads it has, which every run is held to (size()), rather than failing every run.
+      log(LogLevel::warning, "the CPU pool started " + std::to_string(i) + " of " + std::to_string(threads) +
+                                 " threads: " + e.what());
+      break;
+    }
+  }
   clocks_.assign(size_t(std::max(threads, 1)), CLOCK_THREAD_CPUTIME_ID);
   for (size_t i = 0; i < workers_.size(); ++i) pthread_getcpuclockid(workers_[i].native_handle(), &clocks_[i + 1]);
 }
@@ -303,19 +321,23 @@ void run_kernel(const Kernel& kernel, const int64_t* words, int threads) {
   ThreadPool::shared(threads).run(kernel.parallel() ? threads : 1, job, &call);
 }
 
-void ThreadPool::work(int index) {
-  in_job = true;  // a worker only ever runs shares of jobs
-  // A worker never runs a signal handler: an asynchronous signal (Ctrl-C, a hangup, a terminal
-  // resize, a stop or continue) goes to the application's own threads, whose handlers may read
-  // state only those threads set up. libedit's reads the line editor it sets up while the main
-  // thread reads a line; run on a worker, it read a null editor and crashed `iron chat` (a CI
-  // run of tests/cli/chat_terminal.sh: SIGSEGV in libedit on a worker's stack).
+void block_asynchronous_signals() {
+  // A thread of ours never runs a signal handler: an asynchronous signal (Ctrl-C, a hangup, a
+  // terminal resize, a stop or continue) goes to the application's own threads, whose handlers
+  // may read state only those threads set up. libedit's reads the line editor it sets up while
+  // the main thread reads a line; run on a worker, it read a null editor and crashed `iron chat`
+  // (a CI run of tests/cli/chat_terminal.sh: SIGSEGV in libedit on a worker's stack).
   sigset_t asynchronous;
   sigemptyset(&asynchronous);
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGTSTP, SIGCONT, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2,
                 SIGALRM, SIGCHLD, SIGPIPE})
     sigaddset(&asynchronous, s);
   pthread_sigmask(SIG_BLOCK, &asynchronous, nullptr);
+}
+
+void ThreadPool::work(int index) {
+  in_job = true;  // a worker only ever runs shares of jobs
+  block_asynchronous_signals();
   uint32_t seen = 0;
   bool slept = false;
   for (;;) {

@@ -21,7 +21,7 @@ constexpr size_t kOwnChunk = kChunk / 4;     // requests this large get a mappin
 // kernel may back with transparent huge pages; unmapped when the last holder lets go.
 std::shared_ptr<char> huge_mapping(size_t bytes) {
   void* raw = ::mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) value_error("cannot map " + std::to_string(bytes) + " bytes for a weight's prepared form");
+  if (raw == MAP_FAILED) out_of_memory(int64_t(bytes), "a weight's prepared form");
   // Trim to the 2 MiB boundary: the slack before and after goes back.
   const uintptr_t begin = uintptr_t(raw), aligned = (begin + kHuge - 1) / kHuge * kHuge;
   if (aligned > begin) ::munmap(raw, aligned - begin);
