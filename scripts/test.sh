@@ -12,7 +12,11 @@
 # the 2 cores (2026-12-01, a quiet machine), the whole script took 31.8 min: Release build 5.1,
 # its ctest 2.9 (396 tests, the Python suite and the whole-model runs among them), ASan build
 # 7.7 (-O1 -g1; 13.2 at -O2 -g the session before), ASan tests 1.2, TSan build 3.8, TSan tests
-# 0.7, fuzz build and 12 x 30 s fuzzing 10.1. CI allows 45.
+# 0.7, fuzz build and 12 x 30 s fuzzing 10.1. CI allows 45. On 2026-12-03, from a fresh clone
+# with three other builds sharing the 2 cores for much of it: Release build 9.6 min, its ctest
+# 5.0, the IRON_CPU=avx2 and portable runs 1.5 and 2.8, ASan build 17.7, ASan tests 3.3, TSan
+# build and tests 9.3, the ARM64 stage 8.4 (build from nothing 7.4, both processors' tests 1):
+# 57.9 min before the fuzz stage. A quiet run is still to be timed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${IRON_BUILD_JOBS:-$(nproc)}
