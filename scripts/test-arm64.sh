@@ -30,20 +30,7 @@ stage() {
 stage "packages"
 packages=(cmake ninja-build pkg-config g++-aarch64-linux-gnu qemu-user nlohmann-json3-dev libcli11-dev libhwy-dev
   libgtest-dev:arm64 libedit-dev:arm64 libcpp-httplib-dev:arm64)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing: ${missing[*]}"
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  dpkg --print-foreign-architectures | grep -qx arm64 || $sudo_cmd dpkg --add-architecture arm64
-  $sudo_cmd apt-get update -qq
-  # An arm64 library must be the same version as the host's copy of it (multiarch), so apt may
-  # upgrade a host package; it must never remove one.
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-remove "${missing[@]}"
-fi
+scripts/install-deps.sh "${packages[@]}"
 
 stage "configure and build ($build/)"
 # Tests are listed when ctest runs, not after each link (which would start QEMU in the build).
