@@ -120,7 +120,7 @@ TEST(SlotAttention, RefusesBadParams) {
 }
 
 std::vector<float> settings_row(double temperature, int64_t top_k, double top_p, uint64_t seed) {
-  std::vector<int32_t> w(size_t(ops::kSettingsWords));
+  std::vector<int32_t> w(static_cast<size_t>(ops::kSettingsWords));
   ops::encode_settings({temperature, top_k, top_p, seed}, w.data());
   return as_floats(w);
 }
