@@ -174,10 +174,9 @@ void int8_tiles(const GemmInt8Args& g, int64_t i0, int64_t rows, const char* gro
     sc.load(group, b);
     const auto& in = sums[b % kRing];
     for (int64_t r = 0; r < rows; ++r) {
-      // Row r's sums: row r % 16 of tile r / 16, which is row r of the slot's two tiles as one
-      // array (q6_k: r < 16, the second tile its second half).
+      // Row r's sums: row r % 16 of tile r / 16 (q6_k: r < 16, the second tile its second half).
       const int64_t i = i0 + r;
-      const __m512i dot[2] = {_mm512_load_si512(in[0] + 16 * r),
+      const __m512i dot[2] = {_mm512_load_si512(in[r / kAmxRows] + 16 * (r % kAmxRows)),
                               T == DType::q6_k ? _mm512_load_si512(in[1] + 16 * r) : _mm512_setzero_si512()};
       _mm512_store_ps(acc[r], int8_finish<T>(sc, dot, g.scale[i * blocks + b], g.xsum[i * blocks + b],
                                              g.xsum16 + i * 2 * blocks + 2 * b, _mm512_load_ps(acc[r])));
