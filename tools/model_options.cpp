@@ -21,7 +21,7 @@ void add_model_options(CLI::App& cmd, ModelOptions& o) {
       ->capture_default_str();
   cmd.add_option("--precision", o.precision,
                  "How matmuls may round: highest (f32 sums rounded once), high, or medium (activations "
-                 "rounded to int8 blocks where the CPU has VNNI, as llama.cpp does)")
+                 "rounded to int8 blocks for block-quantised weights on x86 with AVX2 or VNNI, as llama.cpp does)")
       ->check(CLI::IsMember({"highest", "high", "medium"}))
       ->capture_default_str();
   cmd.add_option("--profile", o.profile,

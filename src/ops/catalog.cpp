@@ -57,7 +57,7 @@ KernelTable& table() {
     KernelTable made;
     for (const ops::OpEntry& e : ops::op_entries())
       for (const ops::CpuTarget& target : e.cpu)
-        made.add({e.catalog.declaration->name, target.target, target.refuses, e.make_cpu});
+        made.add({e.catalog.declaration->name, target.target, target.refuses, e.make_cpu, target.describes});
     return made;
   }();
   return t;

@@ -85,7 +85,14 @@ std::vector<KernelReportLine> choose_cpu_kernels(const cpu::Features& features) 
     for (DType t : c.out) args.out.push_back(operand(t));
     args.precision = c.precision;
     args.features = &features;
-    lines.push_back({std::move(c), cpu::kernels().choose(*op, args)});
+    cpu::KernelChoice choice = cpu::kernels().choose(*op, args);
+    std::string how;
+    if (choice.taken && choice.taken->describes) {
+      const cpu::Features narrowed = cpu::narrowed_to(features, choice.taken->target);
+      args.features = &narrowed;
+      how = choice.taken->describes(*op, args);
+    }
+    lines.push_back({std::move(c), std::move(choice), std::move(how)});
   }
   return lines;
 }
@@ -99,7 +106,8 @@ std::string describe_cpu_kernels(const cpu::Features& features) {
   o << "The kernel each kind of step the models run takes, and why faster ones that run here did not:\n";
   for (const KernelReportLine& line : choose_cpu_kernels(features)) {
     o << "  " << std::left << std::setw(15) << line.step.op << std::setw(42) << line.step.step << " "
-      << (line.choice.taken ? cpu::target_name(line.choice.taken->target) : "none");
+      << (line.choice.taken ? cpu::target_name(line.choice.taken->target) : "none")
+      << (line.how.empty() ? "" : " " + line.how);
     bool first = true;
     for (const auto& [entry, why] : line.choice.passed_over) {
       if (!cpu::missing_features(entry->target, features).empty()) continue;  // said above

@@ -22,6 +22,7 @@ struct KernelCase {
 struct KernelReportLine {
   KernelCase step;
   cpu::KernelChoice choice;
+  std::string how;  // the chosen kernel's way with this step (KernelEntry::describes), or empty
 };
 
 /// The steps the models run, by operator.

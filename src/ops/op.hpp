@@ -35,6 +35,7 @@ namespace iron::ops {
 struct CpuTarget {
   cpu::Target target;
   cpu::KernelRefusal refuses = nullptr;
+  cpu::KernelDescription describes = nullptr;
 };
 
 /// What the catalog holds of an operator: its declaration and factory (the public catalog

@@ -43,6 +43,9 @@ Features narrowed_to(const Features& f, Target t);
 using KernelFactory = std::function<std::unique_ptr<Kernel>(const Operator& op, const KernelArgs& args)>;
 /// Empty when the kernel takes the step, else why not, in a few words ("a q3_k weight").
 using KernelRefusal = std::function<std::string(const Operator& op, const KernelArgs& args)>;
+/// How the kernel computes a step it takes, in a few words ("int8 x, vpmaddubsw"), where it has
+/// several ways (args.features narrowed to its target); empty: nothing to add.
+using KernelDescription = std::function<std::string(const Operator& op, const KernelArgs& args)>;
 
 struct KernelEntry {
   std::string op;
@@ -50,6 +53,8 @@ struct KernelEntry {
   /// Beyond the target's features (null: it takes every step of its operator).
   KernelRefusal refuses;
   KernelFactory make;
+  /// Null: one way for every step.
+  KernelDescription describes = nullptr;
 };
 
 /// The kernel the table picks for a step, and each faster one it passed over with the reason.

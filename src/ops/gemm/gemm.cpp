@@ -185,19 +185,36 @@ class Matmul : public Operator {
     // (refuses_fast); everything else, and a processor without AVX2/FMA/F16C, takes the
     // portable loops.
 #if defined(__x86_64__)  // the fast kernel is built for x86-64 alone (gemm_fast.cpp)
-    const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
-    const gemm::Isa* isa = gemm::select_isa(f);
-    if (isa && refuses_fast(*this, a).empty()) {
-      const bool medium = a.precision == Precision::medium && !gemv_;
-      // ProjectionGEMM at medium may round x to int8 blocks (AVX512_VNNI), where its weight has
-      // an int8 layout (packed_int8 decides).
-      const bool int8 = medium && projection_ && f.avx512vnni && isa->gemm_int8 && a.in.at(0).dtype == f32;
-      const bool bf16 = medium && f.avx512bf16 && isa->tile_bf16;
-      const bool avx512 = isa == &gemm::avx512_isa();
-      return gemm::fast_kernel(a, c, *isa, bf16, int8, bf16 && f.amx_bf16 && avx512, int8 && f.amx_int8 && avx512);
-    }
+    if (const FastPath p = fast_path(a); p.isa)
+      return gemm::fast_kernel(a, c, *p.isa, p.bf16, p.int8, p.amx_bf16, p.amx_int8);
 #endif
     return gemm::portable_kernel(a, c);
+  }
+
+  // What the fast kernel does with a step: its loops (null: the portable kernel takes it) and, at
+  // medium, whether x goes to int8 blocks or bf16, and whether in AMX tiles.
+  struct FastPath {
+    const gemm::Isa* isa = nullptr;
+    bool int8 = false, bf16 = false, amx_int8 = false, amx_bf16 = false;
+  };
+  FastPath fast_path(const cpu::KernelArgs& a) const {
+    FastPath p;
+#if defined(__x86_64__)
+    const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
+    p.isa = gemm::select_isa(f);
+    if (!p.isa || !refuses_fast(*this, a).empty()) return {};
+    const bool medium = a.precision == Precision::medium && !gemv_;
+    // ProjectionGEMM at medium may round x to int8 blocks (the AVX-512 loops with VNNI, the AVX2
+    // ones with vpmaddubsw), where its weight has an int8 layout (packed_int8 decides).
+    const bool avx512 = p.isa == &gemm::avx512_isa();
+    p.int8 = medium && projection_ && (f.avx512vnni || !avx512) && p.isa->gemm_int8 && a.in.at(0).dtype == f32 &&
+             gemm::int8_weight(a.in.at(1).dtype);
+    p.bf16 = medium && f.avx512bf16 && p.isa->tile_bf16;
+    p.amx_bf16 = p.bf16 && f.amx_bf16 && avx512;
+    p.amx_int8 = p.int8 && f.amx_int8 && avx512;
+#endif
+    (void)a;
+    return p;
   }
 
  public:
@@ -214,6 +231,18 @@ class Matmul : public Operator {
     if (m.k_ % info(w).block != 0)
       return "K of " + std::to_string(m.k_) + ", not whole blocks of " + std::to_string(info(w).block);
     return "";
+  }
+  /// How the fast kernel takes a step (`iron info --kernels`): its products' inputs and
+  /// instructions, as part_kernel() decides them.
+  static std::string describe_fast(const Operator& op, const cpu::KernelArgs& a) {
+    const FastPath p = static_cast<const Matmul&>(op).fast_path(a);
+    if (!p.isa) return "";
+    const bool avx512 = std::string_view(p.isa->name) == "avx512";
+    if (p.amx_int8) return "(int8 x: AMX-INT8 tiles, vpdpbusd for a few rows)";
+    if (p.int8) return avx512 ? "(int8 x: vpdpbusd)" : "(int8 x: vpmaddubsw)";
+    if (p.amx_bf16) return "(bf16 x: AMX-BF16 tiles)";
+    if (p.bf16) return "(bf16 x: vdpbf16ps)";
+    return "(f32 FMA)";
   }
   /// Why AMX tiles do not take this step, empty when they do (as part_kernel() decides).
   static std::string refuses_amx(const Operator& op, const cpu::KernelArgs& a) {
@@ -263,9 +292,9 @@ struct GEMV : Matmul {
 void record_matmul(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
 
 std::vector<OpEntry> matmul_entries() {
-  const std::vector<CpuTarget> targets = {{cpu::Target::amx, &Matmul::refuses_amx},
-                                          {cpu::Target::avx512, &Matmul::refuses_fast},
-                                          {cpu::Target::avx2, &Matmul::refuses_fast},
+  const std::vector<CpuTarget> targets = {{cpu::Target::amx, &Matmul::refuses_amx, &Matmul::describe_fast},
+                                          {cpu::Target::avx512, &Matmul::refuses_fast, &Matmul::describe_fast},
+                                          {cpu::Target::avx2, &Matmul::refuses_fast, &Matmul::describe_fast},
                                           {cpu::Target::portable}};
   const vulkan::KernelRecorder vulkan = IRON_VULKAN_RECORDER(record_matmul);
   return {entry<GEMM>(kGEMM, targets, vulkan), entry<ProjectionGEMM>(kProjectionGEMM, targets, vulkan),

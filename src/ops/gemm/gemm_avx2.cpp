@@ -356,7 +356,8 @@ void tile(const TileArgs& t) {
   }
 }
 
-const Isa kIsa{"avx2", kNR, &gemv, &pack, &tile};
+const Isa kIsa{"avx2",  kNR,     &gemv,   &pack, &tile, nullptr, nullptr, nullptr, &quantise_x8_avx2,
+               &gemm_int8_avx2};
 
 }  // namespace
 

@@ -330,7 +330,8 @@ struct Isa {
   void (*pack_bf16)(const PackBf16Args&) = nullptr;
   void (*rows_bf16)(const RowsBf16Args&) = nullptr;
   void (*tile_bf16)(const TileBf16Args&) = nullptr;
-  // Optional: int8 activations and int32 dot products (Precision::medium, AVX512_VNNI).
+  // Optional: int8 activations and int32 dot products (Precision::medium; the AVX-512 loops
+  // with AVX512_VNNI, the AVX2 ones with vpmaddubsw).
   void (*quantise_x8)(const QuantiseX8Args&) = nullptr;
   void (*gemm_int8)(const GemmInt8Args&) = nullptr;
   // Optional: GEMV over 2 to kGemvManyRows rows of x (GemvManyArgs); false for a weight kind or
@@ -346,6 +347,10 @@ inline bool int8_weight(DType t) {
 
 const Isa& avx512_isa();
 const Isa& avx2_isa();
+/// The int8 path on AVX2 (int8_avx2.cpp: vpmaddubsw and vpmaddwd where VNNI has vpdpbusd): the
+/// AVX2 Isa's quantise_x8 and gemm_int8.
+void quantise_x8_avx2(const QuantiseX8Args&);
+void gemm_int8_avx2(const GemmInt8Args&);
 
 /// W (n rows of row_bytes, k columns) rearranged as above into `out` (groups * 16 rows' bytes).
 void pack_int8(DType t, const char* w, int64_t row_bytes, int64_t n, int64_t k, char* out);

@@ -1,0 +1,323 @@
+// The int8 path (Precision::medium) on AVX2: x quantised to int8 blocks, W in the rearranged
+// layout of kernels.hpp (made once per weight, the same bytes the AVX-512 VNNI and AMX loops
+// read), and int32 dot products from vpmaddubsw (unsigned bytes of W times signed bytes of x,
+// pairs summed to int16) and vpmaddwd against ones (pairs of int16 to int32): what vpdpbusd does
+// in one instruction, in two. Highway has no int8 dot product, so this is a target-specific
+// kernel beside the portable one (issue 33).
+//
+// vpmaddubsw saturates its int16 pairs, so each kind sums in int16 only as far as cannot overflow:
+// a nibble (0..15) times |x| <= 127 is at most 1,905, a pair 3,810, and the 8 products a block
+// takes of one column quad (4 loads x low and high nibble) 30,480: the 4-bit kinds sum a whole
+// block in int16, the 5-bit kinds (0..31) four products, q6_k (0..63) two. q8_0's quants are
+// signed (-128..127): their bytes are stored plus 128 for vpdpbusd, which does not saturate; here
+// they are flipped back and multiplied as |quant| times x with the quant's sign (vpabsb, vpsignb),
+// at most 16,256 a product, so every pair goes to int32 alone.
+//
+// A 64-byte load of the layout holds 4 columns of each of a group's 16 rows: its low 32 bytes the
+// first 8 rows, its high 32 the other 8. A pass takes one half (8 rows of W, one f32 lane each)
+// against R rows of x, so an accumulator is one register; the half's bytes are read once a pass
+// and its cache lines stay in L1 for the other half. Each row of x gets the same operations in
+// the same order whatever R is, so a row's outputs do not depend on the rows beside it (a batched
+// decode step's streams get what they would alone). quantise_x8 makes the bits the AVX-512 one
+// does (the same IEEE operations on each block).
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "ops/gemm/kernels.hpp"
+
+namespace iron::ops::gemm {
+namespace {
+
+// ---- x as int8 blocks ---------------------------------------------------------------------
+
+inline float max8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+inline int32_t isum8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+}  // namespace
+
+void quantise_x8_avx2(const QuantiseX8Args& a) {
+  const int64_t blocks = a.k / 32;
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* x = a.x + b * 32;
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
+    const float mx = max8(
+        _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                      _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3]))));
+    // As the AVX-512 quantiser: the reciprocal 0 for a block of zeros, |q| <= 127 rounded to
+    // nearest (even) by the default MXCSR mode, saturated for safety.
+    const float id = mx > 0 ? 127.0f / mx : 0.0f, scale = mx / 127.0f;
+    const __m256 ib = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], ib));
+    // int32 -> int16 -> int8 with saturation; the packs work within 128-bit lanes, so the 8 dwords
+    // come out in the order 0 2 4 6 1 3 5 7 (of 4-byte groups) and one permute puts them back.
+    const __m256i w16a = _mm256_packs_epi32(q[0], q[1]), w16b = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i w8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w16a, w16b),
+                                                   _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q + b * 32), w8);
+    // The block's sums as rounded (what the weights' offsets meet; kernels.hpp), per 16 too.
+    const int32_t s0 = isum8(_mm256_add_epi32(q[0], q[1])),
+                  s1 = isum8(_mm256_add_epi32(q[2], q[3]));
+    a.scale[b] = scale;
+    a.xsum[b] = scale * float(s0 + s1);
+    a.xsum16[2 * b] = scale * float(s0);
+    a.xsum16[2 * b + 1] = scale * float(s1);
+  }
+}
+
+namespace {
+
+// ---- one half of a group: 8 rows of W ----------------------------------------------------------
+
+inline __m256 halves8(const char* at) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+}
+inline __m256i bytes8_u(const char* at) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
+}
+inline __m256i bytes8_s(const char* at) {
+  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
+}
+inline __m256i load32(const char* at) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+}
+
+/// The 8 rows' scales of block b for half h: as Int8Scales (int8_blocks.hpp) on 8 lanes.
+template <DType T>
+struct Scales8 {
+  __m256 d, m = _mm256_setzero_ps(), d16[2];
+  __m256 super_d = _mm256_setzero_ps(), super_dmin = _mm256_setzero_ps();  // set at each super-block's first block
+  void load(const char* group, int64_t b, int h) {
+    if constexpr (T == DType::q6_k) {
+      const char* header = group + int8_k_header_at(T, b / 8);
+      if (b % 8 == 0) super_d = halves8(header + 16 * h);
+      for (int s = 0; s < 2; ++s)
+        d16[s] = _mm256_mul_ps(
+            super_d, _mm256_cvtepi32_ps(bytes8_s(header + 32 + 16 * (2 * (b % 8) + s) + 8 * h)));
+    } else if constexpr (int8_k(T)) {
+      const char* header = group + int8_k_header_at(T, b / 8);
+      const int64_t s = b % 8;
+      if (s == 0) super_d = halves8(header + 16 * h), super_dmin = halves8(header + 32 + 16 * h);
+      const __m256i sm = bytes8_u(header + 64 + 16 * s + 8 * h);
+      const __m256i top = bytes8_u(header + 192 + 16 * (s / 2) + 8 * h);
+      const __m256i six = _mm256_and_si256(sm, _mm256_set1_epi32(63));
+      const __m256i minimum = _mm256_or_si256(
+          _mm256_srli_epi32(sm, 6),
+          _mm256_slli_epi32(
+              _mm256_and_si256(_mm256_srli_epi32(top, int(4 * (s % 2))), _mm256_set1_epi32(15)),
+              2));
+      d = _mm256_mul_ps(super_d, _mm256_cvtepi32_ps(six));
+      m = _mm256_mul_ps(super_dmin,
+                        _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), minimum)));
+    } else {
+      d = halves8(group + int8_d_at(T, b) + 16 * h);
+      if constexpr (int8_minimum(T)) m = halves8(group + int8_m_at(T, b) + 16 * h);
+    }
+  }
+};
+
+/// Quad c (0-3) of a block's quants for half h, as unsigned bytes (q8_0: signed, its stored +128
+/// taken off): `lo` columns 8c .. 8c + 3, `hi` 8c + 4 .. 8c + 7, byte 4j + i row j's column.
+template <DType T>
+inline void unpack(const char* quants, int c, int h, __m256i* lo, __m256i* hi) {
+  if constexpr (T == DType::q8_0) {
+    const __m256i flip = _mm256_set1_epi8(char(0x80));
+    *lo = _mm256_xor_si256(load32(quants + 128 * c + 32 * h), flip);
+    *hi = _mm256_xor_si256(load32(quants + 128 * c + 64 + 32 * h), flip);
+  } else {
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    const __m256i v = load32(quants + 64 * c + 32 * h);
+    *lo = _mm256_and_si256(v, low);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    if constexpr (int8_fifth(T)) {
+      // Plus 16 where bit 2c (low) or 2c + 1 (high) of the fifth bits' byte is set: that bit
+      // moved to bit 4 (16-bit shifts; what crosses from the next byte is masked off).
+      const __m256i fifth = load32(quants + 256 + 32 * h), sixteen = _mm256_set1_epi8(16);
+      auto bit4 = [&](int bit) {
+        return _mm256_and_si256(
+            bit <= 4 ? _mm256_slli_epi16(fifth, 4 - bit) : _mm256_srli_epi16(fifth, bit - 4),
+            sixteen);
+      };
+      *lo = _mm256_or_si256(*lo, bit4(2 * c));
+      *hi = _mm256_or_si256(*hi, bit4(2 * c + 1));
+    }
+    if constexpr (T ==
+                  DType::q6_k) {  // the top 2 bits: bits 4 (c % 2) (low) and 4 (c % 2) + 2 (high)
+      const __m256i top = load32(quants + 256 + 64 * (c / 2) + 32 * h),
+                    bits = _mm256_set1_epi8(0x30);
+      *lo = _mm256_or_si256(*lo, _mm256_and_si256(c % 2 ? top : _mm256_slli_epi16(top, 4), bits));
+      *hi = _mm256_or_si256(
+          *hi,
+          _mm256_and_si256(c % 2 ? _mm256_srli_epi16(top, 2) : _mm256_slli_epi16(top, 2), bits));
+    }
+  }
+}
+
+/// Products of one operand with 4 values of x in every int32 lane, as int16 pairs.
+template <DType T>
+inline __m256i products(__m256i w, __m256i x) {
+  // q8_0: |w| (0..128, -128 included, as unsigned) times x with w's sign (|x| <= 127, so
+  // negating it cannot overflow).
+  if constexpr (T == DType::q8_0) return _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+  return _mm256_maddubs_epi16(w, x);
+}
+
+// Quads of a block a kind sums in int16 before widening (see the top of the file).
+template <DType T>
+constexpr int kQuadsInInt16 = T == DType::q8_0   ? 0
+                              : T == DType::q6_k ? 1
+                              : int8_fifth(T)    ? 2
+                                                 : 4;
+
+/// One row of x's block finished into its accumulator (8 rows of W): as int8_finish.
+template <DType T>
+inline __m256 finish(const Scales8<T>& s, const __m256i* dot, float scale, float xsum,
+                     const float* xsum16, __m256 acc) {
+  constexpr float kOffset = T == DType::q4_0 ? -8.0f : T == DType::q5_0 ? -16.0f : 0.0f;
+  const __m256 sc = _mm256_set1_ps(scale);
+  if constexpr (T == DType::q6_k) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256 sum =
+          _mm256_fmsub_ps(_mm256_cvtepi32_ps(dot[h]), sc, _mm256_set1_ps(32.0f * xsum16[h]));
+      acc = _mm256_fmadd_ps(s.d16[h], sum, acc);
+    }
+    return acc;
+  } else if constexpr (int8_minimum(T) || int8_k(T)) {
+    const __m256 sum = _mm256_mul_ps(_mm256_cvtepi32_ps(dot[0]), sc);
+    return _mm256_fmadd_ps(s.d, sum, _mm256_fmadd_ps(s.m, _mm256_set1_ps(xsum), acc));
+  } else if constexpr (T == DType::q8_0) {
+    return _mm256_fmadd_ps(s.d, _mm256_mul_ps(_mm256_cvtepi32_ps(dot[0]), sc), acc);
+  } else {
+    const __m256 sum =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[0]), sc, _mm256_set1_ps(kOffset * xsum));
+    return _mm256_fmadd_ps(s.d, sum, acc);
+  }
+}
+
+// Bytes ahead of the block being read that a pass prefetches (as the AVX-512 loop: the hardware
+// prefetcher has not ramped up within a short call). Half 0 prefetches; half 1 reads the same
+// lines.
+constexpr int64_t kPrefetchAhead = 1024;
+
+// R rows of x (from i0) against half h of one group: 8 output columns per row, at y + 8h.
+template <DType T, int R>
+inline void int8_half(const GemmInt8Args& g, int64_t i0, const char* group, int h, float* y) {
+  const int64_t blocks = g.k / 32;
+  const int8_t* q[R];
+  const float *scale[R], *xsum[R], *xsum16[R];
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) {
+    q[r] = g.q + (i0 + r) * g.k;
+    scale[r] = g.scale + (i0 + r) * blocks;
+    xsum[r] = g.xsum + (i0 + r) * blocks;
+    xsum16[r] = g.xsum16 + (i0 + r) * 2 * blocks;
+    acc[r] = _mm256_setzero_ps();
+  }
+  auto x4 = [&](int r, int64_t at) {
+    int32_t v;
+    __builtin_memcpy(&v, q[r] + at, 4);
+    return _mm256_set1_epi32(v);
+  };
+  const __m256i ones = _mm256_set1_epi16(1);
+  constexpr int kSpan = kQuadsInInt16<T>;
+  Scales8<T> sc;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const char* quants = group + int8_quants_at(T, b);
+    if (h == 0)
+      for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c)
+        _mm_prefetch(quants + kPrefetchAhead + 64 * c, _MM_HINT_T0);
+    sc.load(group, b, h);
+    __m256i dot[R][2], part[R];
+    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = part[r] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      __m256i lo, hi;
+      unpack<T>(quants, c, h, &lo, &hi);
+      const int half = T == DType::q6_k ? c / 2 : 0;
+      for (int r = 0; r < R; ++r) {
+        const __m256i p_lo = products<T>(lo, x4(r, b * 32 + 8 * c)),
+                      p_hi = products<T>(hi, x4(r, b * 32 + 8 * c + 4));
+        if constexpr (kSpan == 0) {
+          dot[r][0] = _mm256_add_epi32(dot[r][0], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones),
+                                                                   _mm256_madd_epi16(p_hi, ones)));
+        } else {
+          part[r] = _mm256_add_epi16(part[r], _mm256_add_epi16(p_lo, p_hi));
+          if ((c + 1) % kSpan == 0) {
+            dot[r][half] = _mm256_add_epi32(dot[r][half], _mm256_madd_epi16(part[r], ones));
+            part[r] = _mm256_setzero_si256();
+          }
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      acc[r] = finish<T>(sc, dot[r], scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[r]);
+  }
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(y + r * g.ldy + 8 * h, acc[r]);
+}
+
+// Rows of x a pass takes: 16 registers hold R accumulators, R dot products and R int16 partial
+// sums beside the unpacked quants; q6_k's two dot products a row take one more each.
+template <DType T>
+constexpr int kPassRows = T == DType::q6_k ? 3 : 4;
+
+template <DType T, int R = kPassRows<T> - 1>
+void int8_half_tail(const GemmInt8Args& g, int64_t i, const char* group, int h, float* y) {
+  if constexpr (R >= 1) {
+    if (g.m - i == R) return int8_half<T, R>(g, i, group, h, y + i * g.ldy);
+    int8_half_tail<T, R - 1>(g, i, group, h, y);
+  }
+}
+
+template <DType T>
+void gemm_int8_groups(const GemmInt8Args& g) {
+  const int64_t group_bytes = PackedInt8::group_bytes(g.k, T);
+  constexpr int kPass = kPassRows<T>;
+  for (int64_t j = 0; j < g.groups; ++j) {
+    const char* group = g.w + j * group_bytes;
+    float* y = g.y + j * kInt8Rows;
+    for (int h = 0; h < 2; ++h) {
+      int64_t i = 0;
+      for (; i + kPass <= g.m; i += kPass) int8_half<T, kPass>(g, i, group, h, y + i * g.ldy);
+      if (i < g.m) int8_half_tail<T>(g, i, group, h, y);
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_int8_avx2(const GemmInt8Args& g) {
+  switch (g.dtype) {
+    case DType::q8_0:
+      return gemm_int8_groups<DType::q8_0>(g);
+    case DType::q4_0:
+      return gemm_int8_groups<DType::q4_0>(g);
+    case DType::q4_1:
+      return gemm_int8_groups<DType::q4_1>(g);
+    case DType::q5_0:
+      return gemm_int8_groups<DType::q5_0>(g);
+    case DType::q5_1:
+      return gemm_int8_groups<DType::q5_1>(g);
+    case DType::q4_k:
+      return gemm_int8_groups<DType::q4_k>(g);
+    case DType::q5_k:
+      return gemm_int8_groups<DType::q5_k>(g);
+    case DType::q6_k:
+      return gemm_int8_groups<DType::q6_k>(g);
+    default:
+      return;
+  }
+}
+
+}  // namespace iron::ops::gemm
