@@ -6,7 +6,8 @@
 
 namespace iron::ops {
 
-void silu_mul_avx512(const float* a, const float* b, float* y, int64_t n);  // swiglu_avx512.cpp
+// In vector lanes where `f` runs a Highway copy (swiglu_hwy.cpp); false: not here.
+bool silu_mul_vector(const float* a, const float* b, float* y, int64_t n, const cpu::Features& f);
 
 namespace {
 
@@ -119,13 +120,8 @@ struct SwiGLU : Op<Kind::silu_mul> {
 
 }  // namespace
 
-void silu_mul_f32(const float* a, const float* b, float* y, int64_t n, [[maybe_unused]] const cpu::Features& f) {
-#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
-  if (f.avx512f) {
-    silu_mul_avx512(a, b, y, n);
-    return;
-  }
-#endif
+void silu_mul_f32(const float* a, const float* b, float* y, int64_t n, const cpu::Features& f) {
+  if (silu_mul_vector(a, b, y, n, f)) return;
   for (int64_t i = 0; i < n; ++i) y[i] = apply<Kind::silu_mul>(a[i], b[i]);
 }
 
@@ -137,8 +133,8 @@ std::vector<OpEntry> elementwise_entries() {
   const vulkan::KernelRecorder vulkan = IRON_VULKAN_RECORDER(record_elementwise);
   return {entry<Add>(kAdd, portable, vulkan), entry<Sub>(kSub, portable, vulkan),
           entry<Mul>(kMul, portable, vulkan), entry<Div>(kDiv, portable, vulkan),
-          // silu(a) * b has an AVX-512 loop (silu_mul_f32).
-          entry<SwiGLU>(kSwiGLU, {{cpu::Target::avx512}, {cpu::Target::portable}}, vulkan)};
+          // silu(a) * b in vector lanes (silu_mul_f32, swiglu_hwy.cpp).
+          entry<SwiGLU>(kSwiGLU, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}}, vulkan)};
 }
 
 }  // namespace iron::ops

@@ -2,7 +2,7 @@
 // every target it has here. The exact form: 0.5 x (1 + erf(x / sqrt 2)), erf from gelu.hpp's
 // polynomials, each lane's interval's coefficients looked up (a BERT encoder's feed-forward; the
 // scalar erf was an eighth of all-MiniLM-L6-v2's time). The tanh form: 0.5 x (1 + tanh(u)) is
-// x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), with a vector e^x (Gemma's
+// x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), with a vector e^x (devices/cpu/hwy_exp-inl.h; Gemma's
 // feed-forward runs it on every element of its 2048-wide rows; the scalar tanh in double took a
 // third of a prefill).
 #include <cstddef>
@@ -13,6 +13,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "devices/cpu/hwy_exp-inl.h"
 #include "ops/gelu/gelu.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -53,35 +54,12 @@ V gelu_erf(D d, V x) {
   return hn::MulAdd(h, erf(d, hn::Mul(x, hn::Set(d, 0.70710678118654752f))), h);
 }
 
-// e^x to about 2 ulp for x in [-87.3, 88.3] (held there): x = n ln2 + r with |r| <= ln2/2 (ln2
-// split in two for exactness), a degree-6 polynomial for e^r, and 2^n made in the exponent bits
-// (n in [-126, 127], a normal float). Highway's own Exp (contrib/math) took four times as long
-// here: it covers the whole range and is not inlined.
-V exp(D d, V x) {
-  const hn::RebindToSigned<D> di;
-  x = hn::Min(hn::Max(x, hn::Set(d, -87.3f)), hn::Set(d, 88.3f));
-  const V n = hn::Round(hn::Mul(x, hn::Set(d, 1.44269504088896341f)));
-  V r = hn::NegMulAdd(n, hn::Set(d, 0.693145751953125f), x);
-  r = hn::NegMulAdd(n, hn::Set(d, 1.428606765330187e-06f), r);
-  V p = hn::Set(d, 1.0f / 720);
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 120));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 24));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f / 6));
-  p = hn::MulAdd(p, r, hn::Set(d, 0.5f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
-  // n + 127 in the low bits of a float near 2^23, shifted into the exponent (no checked
-  // conversion to int, which cost a tenth of the whole).
-  const V two_n = hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, hn::Add(n, hn::Set(d, 8388608.0f + 127.0f)))));
-  return hn::Mul(p, two_n);
-}
-
 V gelu_tanh(D d, V x) {
   const V inner = hn::MulAdd(hn::Mul(hn::Set(d, 0.044715f), x), hn::Mul(x, x), x);  // x + 0.044715 x^3
   const V arg = hn::Mul(hn::Set(d, -2.0f * 0.7978845608028654f), inner);
   // Past 88, e^(-2u) is past the largest float: x / (1 + e) is then 0 (exp() holds its argument
   // below that). A NaN goes through as a NaN.
-  const V e = exp(d, arg);
+  const V e = cpu::hwy_math::HWY_NAMESPACE::Exp(d, arg);
   const V y = hn::Div(x, hn::Add(hn::Set(d, 1.0f), e));
   return hn::IfThenZeroElse(hn::Gt(arg, hn::Set(d, 88.0f)), y);
 }
