@@ -226,26 +226,7 @@ void int8_all(const GemmInt8Args& g) {
 }  // namespace
 
 void gemm_int8_amx(const GemmInt8Args& g) {
-  switch (g.dtype) {
-    case DType::q8_0:
-      return int8_all<DType::q8_0>(g);
-    case DType::q4_0:
-      return int8_all<DType::q4_0>(g);
-    case DType::q4_1:
-      return int8_all<DType::q4_1>(g);
-    case DType::q5_0:
-      return int8_all<DType::q5_0>(g);
-    case DType::q5_1:
-      return int8_all<DType::q5_1>(g);
-    case DType::q4_k:
-      return int8_all<DType::q4_k>(g);
-    case DType::q5_k:
-      return int8_all<DType::q5_k>(g);
-    case DType::q6_k:
-      return int8_all<DType::q6_k>(g);
-    default:
-      return;
-  }
+  with_int8_kind(g.dtype, [&](auto kind) { int8_all<decltype(kind)::value>(g); });
 }
 
 void tile_bf16_amx(const TileAmxArgs& t) {

@@ -298,26 +298,7 @@ void gemm_int8_groups(const GemmInt8Args& g) {
 }  // namespace
 
 void gemm_int8_avx2(const GemmInt8Args& g) {
-  switch (g.dtype) {
-    case DType::q8_0:
-      return gemm_int8_groups<DType::q8_0>(g);
-    case DType::q4_0:
-      return gemm_int8_groups<DType::q4_0>(g);
-    case DType::q4_1:
-      return gemm_int8_groups<DType::q4_1>(g);
-    case DType::q5_0:
-      return gemm_int8_groups<DType::q5_0>(g);
-    case DType::q5_1:
-      return gemm_int8_groups<DType::q5_1>(g);
-    case DType::q4_k:
-      return gemm_int8_groups<DType::q4_k>(g);
-    case DType::q5_k:
-      return gemm_int8_groups<DType::q5_k>(g);
-    case DType::q6_k:
-      return gemm_int8_groups<DType::q6_k>(g);
-    default:
-      return;
-  }
+  with_int8_kind(g.dtype, [&](auto kind) { gemm_int8_groups<decltype(kind)::value>(g); });
 }
 
 }  // namespace iron::ops::gemm

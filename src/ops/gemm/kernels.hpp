@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "devices/cpu/kernel.hpp"
@@ -338,6 +339,32 @@ struct Isa {
   // a count it does not take (the caller then runs gemv() per row, which gives the same sums).
   bool (*gemv_many)(const GemvManyArgs&) = nullptr;
 };
+
+/// f(std::integral_constant<DType, t>{}) for a kind the int8 path takes (nothing for another):
+/// how each int8 loop turns the weight's kind into its template argument.
+template <class F>
+void with_int8_kind(DType t, F&& f) {
+  switch (t) {
+    case DType::q8_0:
+      return f(std::integral_constant<DType, DType::q8_0>{});
+    case DType::q4_0:
+      return f(std::integral_constant<DType, DType::q4_0>{});
+    case DType::q4_1:
+      return f(std::integral_constant<DType, DType::q4_1>{});
+    case DType::q5_0:
+      return f(std::integral_constant<DType, DType::q5_0>{});
+    case DType::q5_1:
+      return f(std::integral_constant<DType, DType::q5_1>{});
+    case DType::q4_k:
+      return f(std::integral_constant<DType, DType::q4_k>{});
+    case DType::q5_k:
+      return f(std::integral_constant<DType, DType::q5_k>{});
+    case DType::q6_k:
+      return f(std::integral_constant<DType, DType::q6_k>{});
+    default:
+      return;
+  }
+}
 
 /// Whether the int8 path takes a weight of this dtype rearranged (packed_int8).
 inline bool int8_weight(DType t) {

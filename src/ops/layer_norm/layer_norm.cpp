@@ -5,7 +5,9 @@
 
 namespace iron::ops {
 
-void layer_norm_row_avx512(const float* x, const float* weight, float* y, int64_t n, double epsilon);  // layer_norm_avx512.cpp
+// In vector lanes where `f` runs a Highway copy (layer_norm_hwy.cpp); false: not here.
+bool layer_norm_row_vector(const float* x, const float* weight, float* y, int64_t n, double epsilon,
+                           const cpu::Features& f);
 
 namespace {
 const Declaration kLayerNorm{"LayerNorm", nullptr, {{"N", std::nullopt}, {"epsilon", 1e-5}, {"weighted", true}}, {}};
@@ -21,21 +23,17 @@ struct LayerNorm : RowwiseOp {
     double scale = 1.0 / std::sqrt(var / double(n) + epsilon());
     for (int64_t i = 0; i < n; ++i) y[i] = float((x[i] - mean) * scale * (weight ? double(weight[i]) : 1.0));
   }
-  // With AVX-512 the same sums in double, 8 lanes at a time (a BERT encoder normalises every row
-  // twice a layer; the scalar loop was 8% of all-MiniLM-L6-v2's time).
-  void kernel_row(const float* x, const float* weight, float* y, int64_t n,
-                  [[maybe_unused]] const cpu::Features& f) const override {
-#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
-    if (f.avx512f) return layer_norm_row_avx512(x, weight, y, n, epsilon());
-#endif
-    row(x, weight, y, n);
+  // The same sums in double in vector lanes where a Highway copy runs (layer_norm_hwy.cpp).
+  void kernel_row(const float* x, const float* weight, float* y, int64_t n, const cpu::Features& f) const override {
+    if (!layer_norm_row_vector(x, weight, y, n, epsilon(), f)) row(x, weight, y, n);
   }
   Tolerance tolerance(Precision) const override { return {1e-5, 1e-5}; }
 };
 }  // namespace
 
 OpEntry layer_norm_entry() {
-  return entry<LayerNorm>(kLayerNorm, {{cpu::Target::avx512}, {cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_rowwise));
+  return entry<LayerNorm>(kLayerNorm, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}},
+                          IRON_VULKAN_RECORDER(record_rowwise));
 }
 
 }  // namespace iron::ops
