@@ -112,7 +112,8 @@ void int8_tiles(const GemmInt8Args& g, int64_t i0, int64_t rows, const char* gro
   // Ring slots: block b's quants as 8 B rows (all but q8_0) at b % kUnpackRing, and its sums
   // at b % kRing by tile (x tile, or q6_k's half), row of x, row of W.
   alignas(64) uint8_t unpacked[kUnpackRing][8 * 64];
-  alignas(64) int32_t sums[kRing][2][16 * 16];
+  // A slot is its two tiles of 16 x 16 sums one after the other (row r of both: r * 16 on).
+  alignas(64) int32_t sums[kRing][2 * 16 * 16];
   alignas(64) float acc[kMaxTiles * kAmxRows][16];
   for (int64_t r = 0; r < rows; ++r) _mm512_store_ps(acc[r], _mm512_setzero_ps());
   const int8_t* x = g.q + i0 * g.k;
@@ -146,19 +147,19 @@ void int8_tiles(const GemmInt8Args& g, int64_t i0, int64_t rows, const char* gro
     _tile_loadd(5, xb + 16, g.k);                             \
     _tile_dpbsud(c0, 4, 6);                                   \
     _tile_dpbsud(c1, 5, 7);                                   \
-    _tile_stored(c0, sums[slot][0], 64);                         \
-    _tile_stored(c1, sums[slot][1], 64);                         \
+    _tile_stored(c0, sums[slot], 64);                         \
+    _tile_stored(c1, sums[slot] + 16 * 16, 64);                         \
   } else {                                                    \
     _tile_loadd(wt, w, 64);                                   \
     _tile_zero(c0);                                           \
     _tile_loadd(4, xb, g.k);                                  \
     _tile_dpbsud(c0, 4, wt);                                  \
-    _tile_stored(c0, sums[slot][0], 64);                         \
+    _tile_stored(c0, sums[slot], 64);                         \
     if (rows > kAmxRows) {                                    \
       _tile_zero(c1);                                         \
       _tile_loadd(5, xb + kAmxRows * g.k, g.k);               \
       _tile_dpbsud(c1, 5, wt);                                \
-      _tile_stored(c1, sums[slot][1], 64);                       \
+      _tile_stored(c1, sums[slot] + 16 * 16, 64);                       \
     }                                                         \
   }
     if constexpr (S == 0) {
@@ -174,10 +175,10 @@ void int8_tiles(const GemmInt8Args& g, int64_t i0, int64_t rows, const char* gro
     sc.load(group, b);
     const auto& in = sums[b % kRing];
     for (int64_t r = 0; r < rows; ++r) {
-      // Row r's sums: row r % 16 of tile r / 16 (q6_k: r < 16, the second tile its second half).
+      // Row r's sums: row r of the slot's two tiles (q6_k: r < 16, the second tile its second half).
       const int64_t i = i0 + r;
-      const __m512i dot[2] = {_mm512_load_si512(in[r / kAmxRows] + 16 * (r % kAmxRows)),
-                              T == DType::q6_k ? _mm512_load_si512(in[1] + 16 * r) : _mm512_setzero_si512()};
+      const __m512i dot[2] = {_mm512_load_si512(in + 16 * r),
+                              T == DType::q6_k ? _mm512_load_si512(in + 16 * 16 + 16 * r) : _mm512_setzero_si512()};
       _mm512_store_ps(acc[r], int8_finish<T>(sc, dot, g.scale[i * blocks + b], g.xsum[i * blocks + b],
                                              g.xsum16 + i * 2 * blocks + 2 * b, _mm512_load_ps(acc[r])));
     }
