@@ -11,6 +11,13 @@ not counted against it.
     python3 bench/compare_llama_cpp.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf -t 2 -p 512 -n 128 -r 5
     # at depth 2048 (tokens already in the cache), both with q8_0 caches, llama.cpp with flash attention:
     python3 bench/compare_llama_cpp.py -m models/SmolLM2-135M-Instruct.Q4_1.gguf -t 2 -d 2048 -ctk q8_0 -ctv q8_0 -fa
+    # llama.cpp's own llama-bench as the peer, built for AVX2 alone, against IRON's AVX2 kernels
+    # (on any x86, for the figures of an AVX2-only processor):
+    bench/build_llama_cpp.sh avx2
+    IRON_CPU=avx2 python3 bench/compare_llama_cpp.py -m MODEL -t 2 --llama-bench build-llama-cpp-avx2/bin/llama-bench
+
+With --llama-bench each of llama.cpp's runs is one `llama-bench -r 1` process (its own timing:
+the prompt in one batch, then single-token decode steps), alternating with IRON's as before.
 
 Not part of the tests: it measures, it does not pass or fail.
 """
@@ -92,6 +99,20 @@ def llama_cpp_run(llm, llama_cpp, prompt_ids, gen, depth_ids):
     return figures
 
 
+def llama_bench_run(binary, model, threads, prompt, gen, batch, depth, cache_k, cache_v, flash_attn):
+    """One llama-bench process: its pp and tg figures (tokens/s) from its JSON output."""
+    import json
+    command = [binary, "-m", model, "-t", str(threads), "-p", str(prompt), "-n", str(gen), "-r", "1",
+               "-b", str(batch), "-ub", str(batch), "-d", str(depth), "-o", "json", "-fa", "1" if flash_attn else "0"]
+    command += ["-ctk", cache_k] if cache_k else []
+    command += ["-ctv", cache_v] if cache_v else []
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    figures = {}
+    for test in json.loads(out):
+        figures["pp" if test["n_gen"] == 0 else "tg"] = float(test["avg_ts"])
+    return figures
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-m", "--model", required=True, help="the GGUF file both run")
@@ -112,7 +133,12 @@ def main():
                         help="IRON's matmul precision (medium rounds activations to int8 blocks, as llama.cpp does)")
     parser.add_argument("--iron", default=os.path.join(os.path.dirname(__file__), "..", "build", "iron"),
                         help="the iron binary (default: build/iron)")
+    parser.add_argument("--llama-bench", metavar="PATH",
+                        help="llama.cpp's llama-bench as the peer (bench/build_llama_cpp.sh builds it for an "
+                             "instruction set), instead of llama-cpp-python")
     args = parser.parse_args()
+    if args.llama_bench:
+        return compare_with_llama_bench(args)
     llama_cpp, extra_bufts = llama_cpp_binding.load()
     if not extra_bufts:
         print("llama.cpp: extra buffer types (AMX repacking) off; LLAMA_CPP_EXTRA_BUFTS=1 turns them on "
@@ -135,6 +161,25 @@ def main():
         llama_cpp_run(llm, llama_cpp, prompt_ids, 8, depth_ids)
     iron(8)
 
+    peer = lambda: llama_cpp_run(llm, llama_cpp, prompt_ids, args.n_gen, depth_ids)
+    report(args, iron, peer, "llama.cpp (llama-cpp-python)")
+
+
+def compare_with_llama_bench(args):
+    iron = lambda gen: iron_run(args.iron, args.model, args.threads, args.n_prompt, gen, args.batch_size,
+                                args.precision, args.n_depth, args.cache_type_k, args.cache_type_v)
+    peer = lambda: llama_bench_run(args.llama_bench, args.model, args.threads, args.n_prompt, args.n_gen,
+                                   args.batch_size, args.n_depth, args.cache_type_k, args.cache_type_v,
+                                   args.flash_attn)
+    flags = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.llama_bench))), "flags.txt")
+    built = open(flags).read().strip() if os.path.exists(flags) else "flags not recorded"
+    iron(8)  # warm up both (the file in the page cache)
+    llama_bench_run(args.llama_bench, args.model, args.threads, 0, 8, args.batch_size, 0, None, None, False)
+    report(args, iron, peer, f"llama-bench ({built})")
+
+
+def report(args, iron, peer, peer_name):
+    """Alternating runs of both, then the table of figures with spreads and ratios."""
     results = {"iron": {"pp": [], "tg": []}, "llama.cpp": {"pp": [], "tg": []}}
     peaks = []
     for rep in range(args.repetitions):
@@ -142,10 +187,12 @@ def main():
         peaks.append(peak)
         for k, v in figures.items():
             results["iron"][k].append(v)
-        for k, v in llama_cpp_run(llm, llama_cpp, prompt_ids, args.n_gen, depth_ids).items():
+        theirs = peer()
+        for k, v in theirs.items():
             results["llama.cpp"][k].append(v)
-        print(f"run {rep + 1}/{args.repetitions}: iron {figures}", file=sys.stderr)
+        print(f"run {rep + 1}/{args.repetitions}: iron {figures}, llama.cpp {theirs}", file=sys.stderr)
 
+    print(f"\npeer: {peer_name}; IRON_CPU={os.environ.get('IRON_CPU', '(unset: every feature)')}")
     name = os.path.basename(args.model)
     caches = f"caches k {args.cache_type_k or 'default'}, v {args.cache_type_v or 'default'}"
     print(f"\nmodel {name}, {args.threads} threads, {args.repetitions} alternating runs each, iron at "
