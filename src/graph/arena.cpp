@@ -42,9 +42,13 @@ detail::DeviceBuffer& Arena::place(const std::shared_ptr<Resident>& resident) {
       value_error(r.path + " was never loaded: call load_state_dict first");
     buffer = device_->upload(r);
     ++uploads_;
+    // Counted by the path the graph holds it at ("layers.0.w"), not its own name ("w"): two
+    // layers' weights are two entries.
+    const auto named = names_.find(&r);
+    const std::string& path = named == names_.end() ? r.path : named->second;
     auto counted = std::find_if(uploads_by_weight_.begin(), uploads_by_weight_.end(),
-                                [&](const auto& u) { return u.first == r.path; });
-    if (counted == uploads_by_weight_.end()) uploads_by_weight_.emplace_back(r.path, 1);
+                                [&](const auto& u) { return u.first == path; });
+    if (counted == uploads_by_weight_.end()) uploads_by_weight_.emplace_back(path, 1);
     else ++counted->second;
   }
   placed_.push_back({resident.get(), resident, std::move(buffer)});

@@ -266,7 +266,7 @@ CompiledGraph& Graph::compile(const Shapes& shapes, CompileOptions options) {
   std::vector<std::string> unloaded;
   for (const auto& [path, r] : held()) {
     if (!r->is_state && !r->tensor.defined()) unloaded.push_back(path);
-    arena_->name(r.get(), path);  // a state that does not fit is named by its path
+    arena_->name(r.get(), path);  // a state that does not fit, and each upload, named by its path
   }
   if (!unloaded.empty())
     type_error(name_ + ": " + join(unloaded) + (unloaded.size() == 1 ? " was" : " were") +

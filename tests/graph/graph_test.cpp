@@ -54,6 +54,28 @@ TEST(Graph, VersionsShareOneArenaAndUploadEachWeightOnce) {
   EXPECT_GE(g.arena().scratch_bytes(), large.image().scratch_bytes());
 }
 
+// Two children each holding a weight named `w`: the stats count each by the path the graph holds
+// it at, once each (not `w` twice, which reads as one weight uploaded twice).
+struct Scale : Module {
+  Param w = param("w", {3});
+};
+struct TwoScales : Graph {
+  Input x = input("x");
+  Scale first = child<Scale>("first");
+  Scale second = child<Scale>("second");
+  TwoScales() : Graph("two_scales") {}
+  Outputs body() override { return {x * first.w * second.w}; }
+};
+
+TEST(Graph, UploadsAreCountedByEachWeightsPath) {
+  TwoScales g;
+  g.load_state_dict({{"first.w", random_tensor({3}, f32, 4)}, {"second.w", random_tensor({3}, f32, 5)}});
+  g.compile({{"x", {2, 3}}})({random_tensor({2, 3})});
+  g.compile({{"x", {4, 3}}})({random_tensor({4, 3})});
+  EXPECT_EQ(g.stats().uploads, (std::vector<std::pair<std::string, int64_t>>{{"first.w", 1}, {"second.w", 1}}))
+      << g.stats().str();
+}
+
 TEST(Graph, PerCallValuesChangeResultsWithoutRecompiling) {
   Linear g;
   g.load_state_dict(linear_weights());
