@@ -35,6 +35,13 @@ std::string choice(const cpu::Features& f, const std::string& op, const std::str
   ADD_FAILURE() << "no step '" << step << "' of " << op << " in the report";
   return "";
 }
+// How the chosen kernel computes the step (KernelEntry::describes), empty where it says nothing.
+std::string how(const cpu::Features& f, const std::string& op, const std::string& step) {
+  for (const ops::KernelReportLine& line : ops::choose_cpu_kernels(f))
+    if (line.step.op == op && line.step.step == step) return line.how;
+  ADD_FAILURE() << "no step '" << step << "' of " << op << " in the report";
+  return "";
+}
 // The target alone.
 std::string taken(const cpu::Features& f, const std::string& op, const std::string& step) {
   const std::string c = choice(f, op, step);
@@ -57,14 +64,25 @@ TEST(KernelTable, AnAvx2MachineTakesTheAvx2LoopsWhereAnOperatorHasThem) {
   EXPECT_EQ(taken(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "avx2");
   EXPECT_EQ(taken(f, "GEMV", "q8_0 weight, one f32 row"), "avx2");
   EXPECT_EQ(taken(f, "Attention", "f16 cache, highest"), "avx2");
-  // The per-head rows have an AVX-512 loop only; LayerNorm too.
+#if defined(__x86_64__)  // the matmul's loops, which say how, are built for x86-64 alone
+  // Medium's block-quantised matmuls take int8 dot products (vpmaddubsw); float weights and
+  // highest stay in f32.
+  EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: vpmaddubsw)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "q6_k weight, f32 rows, medium"), "(int8 x: vpmaddubsw)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "f16 weight, f32 rows, medium"), "(f32 FMA)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, highest"), "(f32 FMA)");
+#endif
+  // Written once with Highway, so AVX2 has them as AVX-512 does.
+  EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "avx2");
+  EXPECT_EQ(taken(f, "SwiGLU", "f32"), "avx2");
+  EXPECT_EQ(taken(f, "GELU", "f32"), "avx2");
+  // The per-head rows have an AVX-512 loop only.
   EXPECT_NE(choice(f, "Attention", "f32 cache, the per-head path")
                 .find("portable (amx passed over: needs amx-bf16 or amx-int8"),
             std::string::npos);
   EXPECT_NE(choice(f, "Attention", "f32 cache, the per-head path")
                 .find("avx2 passed over: the per-head rows have no AVX2 loop"),
             std::string::npos);
-  EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "portable");
   EXPECT_EQ(taken(f, "Copy", "f32 rows into a f16 cache"), "avx2");
   EXPECT_NE(choice(f, "Copy", "f32 rows into a q8_0 cache").find("avx2 passed over: only f32 into f16 or bf16"),
             std::string::npos);
@@ -77,6 +95,10 @@ TEST(KernelTable, AnAvx512MachineWithoutAmxTakesAvx512) {
               "avx512 (amx passed over: needs amx-bf16 or amx-int8 (with the OS's leave to use tiles),)");
   EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "avx512");
   EXPECT_EQ(taken(f, "SwiGLU", "f32"), "avx512");
+#if defined(__x86_64__)
+  EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: vpdpbusd)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "f32 weight, f32 rows, medium"), "(bf16 x: vdpbf16ps)");
+#endif
 }
 
 TEST(KernelTable, AmxTakesOnlyWhatMediumMayRoundInTiles) {
