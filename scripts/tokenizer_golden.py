@@ -17,8 +17,8 @@ tests/golden/tokenizer_qwen2.json (when the Qwen2.5-Coder-0.5B GGUF is present)
     Qwen2's pre-tokenizer (its Split regex, as Qwen's tokenizer.json writes it, then ByteLevel
     without a regex) and its added tokens (control ones special, user-defined ones not, as the
     GGUF types them); no normalizer, as llama.cpp runs the GGUF (Qwen's own tokenizer.json has
-    an NFC normalizer: each case records whether NFC would change its text). The chat template
-    rendered by jinja2 for several conversations.
+    an NFC normalizer: where NFC changes a text, ids_nfc holds what that tokenizer gives). The chat
+    template rendered by jinja2 for several conversations.
 tests/golden/tokenizer_gemma3.json (when the Gemma 3 GGUF is present)
     Gemma 3's vocabulary assembled into a SentencePiece ModelProto (pip install sentencepiece
     protobuf) and encoded by Google's own `sentencepiece` library; every text is also checked
@@ -369,7 +369,11 @@ def qwen2(path, json_dir):
 
     import jinja2
 
+    from tokenizers import normalizers
+
     tok, scalar = qwen2_tokenizer(path)
+    nfc_tok, _ = qwen2_tokenizer(path)
+    nfc_tok.normalizer = normalizers.NFC()
     assert not scalar("tokenizer.ggml.add_bos_token")
     cases = []
     for text in QWEN2_TEXTS + GEMMA3_TEXTS + TEXTS + random_texts():
@@ -377,7 +381,8 @@ def qwen2(path, json_dir):
         assert tok.decode(ids, skip_special_tokens=False) == text, text
         case = {"text": text, "ids": ids}
         if unicodedata.normalize("NFC", text) != text:
-            case["nfc_changes_text"] = True
+            # What Qwen's own tokenizer.json (an NFC normalizer first) gives instead.
+            case["ids_nfc"] = nfc_tok.encode(text, add_special_tokens=False).ids
         cases.append(case)
     template = scalar("tokenizer.chat_template")
     env = jinja2.Environment()
