@@ -19,6 +19,7 @@
 #include "sanitized.hpp"
 #include "text/unicode.hpp"
 #include "iron/error.hpp"
+#include "iron/io/checkpoint.hpp"
 #include "iron/io/gguf.hpp"
 #include "iron/models/runner.hpp"
 #include "iron/text/tokenizer.hpp"
@@ -301,6 +302,30 @@ TEST(Qwen2, BiasesCountAndAHuggingFaceCheckpointScoresAsTheGguf) {
     differs = std::max(differs, double(std::fabs(a[i] - c[i])));
   }
   EXPECT_GT(differs, 0.1);
+}
+
+// The biases cost no steps of their own: the planner folds each into its projection and merges
+// q, k and v into one matmul per layer (three parts, each with its bias), in the prefill and the
+// decode versions alike.
+TEST(Qwen2, BiasesFoldIntoOneMergedProjectionPerLayer) {
+  models::LlamaOptions o;
+  o.context = 32;
+  o.chunk = 8;
+  const std::string path = TinyQwen2().gguf("fold");
+  auto model = models::make_decoder(models::llama_config_from_gguf(io::GgufFile::open(path)), o);
+  model->load_state_dict(models::llama_state_dict(open_checkpoint(path), "qwen2"));
+  for (const Shapes& shapes : {Shapes{{"tokens", InputSpec({8}, i32)}}, Shapes{}}) {
+    const VersionView v = model->compile(shapes).describe();
+    int merged_qkv = 0, adds = 0;
+    for (const StepView& s : v.steps) {
+      if (s.params.contains("parts") && s.params.integer("parts") == 3 && s.params.contains("bias") &&
+          s.params.flag("bias"))
+        ++merged_qkv;
+      adds += s.op == "Add";
+    }
+    EXPECT_EQ(merged_qkv, int(TinyQwen2::layers)) << v.str();
+    EXPECT_EQ(adds, 0) << v.str();
+  }
 }
 
 // Qwen2.5-Coder-0.5B-Instruct (Q4_K_M: Q5_0, Q8_0, Q4_K, Q6_K weights) against the float64 numpy
