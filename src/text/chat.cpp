@@ -1,8 +1,8 @@
 // Chat formatting without a Jinja engine: the templates of the models IRON runs are recognised by
 // their markers and rendered directly. ChatML (SmolLM2, Qwen): SmolLM2's template (and others
 // like it) and Qwen2.5's insert a default system message when the conversation does not start
-// with one; that message is read out of the template. Gemma: turns between <start_of_turn> and <end_of_turn>,
-// the assistant called "model", a system message folded into the first user turn.
+// with one; that message is read out of the template. Gemma: turns between <start_of_turn> and
+// <end_of_turn>, the assistant called "model", a system message folded into the first user turn.
 #include <algorithm>
 #include <string_view>
 
