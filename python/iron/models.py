@@ -1,5 +1,5 @@
 """Models from checkpoints: ``iron.models.load("model.gguf")`` and a streaming ``generate``,
-over the C++ models::LlamaRunner that ``iron generate`` runs (Llama family, Gemma 3)."""
+over the C++ models::LlamaRunner that ``iron generate`` runs (Llama family, Gemma 3, Qwen2)."""
 
 from __future__ import annotations
 

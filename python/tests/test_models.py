@@ -55,6 +55,23 @@ def test_an_answer_ends_without_its_end_token_as_text():
     assert printed.rstrip("\n") == text
 
 
+def test_qwen2_chat_answers_as_iron_generate_does():
+    qwen = ROOT / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    if not qwen.is_file():
+        pytest.skip(f"{qwen} is missing (scripts/fetch-model.sh qwen0.5b)")
+    model = iron.models.load(qwen, context=256)
+    # Qwen's template adds its default system message; the ids are the chat prompt's.
+    prompt = list(model.tokenize("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+                                 "assistant.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+                                 "<|im_start|>assistant\n"))
+    assert model.tokenize("What is the capital of France?", chat=True) == prompt and len(prompt) == 36
+    text = "".join(model.generate("What is the capital of France?", max_tokens=32, chat=True))
+    assert model.stats["stop"] == "end of sequence" and model.stats["prompt_tokens"] == 36
+    assert "<|im_end|>" not in text and "Paris" in text
+    printed = run_cli("generate", "-m", str(qwen), "-p", "What is the capital of France?", "--chat", "-n", "32")
+    assert printed.rstrip("\n") == text
+
+
 def test_leaving_early_stops_the_decode(stories):
     model = iron.models.load(stories, context=256)
     for k, _ in enumerate(model.generate("Once", max_tokens=-1)):

@@ -2,12 +2,14 @@
 """Write the golden logits files used by the C++ tests.
 
     python3 scripts/reference/make_golden.py [--smollm2 MODEL] [--stories MODEL] [--out DIR]
-                                             [--gemma3 MODEL]
+                                             [--gemma3 MODEL] [--qwen2 MODEL] [--only NAME]
 
 Defaults: models/SmolLM2-135M-Instruct.Q4_1.gguf, ../shared/models/stories260K.gguf,
 tests/golden/.  Writes smollm2_logits.json and stories260k_logits.json; with --gemma3 (e.g.
 models/gemma-3-270m-q4_k_m.gguf) also gemma3_logits.json, checked against llama.cpp
-(llama-cpp-python) when it is installed.
+(llama-cpp-python) when it is installed; with --qwen2 (e.g.
+models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf) also qwen2_logits.json. --only NAME (stories260k,
+smollm2, gemma3, qwen2) writes that file alone.
 """
 import argparse
 import hashlib
@@ -27,7 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import gemma3_numpy  # noqa: E402
 import llama_numpy as ref  # noqa: E402
-from tokenizer_golden import gemma3_sentencepiece  # noqa: E402
+import qwen2_numpy  # noqa: E402
+from tokenizer_golden import gemma3_sentencepiece, qwen2_tokenizer  # noqa: E402
 
 TOPK = 32
 N_GREEDY = 8
@@ -287,6 +290,66 @@ def gemma3_prompts(model_path):
     return out, lambda ids: sp.decode(ids)
 
 
+QWEN2_CPP = """#include <vector>
+#include <algorithm>
+
+// Returns the k largest values of v, largest first.
+std::vector<int> top_k(std::vector<int> v, size_t k) {
+    std::sort(v.begin(), v.end(), [](int a, int b) { return a > b; });
+    if (v.size() > k) v.resize(k);
+    return v;
+}
+"""
+
+QWEN2_CHINESE = ("\u673a\u5668\u5b66\u4e60\u662f\u4eba\u5de5\u667a\u80fd\u7684\u4e00\u4e2a\u5206\u652f\uff0c"
+                 "\u5b83\u4f7f\u8ba1\u7b97\u673a\u80fd\u591f\u4ece\u6570\u636e\u4e2d\u5b66\u4e60\u89c4\u5f8b\uff0c"
+                 "\u800c\u4e0d\u9700\u8981\u663e\u5f0f\u7f16\u7a0b\u3002")
+
+
+def qwen2_prompts(model_path):
+    """Prompts as ids from `tokenizers` on the GGUF's vocabulary and merges (the tokenizer golden's
+    model, scripts/tokenizer_golden.py:qwen2_tokenizer), no BOS (add_bos_token is false); the chat
+    prompt rendered from tokenizer.chat_template by jinja2; each checked to decode back."""
+    tk, scalar = qwen2_tokenizer(model_path)
+    chat = jinja2.Template(scalar("tokenizer.chat_template")).render(
+        messages=[{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True)
+    long_text = LONG_TEXT[:LONG_TEXT.index("But, in a larger sense")]
+    texts = [
+        ("chat_capital_of_france", chat),
+        ("plain_english", "The quick brown fox jumps over the lazy dog, and then it runs "
+                          "back into the forest."),
+        ("code_python", "def fibonacci(n):\n    if n < 2:\n        return n\n"
+                        "    return fibonacci(n - 1) + fibonacci(n - 2)\n"),
+        ("code_cpp", QWEN2_CPP),
+        ("numbers_punctuation", "Pi is 3.14159; 1,024 + 42 = 1066! (99%) #7 @ $5? [x] {y} <z> 2^10"),
+        ("chinese", QWEN2_CHINESE),
+        ("long_english", long_text),
+    ]
+    out = []
+    for name, text in texts:
+        ids = tk.encode(text, add_special_tokens=False).ids
+        assert tk.decode(ids, skip_special_tokens=False) == text, name
+        out.append({"name": name, "text": text, "token_ids": ids})
+    return out, lambda ids: tk.decode(ids, skip_special_tokens=False)
+
+
+def qwen2_checks(doc, model):
+    """Figures that back the golden: the mean log-probability the reference gives each prompt's
+    next tokens with RoPE pairing halves (llama.cpp's NEOX, what the golden uses) and pairing
+    adjacent dims (what a Llama GGUF's permuted rows would need): the GGUF's q/k rows are not
+    permuted if the first is clearly the better model of the text."""
+    means = {}
+    for neox in (True, False):
+        lps = []
+        for p in doc["prompts"]:
+            ids = p["token_ids"]
+            lp, _ = ref.log_softmax(qwen2_numpy.forward(model, ids, rows=range(len(ids) - 1), neox=neox))
+            lps += [float(lp[t, ids[t + 1]]) for t in range(len(ids) - 1)]
+        means["halves" if neox else "adjacent"] = round(float(np.mean(lps)), 4)
+    doc["checks"] = {"mean_next_token_logprob": means,
+                     "what": "mean log-probability of each prompt's next token (nats), by RoPE pairing"}
+
+
 def gemma3_checks(doc, model, model_path):
     """Figures that back the golden, stored in it: (1) how far the sliding window moves the long
     prompt's stored positions (KL of the golden against the same model without a window), so a
@@ -342,11 +405,36 @@ def main():
     ap.add_argument("--stories", default=os.path.join(root, "../shared/models/stories260K.gguf"))
     ap.add_argument("--out", default=os.path.join(root, "tests/golden"))
     ap.add_argument("--gemma3", default=None, help="also write gemma3_logits.json from this GGUF")
+    ap.add_argument("--qwen2", default=None, help="also write qwen2_logits.json from this GGUF")
+    ap.add_argument("--only", default=None, help="write only this golden: stories260k, smollm2, gemma3, qwen2")
     a = ap.parse_args()
+    wanted = lambda name: a.only is None or a.only == name
     os.makedirs(a.out, exist_ok=True)
     command = "python3 scripts/reference/make_golden.py"
 
     # stories260K: validate the reference against llama2.c's published 60 greedy ids first.
+    write_llama_goldens(a, command, wanted)
+    if a.gemma3 and wanted("gemma3"):
+        write_gemma3_golden(a, command, root)
+    if a.qwen2 and wanted("qwen2"):
+        prompts, decode = qwen2_prompts(a.qwen2)
+        doc, model = make(a.qwen2, prompts, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (Qwen2.5-Coder-0.5B-Instruct)",
+                          decode, command + " --only qwen2 --qwen2 " + os.path.relpath(a.qwen2, root),
+                          f"tokenizers {version('tokenizers')} BPE built from the GGUF vocab/merges with Qwen2's "
+                          "Split regex + ByteLevel, added tokens as the GGUF types them "
+                          "(scripts/tokenizer_golden.py:qwen2_tokenizer), no BOS; chat prompt rendered from "
+                          f"tokenizer.chat_template with jinja2 {version('jinja2')}, add_generation_prompt=True "
+                          "(Qwen's default system message); every prompt round-trips decode(encode(text)) == text",
+                          mod=qwen2_numpy)
+        t0 = time.time()
+        qwen2_checks(doc, model)
+        doc["checks"]["seconds"] = round(time.time() - t0, 2)
+        write(doc, os.path.join(a.out, "qwen2_logits.json"))
+
+
+def write_llama_goldens(a, command, wanted):
+    if not wanted("stories260k"):
+        return write_smollm2_golden(a, command, wanted)
     st = ref.load(a.stories)
     got, _ = ref.generate(st, [1], 60)
     assert got == STORIES_60, "reference does not reproduce the stories260K greedy ids"
@@ -360,7 +448,12 @@ def main():
     write(make(a.stories, stories_prompts, "stories260K.gguf", sp_decode, command,
                "ids written by hand: BOS (1) + SentencePiece pieces of the GGUF vocab")[0],
           os.path.join(a.out, "stories260k_logits.json"))
+    write_smollm2_golden(a, command, wanted)
 
+
+def write_smollm2_golden(a, command, wanted):
+    if not wanted("smollm2"):
+        return
     prompts, decode = smollm2_prompts(a.smollm2)
     write(make(a.smollm2, prompts, "SmolLM2-135M-Instruct.Q4_1.gguf", decode, command,
                f"tokenizers {version('tokenizers')} BPE built from the GGUF vocab/merges (digits "
@@ -369,6 +462,8 @@ def main():
                "add_generation_prompt=True; every prompt round-trips decode(encode(text)) == text")[0],
           os.path.join(a.out, "smollm2_logits.json"))
 
+
+def write_gemma3_golden(a, command, root):
     if a.gemma3:
         prompts, decode = gemma3_prompts(a.gemma3)
         doc, model = make(a.gemma3, prompts, "gemma-3-270m-q4_k_m.gguf (Gemma 3 270M base)", decode,

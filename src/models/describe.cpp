@@ -207,10 +207,10 @@ void describe_gguf(std::ostream& out, std::shared_ptr<const io::MappedFile> file
   // The model and its tokenizer, when the file says what they are.
   const io::GgufValue* arch = gguf.find("general.architecture");
   const auto* arch_name = arch ? std::get_if<std::string>(&arch->value) : nullptr;
-  if (arch_name && (*arch_name == "llama" || *arch_name == "gemma3")) {
+  if (arch_name && (*arch_name == "llama" || *arch_name == "gemma3" || *arch_name == "qwen2")) {
     section(out, "model config", [&] { return llama_config_from_gguf(gguf).describe(); });
   } else if (arch_name) {
-    out << "model: architecture " << quoted(*arch_name, 32) << " (not one IRON runs: llama, gemma3)\n";
+    out << "model: architecture " << quoted(*arch_name, 32) << " (not one IRON runs: llama, gemma3, qwen2)\n";
   }
   if (gguf.find("tokenizer.ggml.model")) {
     section(out, "tokenizer", [&] {

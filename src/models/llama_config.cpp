@@ -94,9 +94,9 @@ LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf) {
   const std::string where = escaped_path(gguf.path());
   const std::optional<std::string> arch = gguf.get_string("general.architecture");
   if (!arch) value_error(where + ": metadata key 'general.architecture' is missing");
-  if (*arch != "llama" && *arch != "gemma3")
+  if (*arch != "llama" && *arch != "gemma3" && *arch != "qwen2")
     value_error(where + ": general.architecture is '" + escaped(*arch) +
-                "', not an architecture IRON runs (expected 'llama' or 'gemma3')");
+                "', not an architecture IRON runs (expected 'llama', 'gemma3' or 'qwen2')");
   const std::string prefix = *arch + ".";
   auto optional_int = [&](const std::string& key) { return gguf.get_int(prefix + key); };
   auto required_int = [&](const std::string& key) {
@@ -135,9 +135,13 @@ LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf) {
                         optional_int("rope.dimension_count").value_or(c.head_dim), kMaxHeadDim);
   c.rope_base = gguf.get_float(prefix + "rope.freq_base").value_or(10000.0);
   c.rms_eps = gguf.get_float(prefix + "attention.layer_norm_rms_epsilon")
-                  .value_or(*arch == "gemma3" ? kGemma3Defaults.rms_eps : 1e-5);
+                  .value_or(*arch == "gemma3" ? kGemma3Defaults.rms_eps
+                            : *arch == "qwen2"  ? kQwen2DefaultRmsEps
+                                                : 1e-5);
+  // GGUF stores Gemma's and Qwen2's q and k rows unpermuted (only llama.cpp's llama converter
+  // permutes them): RoPE pairs (i, i + d/2), llama.cpp's NEOX mode.
+  if (*arch == "qwen2") c.rope_mode = "halves";
   if (*arch == "gemma3") {
-    // GGUF stores Gemma's q and k rows unpermuted: RoPE pairs (i, i + d/2), llama.cpp's NEOX.
     c.rope_mode = "halves";
     c.sliding_window = counted("attention.sliding_window",
                                optional_int("attention.sliding_window").value_or(kGemma3Defaults.sliding_window),
@@ -250,6 +254,19 @@ void read_gemma3_hf(const json& config, LlamaConfig& c) {
   }
 }
 
+// Qwen2's own keys, each refused where it asks for what the graph does not do: a sliding window
+// (Qwen2.5 ships with it off), an activation other than SiLU.
+void read_qwen2_hf(const json& config) {
+  if (const json* act = member(config, "hidden_act");
+      act && (!act->is_string() || act->get<std::string>() != "silu"))
+    value_error("config.json: hidden_act " + escaped(act->dump()) + " is not Qwen2's silu");
+  if (const json* swa = member(config, "use_sliding_window")) {
+    if (!swa->is_boolean())
+      value_error("config.json: 'use_sliding_window' is " + escaped(swa->dump()) + ", not a boolean");
+    if (swa->get<bool>()) value_error("config.json: Qwen2's sliding window (use_sliding_window) is not supported");
+  }
+}
+
 }  // namespace
 
 LlamaConfig llama_config_from_hf(const nlohmann::json& config) {
@@ -262,9 +279,11 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& config) {
     if (name == "gemma3" && member(config, "text_config")) return llama_config_from_hf(config["text_config"]);
     if (name == "gemma3_text" || name == "gemma3") {
       c.architecture = "gemma3";
+    } else if (name == "qwen2") {
+      c.architecture = "qwen2";
     } else if (name != "llama") {
       value_error("config.json: model_type is " + escaped(type->dump()) +
-                  ", not a model IRON runs (expected \"llama\" or \"gemma3_text\")");
+                  ", not a model IRON runs (expected \"llama\", \"gemma3_text\" or \"qwen2\")");
     }
   }
   const bool gemma = c.architecture == "gemma3";
@@ -302,6 +321,7 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& config) {
   if (const json* scaling = member(config, "rope_scaling"); scaling && !scaling->is_null())
     value_error("config.json: RoPE scaling " + escaped(scaling->dump()) + " is not supported");
   if (gemma) read_gemma3_hf(config, c);
+  if (c.architecture == "qwen2") read_qwen2_hf(config);
   validate(c, "config.json");
   return c;
 }
@@ -337,6 +357,18 @@ const std::map<std::string_view, std::string_view>& gguf_layer_names() {
   return names;
 }
 
+// Qwen2's GGUF names: Llama's, and a bias on each of q, k and v.
+const std::map<std::string_view, std::string_view>& gguf_qwen2_layer_names() {
+  static const std::map<std::string_view, std::string_view> names = [] {
+    std::map<std::string_view, std::string_view> m = gguf_layer_names();
+    m["attn_q.bias"] = "attn.q_bias";
+    m["attn_k.bias"] = "attn.k_bias";
+    m["attn_v.bias"] = "attn.v_bias";
+    return m;
+  }();
+  return names;
+}
+
 const std::map<std::string_view, std::string_view>& hf_layer_names() {
   static const std::map<std::string_view, std::string_view> names = {
       {"self_attn.q_proj.weight", "attn.q"},
@@ -368,6 +400,18 @@ const std::map<std::string_view, std::string_view>& hf_gemma3_layer_names() {
   return names;
 }
 
+// Qwen2's Hugging Face names: Llama's, and the biases of q_proj, k_proj and v_proj.
+const std::map<std::string_view, std::string_view>& hf_qwen2_layer_names() {
+  static const std::map<std::string_view, std::string_view> names = [] {
+    std::map<std::string_view, std::string_view> m = hf_layer_names();
+    m["self_attn.q_proj.bias"] = "attn.q_bias";
+    m["self_attn.k_proj.bias"] = "attn.k_bias";
+    m["self_attn.v_proj.bias"] = "attn.v_bias";
+    return m;
+  }();
+  return names;
+}
+
 std::optional<std::string> layer_path(std::string_view name, std::string_view prefix,
                                       const std::map<std::string_view, std::string_view>& names) {
   if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
@@ -387,8 +431,11 @@ std::string llama_tensor_path(const std::string& name, const std::string& archit
       {"output.weight", "output"},    {"lm_head.weight", "output"},
   };
   if (const auto it = globals.find(name); it != globals.end()) return std::string(it->second);
-  if (auto path = layer_path(name, "blk.", gguf_layer_names())) return *path;
-  const auto& hf = architecture == "gemma3" ? hf_gemma3_layer_names() : hf_layer_names();
+  const bool qwen2 = architecture == "qwen2";
+  if (auto path = layer_path(name, "blk.", qwen2 ? gguf_qwen2_layer_names() : gguf_layer_names())) return *path;
+  const auto& hf = architecture == "gemma3" ? hf_gemma3_layer_names()
+                   : qwen2                  ? hf_qwen2_layer_names()
+                                            : hf_layer_names();
   // A multimodal Gemma 3 keeps its language model under language_model.
   for (const char* prefix : {"model.layers.", "language_model.model.layers."})
     if (auto path = layer_path(name, prefix, hf)) return *path;

@@ -1,9 +1,10 @@
 // Chat formatting without a Jinja engine: the templates of the models IRON runs are recognised by
 // their markers and rendered directly. ChatML (SmolLM2, Qwen): SmolLM2's template (and others
-// like it) inserts a default system message when the conversation does not start with one; that
-// message is read out of the template. Gemma: turns between <start_of_turn> and <end_of_turn>,
-// the assistant called "model", a system message folded into the first user turn.
+// like it) and Qwen2.5's insert a default system message when the conversation does not start
+// with one; that message is read out of the template. Gemma: turns between <start_of_turn> and
+// <end_of_turn>, the assistant called "model", a system message folded into the first user turn.
 #include <algorithm>
+#include <string_view>
 
 #include "iron/error.hpp"
 #include "iron/text/tokenizer.hpp"
@@ -29,26 +30,58 @@ std::optional<std::string> read_string_literal(const std::string& s, size_t pos)
   return std::nullopt;
 }
 
-/// The default system turn of a ChatML template: the text the template prints when the first
-/// message is not a system one ({% if ... messages[0]['role'] != 'system' %}{{ '...' }}).
-std::optional<std::string> default_system_turn(const std::string& tmpl) {
-  size_t cond = std::string::npos;
-  for (const char* form : {"['role'] != 'system'", "[\"role\"] != \"system\"", ".role != 'system'",
-                           ".role != \"system\""}) {
-    cond = std::min(cond, tmpl.find(form));
+/// Where the next Jinja tag `{% keyword` (or `{%- keyword`) at or after `from` starts, or npos.
+size_t find_tag(const std::string& tmpl, std::string_view keyword, size_t from) {
+  for (size_t at = tmpl.find("{%", from); at != std::string::npos; at = tmpl.find("{%", at + 2)) {
+    size_t i = at + 2;
+    if (i < tmpl.size() && (tmpl[i] == '-' || tmpl[i] == '+')) ++i;
+    while (i < tmpl.size() && (tmpl[i] == ' ' || tmpl[i] == '\t' || tmpl[i] == '\n')) ++i;
+    if (tmpl.compare(i, keyword.size(), keyword) != 0) continue;
+    const size_t after = i + keyword.size();
+    if (after < tmpl.size() && (tmpl[after] == ' ' || tmpl[after] == '-' || tmpl[after] == '%' || tmpl[after] == '\n'))
+      return at;
   }
-  if (cond == std::string::npos) return std::nullopt;
-  const size_t block_end = tmpl.find("{% endif", cond);
-  const size_t marker = tmpl.find("<|im_start|>system", cond);
-  if (marker == std::string::npos || marker > block_end) {
-    value_error("chat template: the default system message could not be read from the template");
-  }
+  return std::string::npos;
+}
+
+/// The string literal holding "<|im_start|>system" in tmpl[from, to), undone of its escapes and
+/// checked to start with it, or nullopt when that stretch has no such marker.
+std::optional<std::string> system_literal(const std::string& tmpl, size_t from, size_t to) {
+  const size_t marker = tmpl.find("<|im_start|>system", from);
+  if (marker == std::string::npos || marker > to) return std::nullopt;
   const size_t quote = tmpl.find_last_of("'\"", marker);
   const auto literal = quote == std::string::npos ? std::nullopt : read_string_literal(tmpl, quote);
   if (!literal || literal->find("<|im_start|>system") != 0) {
     value_error("chat template: the default system message could not be read from the template");
   }
   return literal;
+}
+
+/// The default system turn of a ChatML template: the text the template prints when the first
+/// message is not a system one. SmolLM2's form prints it under
+/// {% if messages[0]['role'] != 'system' %}; Qwen2.5's in the {% else %} of
+/// {%- if messages[0]['role'] == 'system' %} (the first such block with a system turn there: its
+/// tools branch has one whose else holds only the text, the turn's start written before it).
+std::optional<std::string> default_system_turn(const std::string& tmpl) {
+  size_t cond = std::string::npos;
+  for (const char* form : {"['role'] != 'system'", "[\"role\"] != \"system\"", ".role != 'system'",
+                           ".role != \"system\""}) {
+    cond = std::min(cond, tmpl.find(form));
+  }
+  if (cond != std::string::npos) {
+    const auto literal = system_literal(tmpl, cond, find_tag(tmpl, "endif", cond));
+    if (!literal) value_error("chat template: the default system message could not be read from the template");
+    return literal;
+  }
+  for (const char* form : {"messages[0]['role'] == 'system'", "messages[0][\"role\"] == \"system\"",
+                           "messages[0].role == 'system'", "messages[0].role == \"system\""}) {
+    for (size_t at = tmpl.find(form); at != std::string::npos; at = tmpl.find(form, at + 1)) {
+      const size_t otherwise = find_tag(tmpl, "else", at), endif = find_tag(tmpl, "endif", at);
+      if (otherwise == std::string::npos || endif == std::string::npos || otherwise > endif) continue;
+      if (auto literal = system_literal(tmpl, otherwise, endif)) return literal;
+    }
+  }
+  return std::nullopt;
 }
 
 std::string chatml_turn(const ChatMessage& m) {

@@ -205,8 +205,10 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
       value_error("tokenizer.json: unsupported model type \"" + escaped(kind) +
                   "\" (BPE or WordPiece)");
     }
-    if (root.contains("normalizer") && !root["normalizer"].is_null()) {
-      value_error("tokenizer.json: normalizers are not supported (found " +
+    // NFC (Qwen2's) is the one normaliser a byte-level model may have here.
+    const bool nfc = type_of(root.value("normalizer", json())) == "NFC";
+    if (root.contains("normalizer") && !root["normalizer"].is_null() && !nfc) {
+      value_error("tokenizer.json: normalizers other than NFC are not supported (found " +
                   escaped(type_of(root["normalizer"])) + ")");
     }
     if (model.value("byte_fallback", false)) {
@@ -221,6 +223,7 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
     data.model = "gpt2";
     data.pre = pre_tokenizer_name(root.value("pre_tokenizer", json()));
     data.ignore_merges = model.value("ignore_merges", false);
+    data.nfc = nfc;
 
     std::vector<std::optional<std::string>> by_id;
     std::vector<int32_t> types;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "iron/error.hpp"
+#include "text/nfc.hpp"
 #include "text/tokenizer_impl.hpp"
 #include "text/unicode.hpp"
 
@@ -169,6 +170,9 @@ Tokenizer Tokenizer::build(TokenizerData data) {
   t.add_bos = data.add_bos.value_or(spm);
   t.add_space_prefix = data.add_space_prefix.value_or(spm);
   t.ignore_merges = data.ignore_merges;
+  if (data.nfc && t.kind != ModelKind::byte_level_bpe)
+    value_error("tokenizer: NFC normalisation is implemented for byte-level BPE only");
+  t.nfc = data.nfc;
   t.chat_template = std::move(data.chat_template);
   t.byte_token.fill(-1);
   t.byte_char_token.fill(-1);
@@ -283,6 +287,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
       t.encode_sentencepiece(replace_all(s, " ", kSpaceMarker), out);
     } else if (t.kind == ModelKind::wordpiece) {
       t.encode_wordpiece(piece, out);
+    } else if (t.nfc) {
+      t.encode_byte_level(detail::nfc(piece), out);
     } else {
       t.encode_byte_level(piece, out);
     }

@@ -35,6 +35,7 @@ struct Tokenizer::Impl {
   bool add_bos = false;
   bool add_space_prefix = false;
   bool ignore_merges = false;
+  bool nfc = false;  // byte-level text normalised to NFC before it is pre-tokenised
   std::optional<std::string> chat_template;
   std::vector<int32_t> end_ids;
 

@@ -144,7 +144,7 @@ TEST(DescribeCheckpoint, BrokenModelMetadataIsReportedNotThrown) {
   const std::string other_path = write_temp_file("describe_bert.gguf", other.build());
   const std::string other_text = describe_checkpoint(other_path);
   std::filesystem::remove(other_path);
-  expect_contains(other_text, "model: architecture \"bert\" (not one IRON runs: llama, gemma3)\n");
+  expect_contains(other_text, "model: architecture \"bert\" (not one IRON runs: llama, gemma3, qwen2)\n");
 }
 
 TEST(DescribeCheckpoint, SafetensorsWithConfig) {

@@ -1,12 +1,14 @@
 // The tokenizers of the test models against independent references: the golden files
 // scripts/tokenizer_golden.py writes (Hugging Face `tokenizers` for SmolLM2, a plain
 // SentencePiece re-implementation checked against llama2.c's known outputs for stories260K,
-// Google's `sentencepiece` library on Gemma 3's vocabulary, itself checked against llama.cpp).
+// Google's `sentencepiece` library on Gemma 3's vocabulary, itself checked against llama.cpp;
+// Hugging Face `tokenizers` on Qwen2.5's vocabulary and merges, jinja2 for its chat template).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "io/io_test_util.hpp"
 #include "iron/error.hpp"
@@ -22,6 +24,7 @@ using nlohmann::json;
 const std::string kStories = io::testing::stories_path();
 const std::string kSmolLM2 = io::testing::local_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
 const std::string kGemma3 = io::testing::local_model_path("gemma-3-270m-q4_k_m.gguf");
+const std::string kQwen2 = io::testing::local_model_path("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
 
 json golden(const std::string& name) {
   std::ifstream in(std::string(IRON_SOURCE_DIR) + "/tests/golden/tokenizer_" + name + ".json");
@@ -40,6 +43,11 @@ const Tokenizer& smollm2() {
 
 const Tokenizer& gemma3() {
   static const Tokenizer t = tokenizer_from_gguf(io::GgufFile::open(kGemma3));
+  return t;
+}
+
+const Tokenizer& qwen2() {
+  static const Tokenizer t = tokenizer_from_gguf(io::GgufFile::open(kQwen2));
   return t;
 }
 
@@ -244,6 +252,115 @@ TEST(Gemma3Tokenizer, Metadata) {
   // No space prefix: "Hello" and " Hello" are different tokens.
   EXPECT_NE(t.encode("Hello", false), t.encode(" Hello", false));
   EXPECT_EQ(t.encode("<start_of_turn>", false), (std::vector<int32_t>{105}));
+}
+
+// Qwen2.5 (scripts/fetch-model.sh qwen0.5b): 230 texts (code, CJK, emoji, every special token,
+// whitespace and digit runs, random strings) as Hugging Face `tokenizers` encodes them with the
+// GGUF's vocabulary, merges and Qwen2's pre-tokenizer regex; special tokens parsed, no BOS.
+TEST(Qwen2Tokenizer, MatchesHuggingFaceTokenizers) {
+  SKIP_WITHOUT(kQwen2);
+  const json g = golden("qwen2");
+  ASSERT_GE(g["cases"].size(), 150u);
+  expect_golden_cases(qwen2(), g["cases"], false, true, {});
+}
+
+TEST(Qwen2Tokenizer, Metadata) {
+  SKIP_WITHOUT(kQwen2);
+  const Tokenizer& t = qwen2();
+  EXPECT_EQ(t.vocab_size(), 151936);
+  EXPECT_EQ(t.eos_id(), 151645);  // <|im_end|>
+  EXPECT_EQ(t.bos_id(), 151643);  // <|endoftext|>
+  EXPECT_FALSE(t.add_bos_by_default());
+  EXPECT_TRUE(t.is_end(*t.find_token("<|im_end|>")));
+  EXPECT_TRUE(t.is_end(*t.find_token("<|endoftext|>")));
+  EXPECT_FALSE(t.is_end(*t.find_token("<|im_start|>")));
+  EXPECT_EQ(t.token_type(*t.find_token("<tool_call>")), TokenType::user_defined);
+  EXPECT_EQ(t.token_type(151665), TokenType::unused);  // [PAD151665], padding the matrix to 151936
+  EXPECT_EQ(t.token_text(*t.find_token("\xC4\xA0the")), " the");  // "Ġthe"
+  // Qwen2's pre-tokenizer takes digits one at a time (GPT-2's takes runs).
+  EXPECT_EQ(t.encode("2024", false).size(), 4u);
+}
+
+TEST(Qwen2Tokenizer, ControlTokensOnlyWithParseSpecialUserDefinedAlways) {
+  SKIP_WITHOUT(kQwen2);
+  const Tokenizer& t = qwen2();
+  const int32_t im_start = *t.find_token("<|im_start|>"), tool_call = *t.find_token("<tool_call>");
+  EXPECT_EQ(t.encode("<|im_start|>", false), (std::vector<int32_t>{im_start}));
+  const auto literal = t.encode("<|im_start|>", false, /*parse_special=*/false);
+  EXPECT_GT(literal.size(), 1u);
+  EXPECT_EQ(t.decode(literal), "<|im_start|>");
+  // A user-defined token (not special in Qwen's tokenizer.json) is one token either way.
+  EXPECT_EQ(t.encode("<tool_call>", false, false), (std::vector<int32_t>{tool_call}));
+  // An unused padding token's text is plain text.
+  EXPECT_GT(t.encode("[PAD151665]", false).size(), 1u);
+  EXPECT_EQ(t.decode({im_start, 151645, 151643}, {.skip_special = true}), "");
+}
+
+// Each conversation of the golden as jinja2 renders Qwen2.5's template (the default system
+// message "You are Qwen, created by Alibaba Cloud. You are a helpful assistant." where the first
+// message is not a system one, a later system message as a turn of its own).
+TEST(Qwen2Tokenizer, ChatTemplateMatchesJinja) {
+  SKIP_WITHOUT(kQwen2);
+  const json chats = golden("qwen2")["chats"];
+  ASSERT_GE(chats.size(), 5u);
+  for (const json& chat : chats) {
+    std::vector<ChatMessage> messages;
+    for (const json& m : chat["messages"]) messages.push_back({m["role"], m["content"]});
+    EXPECT_EQ(qwen2().apply_chat_template(messages, chat["add_generation_prompt"].get<bool>()),
+              chat["rendered"].get<std::string>())
+        << chat["messages"].dump();
+  }
+  EXPECT_EQ(recognise_chat_template(qwen2().chat_template()), ChatFormat::chatml);
+}
+
+// Qwen2's vocabulary as a Hugging Face tokenizer.json as Qwen writes it (an NFC normalizer, its
+// Split regex and ByteLevel, control tokens special and the user-defined ones not) encodes as
+// `tokenizers` does with that normalizer: as the GGUF's tokenizer, but where NFC changes a text
+// (ids_nfc in the golden).
+TEST(Qwen2Tokenizer, HuggingFaceTokenizerJsonLoadsTheSameTokenizer) {
+  SKIP_WITHOUT(kQwen2);
+  const TokenizerData d = tokenizer_data_from_gguf(io::GgufFile::open(kQwen2));
+  json vocab = json::object();
+  json added = json::array();
+  for (size_t i = 0; i < d.tokens.size(); ++i) {
+    if (d.token_types[i] == 1) vocab[d.tokens[i]] = i;
+    if (d.token_types[i] == 3 || d.token_types[i] == 4)
+      added.push_back({{"id", i}, {"content", d.tokens[i]}, {"special", d.token_types[i] == 3}});
+  }
+  const json root = {
+      {"added_tokens", added},
+      {"normalizer", {{"type", "NFC"}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         json::array({{{"type", "Split"},
+                       {"pattern",
+                        {{"Regex",
+                          "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+                          "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
+                       {"behavior", "Isolated"},
+                       {"invert", false}},
+                      {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", d.merges}}}};
+  const auto dir = std::filesystem::temp_directory_path() / ("iron_hf_qwen2_json_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << root.dump();
+  std::ofstream(dir / "tokenizer_config.json")
+      << json{{"eos_token", "<|im_end|>"}, {"pad_token", "<|endoftext|>"}, {"chat_template", *d.chat_template}}.dump();
+  const Tokenizer t = from_hf_tokenizer_json((dir / "tokenizer.json").string());
+  std::filesystem::remove_all(dir);
+  // The 271 unused padding rows are not in a tokenizer.json: its vocabulary ends at 151664.
+  EXPECT_EQ(t.vocab_size(), 151665);
+  EXPECT_EQ(t.eos_id(), 151645);
+  const json cases = golden("qwen2")["cases"];
+  int normalised = 0;
+  for (const json& c : cases) {
+    normalised += c.contains("ids_nfc");
+    EXPECT_EQ(t.encode(c["text"].get<std::string>(), false),
+              c.value("ids_nfc", c["ids"]).get<std::vector<int32_t>>())
+        << escaped(c["text"].get<std::string>());
+  }
+  EXPECT_GE(normalised, 5);
 }
 
 }  // namespace

@@ -412,8 +412,9 @@ TEST(HfTokenizerJson, RefusesWhatItCannotRun) {
   };
   const Case cases[] = {
       {"wp.json", R"({"model": {"type": "WordPiece", "vocab": {}}})", "WordPiece"},
-      {"norm.json", R"({"normalizer": {"type": "NFC"}, "model": {"type": "BPE", "vocab": {}, "merges": []}})",
-       "NFC"},
+      // NFC is the one normaliser taken (Qwen2's); NFKC and the rest are refused.
+      {"norm.json", R"({"normalizer": {"type": "NFKC"}, "model": {"type": "BPE", "vocab": {}, "merges": []}})",
+       "NFKC"},
       {"pre.json",
        R"({"pre_tokenizer": {"type": "Whitespace"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})",
        "Whitespace"},

@@ -1,7 +1,7 @@
 // What every decoder family shares as an IRON graph, like any user's: a prefill version over a
 // chunk of up to `chunk` prompt rows (bounded per call) and a decode version for one row, over
 // one KV cache per layer. Both sample the next token on the device and carry it and the position
-// into the next call, so decoding runs in a CarriedLoop. A family (llama.hpp, gemma3.hpp) adds
+// into the next call, so decoding runs in a CarriedLoop. A family (llama.hpp, gemma3.hpp, qwen2.hpp) adds
 // its blocks; the embedding, the classifier, sampling, the carried values and the cache writes
 // are here, once.
 #pragma once
@@ -148,7 +148,7 @@ class DecoderModel : public Graph {
   Outputs batch_body();
 };
 
-/// The graph of `config`'s family (config.architecture: "llama" or "gemma3").
+/// The graph of `config`'s family (config.architecture: "llama", "gemma3" or "qwen2").
 std::unique_ptr<DecoderModel> make_decoder(const LlamaConfig& config, const LlamaOptions& options = {});
 
 }  // namespace iron::models

@@ -33,7 +33,8 @@ struct LlamaConfig {
   std::string rope_mode = "adjacent";
   int64_t rope_dims = 0;         // rotated dims per head (usually head_dim)
   bool tied_embeddings = false;  // no separate output weight: the classifier is the embedding
-  /// "llama" (Llama, SmolLM2, TinyLlama...) or "gemma3" (Gemma 3's blocks: gemma3.hpp).
+  /// "llama" (Llama, SmolLM2, TinyLlama...), "gemma3" (Gemma 3's blocks: gemma3.hpp) or "qwen2"
+  /// (Qwen2 and Qwen2.5: Llama's blocks with a bias on q, k and v; qwen2.hpp).
   std::string architecture = "llama";
 
   // Gemma 3. Where a checkpoint leaves these out, kGemma3Defaults gives Gemma 3's published values.
@@ -60,7 +61,11 @@ struct Gemma3Defaults {
 };
 inline constexpr Gemma3Defaults kGemma3Defaults{};
 
-/// Reads `general.architecture` ("llama" or "gemma3") and its hyperparameters, e.g. `llama.*`:
+/// Qwen2's RMSNorm epsilon where a GGUF leaves it out (transformers' Qwen2Config default, and
+/// what every Qwen2 and Qwen2.5 checkpoint sets).
+inline constexpr double kQwen2DefaultRmsEps = 1e-6;
+
+/// Reads `general.architecture` ("llama", "gemma3" or "qwen2") and its hyperparameters, e.g. `llama.*`:
 /// block_count, embedding_length, attention.head_count, feed_forward_length and context_length
 /// are required; attention.head_count_kv (default: head_count), attention.key_length (default:
 /// embedding_length / head_count), rope.dimension_count (default: head_dim), rope.freq_base
@@ -69,7 +74,9 @@ inline constexpr Gemma3Defaults kGemma3Defaults{};
 /// of token_embd.weight. Tied when there is no output.weight tensor. Every count is checked;
 /// a value error names the file and the key. For gemma3 also `gemma3.attention.sliding_window`,
 /// with kGemma3Defaults for the rest; RoPE pairs halves (llama.cpp's NEOX mode), and the norm
-/// weights are read as stored (llama.cpp's converter has already added Gemma's 1 to them).
+/// weights are read as stored (llama.cpp's converter has already added Gemma's 1 to them). qwen2
+/// reads llama's keys (rms epsilon default kQwen2DefaultRmsEps) and pairs halves, as llama.cpp's
+/// NEOX mode (its converter leaves Qwen2's q and k rows as Hugging Face has them).
 LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf);
 
 /// Reads a Hugging Face config.json of a Llama model (model_type "llama" when given) or a Gemma 3
@@ -80,7 +87,8 @@ LlamaConfig llama_config_from_gguf(const io::GgufFile& gguf);
 /// max_position_embeddings are required; num_key_value_heads (default: num_attention_heads),
 /// head_dim (default: hidden_size / num_attention_heads), rope_theta (default 10000),
 /// rms_norm_eps (default 1e-6, as transformers) and tie_word_embeddings (default false) are
-/// optional. RoPE scaling is refused. rope_mode is "halves".
+/// optional. RoPE scaling is refused. rope_mode is "halves". model_type "qwen2" reads as Llama's
+/// (hidden_act, when given, must be silu; use_sliding_window true is refused).
 LlamaConfig llama_config_from_hf(const nlohmann::json& config);
 
 /// Checks the counts: positive, heads % kv_heads == 0, dim == heads * head_dim, rope_dims even
@@ -97,7 +105,8 @@ void validate(const LlamaConfig& config, const std::string& where = "llama confi
 /// Gemma 3 (`architecture` "gemma3") adds attn.q_norm, attn.k_norm, post_attn_norm and
 /// post_ffn_norm, and names its Hugging Face norms as Gemma does (post_attention_layernorm is
 /// then the norm after attention, pre_feedforward_layernorm the feed-forward's); its Hugging Face
-/// norm weights w become 1 + w, as GGUF stores them.
+/// norm weights w become 1 + w, as GGUF stores them. Qwen2 (`architecture` "qwen2") adds
+/// attn.q_bias, attn.k_bias and attn.v_bias (GGUF "attn_q.bias", HF "self_attn.q_proj.bias"...).
 StateDict llama_state_dict(const StateDict& checkpoint, const std::string& architecture = "llama");
 
 /// The model path of one checkpoint tensor name, or the name itself when it is not a known name.

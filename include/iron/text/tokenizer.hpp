@@ -51,6 +51,9 @@ struct TokenizerData {
   std::optional<bool> add_bos;           // default: true for llama, false for gpt2
   std::optional<bool> add_space_prefix;  // default: true for llama, false for gpt2
   bool ignore_merges = false;  // gpt2: a word that is a whole token is not merged (HF's flag)
+  /// gpt2: the text between special tokens is put in Unicode NFC first (a tokenizer.json's NFC
+  /// normalizer, Qwen2's; llama.cpp does not normalise, so a GGUF's tokenizer never does).
+  bool nfc = false;
   std::optional<std::string> chat_template;
   // wordpiece: bos_id and eos_id are the post-processor's [CLS] and [SEP], unk_id is required.
   WordPieceOptions wordpiece;
