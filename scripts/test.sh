@@ -31,6 +31,7 @@ scripts/install-deps.sh
 scripts/fetch-model.sh          # SmolLM2-135M-Instruct (Q4_1)
 scripts/fetch-model.sh gemma3   # Gemma 3 270M (Q4_K_M): its logits and tokenizer tests
 scripts/fetch-model.sh minilm   # all-MiniLM-L6-v2: the encoder's tokenizer and embedding tests
+scripts/fetch-model.sh qwen0.5b # Qwen2.5-Coder-0.5B (Q4_K_M): its logits, tokenizer and chat tests
 # The Release build includes the Python extension (python/src/, one library build for both), and
 # its ctest runs the pytest suite as the test python_pytest (any pytest status but 0 fails it).
 py=$(scripts/python-env.sh nanobind numpy pytest)
