@@ -67,7 +67,9 @@ int run_command_line(const std::vector<std::string>& args, bool execute, std::os
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e, out, err);
   } catch (const CLI::ParseError& e) {
-    return fail(e.what());
+    // CLI11 quotes the words it refuses as given: escaped (invalid UTF-8, control characters) and
+    // cut, as every other message is.
+    return fail(escaped(e.what(), 300));
   } catch (const Error& e) {
     return fail(e.what());
   } catch (const std::bad_alloc&) {
