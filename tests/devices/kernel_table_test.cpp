@@ -36,7 +36,7 @@ std::string choice(const cpu::Features& f, const std::string& op, const std::str
   return "";
 }
 // How the chosen kernel computes the step (KernelEntry::describes), empty where it says nothing.
-std::string how(const cpu::Features& f, const std::string& op, const std::string& step) {
+[[maybe_unused]] std::string how(const cpu::Features& f, const std::string& op, const std::string& step) {
   for (const ops::KernelReportLine& line : ops::choose_cpu_kernels(f))
     if (line.step.op == op && line.step.step == step) return line.how;
   ADD_FAILURE() << "no step '" << step << "' of " << op << " in the report";
