@@ -9,7 +9,6 @@
 #include "iron/functional.hpp"
 #include "iron/models/gemma3.hpp"
 #include "iron/models/llama.hpp"
-#include "iron/models/qwen2.hpp"
 
 namespace iron::models {
 
@@ -221,7 +220,6 @@ Outputs DecoderModel::body() {
 
 std::unique_ptr<DecoderModel> make_decoder(const LlamaConfig& config, const LlamaOptions& options) {
   if (config.architecture == "gemma3") return std::make_unique<Gemma3Model>(config, options);
-  if (config.architecture == "qwen2") return std::make_unique<Qwen2Model>(config, options);
   return std::make_unique<LlamaModel>(config, options);
 }
 

@@ -16,7 +16,13 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c)
     : q(param("q", {c.heads * c.head_dim, c.dim}, kWeights)),
       k(param("k", {c.kv_heads * c.head_dim, c.dim}, kWeights)),
       v(param("v", {c.kv_heads * c.head_dim, c.dim}, kWeights)),
-      o(param("o", {c.dim, c.heads * c.head_dim}, kWeights)) {}
+      o(param("o", {c.dim, c.heads * c.head_dim}, kWeights)) {
+  if (c.architecture == "qwen2") {
+    q_bias = param("q_bias", {c.heads * c.head_dim}, f32);
+    k_bias = param("k_bias", {c.kv_heads * c.head_dim}, f32);
+    v_bias = param("v_bias", {c.kv_heads * c.head_dim}, f32);
+  }
+}
 
 LlamaFeedForward::LlamaFeedForward(const LlamaConfig& c)
     : gate(param("gate", {c.ffn, c.dim}, kWeights)),
@@ -31,7 +37,7 @@ LlamaBlock::LlamaBlock(const LlamaConfig& c, const LlamaOptions& options)
       ffn(child<LlamaFeedForward>("ffn", c)) {}
 
 LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaOptions& options)
-    : DecoderModel("llama", config, options) {
+    : DecoderModel(config.architecture == "qwen2" ? "qwen2" : "llama", config, options) {
   layers = children<LlamaBlock>("layers", int(config_.layers), config_, options_);
   rope_table = weight("rope_table", rope_cos_sin_table(config_.rope_base));
 }
@@ -47,9 +53,13 @@ Handle LlamaModel::block(size_t layer, Handle x, const Rows& at, int64_t n) {
   // query row attends to the cache up to its own position. The three projections first, then
   // both turns: each group reads only what the one before it wrote, so it runs as one phase
   // between two barriers.
-  const CacheRows cache = cache_rows(b, at, n);
-  Handle q_lin = F::linear(h, b.attn.q, {}, p), k_lin = F::linear(h, b.attn.k, {}, p);
-  Handle v = F::linear(h, b.attn.v, {}, p, {}, cache.v_into);
+  // Qwen2's biases the planner folds into the merged projection. A biased value cannot be written
+  // into the cache by its matmul (functional::linear refuses the pair): attend() copies it there.
+  auto bias = [](const std::optional<Param>& held) { return held ? Handle(*held) : Handle(); };
+  CacheRows cache = cache_rows(b, at, n);
+  if (b.attn.v_bias) cache.v_into = {};
+  Handle q_lin = F::linear(h, b.attn.q, bias(b.attn.q_bias), p), k_lin = F::linear(h, b.attn.k, bias(b.attn.k_bias), p);
+  Handle v = F::linear(h, b.attn.v, bias(b.attn.v_bias), p, {}, cache.v_into);
   Handle q = F::rope_cos_sin(heads(q_lin, c.heads, x, n), table, c.rope_mode);
   Handle k = F::rope_cos_sin(heads(k_lin, c.kv_heads, x, n), table, c.rope_mode, cache.k_into);
   Handle attended = attend(b, cache, q, k, heads(v, c.kv_heads, x, n), at);

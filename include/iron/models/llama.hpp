@@ -1,6 +1,9 @@
 // The Llama family as an IRON graph (decoder.hpp holds what every family shares): RMSNorm before
 // attention and the SwiGLU feed-forward, RoPE on queries and keys, grouped-query attention.
+// Qwen2 and Qwen2.5 are this block with a bias on each of q, k and v (architecture "qwen2").
 #pragma once
+
+#include <optional>
 
 #include "iron/models/decoder.hpp"
 
@@ -10,6 +13,9 @@ class LlamaAttention : public Module {
  public:
   explicit LlamaAttention(const LlamaConfig& c);
   Param q, k, v, o;
+  // Qwen2's biases of q, k and v ((heads * head_dim,), then (kv_heads * head_dim,) twice);
+  // absent for Llama.
+  std::optional<Param> q_bias, k_bias, v_bias;
 };
 
 class LlamaFeedForward : public Module {
