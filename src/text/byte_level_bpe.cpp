@@ -182,27 +182,10 @@ uint64_t pair_key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) |
 
 }  // namespace
 
-void Tokenizer::Impl::encode_byte_level_word(std::string_view word,
-                                             std::vector<int32_t>& out) const {
-  if (ignore_merges) {
-    std::string mapped;
-    for (const char c : word) detail::append_utf8(mapped, detail::byte_to_unicode(uint8_t(c)));
-    if (const auto it = id_of.find(mapped); it != id_of.end()) {
-      out.push_back(it->second);
-      return;
-    }
-  }
+void Tokenizer::Impl::merge_by_rank(std::vector<int32_t>& ids) const {
   std::vector<Part> parts;
-  parts.reserve(word.size());
-  for (const char c : word) {
-    int32_t id = byte_char_token[uint8_t(c)];
-    if (id < 0) {
-      if (!unk) {
-        value_error("tokenizer: cannot encode byte " + std::to_string(int(uint8_t(c))) +
-                    ": the vocabulary has neither its byte-level character nor an unknown token");
-      }
-      id = *unk;
-    }
+  parts.reserve(ids.size());
+  for (const int32_t id : ids) {
     const int index = int(parts.size());
     parts.push_back({id, index - 1, index + 1});
   }
@@ -236,7 +219,35 @@ void Tokenizer::Impl::encode_byte_level_word(std::string_view word,
     try_pair(l.prev);
     try_pair(top.left);
   }
-  for (int i = 0; i >= 0; i = parts[size_t(i)].next) out.push_back(parts[size_t(i)].id);
+  ids.clear();
+  for (int i = 0; i >= 0; i = parts[size_t(i)].next) ids.push_back(parts[size_t(i)].id);
+}
+
+void Tokenizer::Impl::encode_byte_level_word(std::string_view word,
+                                             std::vector<int32_t>& out) const {
+  if (ignore_merges) {
+    std::string mapped;
+    for (const char c : word) detail::append_utf8(mapped, detail::byte_to_unicode(uint8_t(c)));
+    if (const auto it = id_of.find(mapped); it != id_of.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(word.size());
+  for (const char c : word) {
+    int32_t id = byte_char_token[uint8_t(c)];
+    if (id < 0) {
+      if (!unk) {
+        value_error("tokenizer: cannot encode byte " + std::to_string(int(uint8_t(c))) +
+                    ": the vocabulary has neither its byte-level character nor an unknown token");
+      }
+      id = *unk;
+    }
+    ids.push_back(id);
+  }
+  merge_by_rank(ids);
+  out.insert(out.end(), ids.begin(), ids.end());
 }
 
 void Tokenizer::Impl::encode_byte_level(std::string_view text, std::vector<int32_t>& out) const {

@@ -1,4 +1,5 @@
-// Hugging Face tokenizer.json (and tokenizer_config.json) for byte-level BPE models.
+// Hugging Face tokenizer.json (and tokenizer_config.json): byte-level BPE models, SentencePiece
+// BPE models in Hugging Face's form (Gemma's) and WordPiece models.
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -90,6 +91,29 @@ int64_t post_processor_token(const json& post, const json& item, const char* wha
   }
   value_error(std::string("tokenizer.json: the post_processor's ") + what +
               " token is not one special token with one id");
+}
+
+/// Whether `j` is a pattern of exactly the string `text` ({"String": text}).
+bool string_pattern(const json& j, const char* text) {
+  return j.is_object() && j.contains("pattern") && j["pattern"].is_object() &&
+         j["pattern"].contains("String") && j["pattern"]["String"] == text;
+}
+
+/// A SentencePiece model in Hugging Face's form (Gemma's tokenizer.json): a BPE model with byte
+/// fallback whose normalizer writes spaces as U+2581. Its pre-tokenizer, when present, splits at
+/// spaces, of which the normalised text has none; the model is run over the whole of it.
+void check_metaspace_bpe(const json& root) {
+  const json normalizer = root.value("normalizer", json());
+  if (!(type_of(normalizer) == "Replace" && string_pattern(normalizer, " ") &&
+        normalizer.value("content", "") == "\u2581")) {
+    value_error("tokenizer.json: a BPE model with byte_fallback needs the normalizer that writes spaces as "
+                "U+2581 (Replace \" \" by \"\u2581\"), found " + escaped(normalizer.dump(), 200));
+  }
+  const json pre = root.value("pre_tokenizer", json());
+  if (!pre.is_null() && !(type_of(pre) == "Split" && string_pattern(pre, " ") && !pre.value("invert", false))) {
+    value_error("tokenizer.json: a BPE model with byte_fallback takes no pre_tokenizer or a Split at spaces, not " +
+                escaped(pre.dump(), 200));
+  }
 }
 
 /// A WordPiece (BERT) tokenizer.json: vocab, [UNK], BertNormalizer, BertPreTokenizer and a
@@ -205,14 +229,15 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
       value_error("tokenizer.json: unsupported model type \"" + escaped(kind) +
                   "\" (BPE or WordPiece)");
     }
+    const json& byte_fallback = model.value("byte_fallback", json(false));
+    const bool metaspace = byte_fallback.is_boolean() && byte_fallback.get<bool>();
     // NFC (Qwen2's) is the one normaliser a byte-level model may have here.
     const bool nfc = type_of(root.value("normalizer", json())) == "NFC";
-    if (root.contains("normalizer") && !root["normalizer"].is_null() && !nfc) {
-      value_error("tokenizer.json: normalizers other than NFC are not supported (found " +
+    if (metaspace) {
+      check_metaspace_bpe(root);
+    } else if (root.contains("normalizer") && !root["normalizer"].is_null() && !nfc) {
+      value_error("tokenizer.json: a byte-level BPE model takes no normalizer but NFC (found " +
                   escaped(type_of(root["normalizer"])) + ")");
-    }
-    if (model.value("byte_fallback", false)) {
-      value_error("tokenizer.json: BPE with byte_fallback (SentencePiece style) is not supported");
     }
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
       if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty()) {
@@ -220,8 +245,9 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
       }
     }
     TokenizerData data;
-    data.model = "gpt2";
-    data.pre = pre_tokenizer_name(root.value("pre_tokenizer", json()));
+    data.model = metaspace ? "metaspace-bpe" : "gpt2";
+    if (!metaspace) data.pre = pre_tokenizer_name(root.value("pre_tokenizer", json()));
+    data.add_space_prefix = false;
     data.ignore_merges = model.value("ignore_merges", false);
     data.nfc = nfc;
 
@@ -264,6 +290,13 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
       data.tokens.push_back(std::move(*by_id[i]));
     }
     data.token_types = std::move(types);
+    // Byte fallback's tokens are the vocabulary's <0xNN> entries.
+    if (metaspace)
+      for (size_t i = 0; i < data.tokens.size(); ++i) {
+        const std::string& t = data.tokens[i];
+        if (data.token_types[i] == int32_t(TokenType::normal) && t.size() == 6 && t.rfind("<0x", 0) == 0 && t[5] == '>')
+          data.token_types[i] = int32_t(TokenType::byte);
+      }
     for (const json& merge : model.at("merges")) {
       if (merge.is_string()) {
         data.merges.push_back(merge.get<std::string>());
@@ -297,6 +330,19 @@ TokenizerData read_hf_tokenizer_json(const std::string& path) {
       if (config.contains("chat_template") && config["chat_template"].is_string()) {
         data.chat_template = config["chat_template"].get<std::string>();
       }
+    }
+    // What a sentence is wrapped in (an encoder's input) is the post-processor's to say.
+    const json post = root.value("post_processor", json());
+    if (metaspace && type_of(post) == "TemplateProcessing") {
+      const json& single = post.value("single", json());
+      if (!single.is_array() || single.size() != 3 || !single[1].is_object() || !single[1].contains("Sequence"))
+        value_error("tokenizer.json: the post_processor's single template is not <bos> $A <eos>");
+      const int64_t first = post_processor_token(post, single[0], "first"),
+                    last = post_processor_token(post, single[2], "last");
+      if (first < 0 || last < 0 || size_t(first) >= data.tokens.size() || size_t(last) >= data.tokens.size())
+        value_error("tokenizer.json: the post_processor's first or last id is outside the vocabulary");
+      data.bos_id = int32_t(first);
+      data.eos_id = int32_t(last);
     }
     return data;
   } catch (const json::exception& e) {

@@ -1,6 +1,9 @@
 // SentencePiece BPE as llama.cpp runs it for "llama" vocabularies: start from UTF-8 characters,
 // repeatedly merge the adjacent pair whose concatenation is the highest-scoring piece (leftmost
-// on ties), then spell any character the vocabulary lacks as byte tokens <0xNN>.
+// on ties), then spell any character the vocabulary lacks as byte tokens <0xNN>. And the same
+// kind of model as Hugging Face's tokenizer.json writes it (encode_metaspace): ranked merges in
+// place of scores, and the byte tokens spelled before merging, as its BPE model does.
+#include <algorithm>
 #include <queue>
 
 #include "iron/error.hpp"
@@ -88,6 +91,32 @@ void Tokenizer::Impl::encode_sentencepiece(std::string_view text, std::vector<in
       }
     }
   }
+}
+
+void Tokenizer::Impl::encode_metaspace(std::string_view text, std::vector<int32_t>& out) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const uint32_t len = detail::decode_utf8(text, i).len;
+    if (const auto it = id_of.find(std::string(text.substr(i, len))); it != id_of.end()) {
+      ids.push_back(it->second);
+    } else {
+      // Every byte's token, or (when one is missing) the unknown token for the character.
+      const std::string_view bytes = text.substr(i, len);
+      const bool spelled = std::all_of(bytes.begin(), bytes.end(), [&](char c) { return byte_token[uint8_t(c)] >= 0; });
+      if (spelled) {
+        for (const char c : bytes) ids.push_back(byte_token[uint8_t(c)]);
+      } else if (unk) {
+        ids.push_back(*unk);
+      } else {
+        value_error("tokenizer: cannot encode a character of " + std::to_string(len) +
+                    " bytes: the vocabulary has neither it, its byte tokens nor an unknown token");
+      }
+    }
+    i += len;
+  }
+  merge_by_rank(ids);
+  out.insert(out.end(), ids.begin(), ids.end());
 }
 
 }  // namespace iron::text

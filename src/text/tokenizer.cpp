@@ -108,13 +108,15 @@ Tokenizer Tokenizer::build(TokenizerData data) {
   if (n > size_t(INT32_MAX)) value_error("tokenizer: the vocabulary is too large");
   if (data.model == "llama") {
     t.kind = ModelKind::sentencepiece_bpe;
+  } else if (data.model == "metaspace-bpe") {
+    t.kind = ModelKind::metaspace_bpe;
   } else if (data.model == "gpt2") {
     t.kind = ModelKind::byte_level_bpe;
   } else if (data.model == "wordpiece") {
     t.kind = ModelKind::wordpiece;
   } else {
     value_error("tokenizer: unsupported tokenizer model \"" + escaped(data.model) +
-                "\" (supported: llama, gpt2, wordpiece)");
+                "\" (supported: llama, metaspace-bpe, gpt2, wordpiece)");
   }
   if (t.kind == ModelKind::wordpiece) {
     if (!data.unk_id) value_error("tokenizer: a WordPiece model needs an unknown token");
@@ -154,6 +156,7 @@ Tokenizer Tokenizer::build(TokenizerData data) {
   check_optional_id(data.pad_id, "padding", n);
 
   const bool spm = t.kind == ModelKind::sentencepiece_bpe;
+  const bool metaspace = t.kind == ModelKind::metaspace_bpe;
   const bool wordpiece = t.kind == ModelKind::wordpiece;
   t.tokens = std::move(data.tokens);
   t.scores = data.scores.empty() ? std::vector<float>(n, 0.0f) : std::move(data.scores);
@@ -199,7 +202,7 @@ Tokenizer Tokenizer::build(TokenizerData data) {
                        ? s.substr(prefix.size())
                        : " " + s;
     } else if (type == TokenType::normal) {
-      t.texts[i] = spm ? replace_all(s, kSpaceMarker, " ") : byte_level_bytes(s);
+      t.texts[i] = spm || metaspace ? replace_all(s, kSpaceMarker, " ") : byte_level_bytes(s);
     } else if (type == TokenType::user_defined && spm) {
       t.texts[i] = replace_all(s, kSpaceMarker, " ");
     } else {
@@ -227,7 +230,9 @@ Tokenizer Tokenizer::build(TokenizerData data) {
       return t.tokens[size_t(a)].size() > t.tokens[size_t(b)].size();
     });
   }
-  if (t.kind == ModelKind::byte_level_bpe) build_merges(t, data.merges);
+  if (t.kind == ModelKind::byte_level_bpe || metaspace) build_merges(t, data.merges);
+  if (metaspace && std::count(t.byte_token.begin(), t.byte_token.end(), -1) > 0)
+    value_error("tokenizer: a BPE model with byte fallback needs all 256 byte tokens <0x00> .. <0xFF>");
 
   if (t.eos) t.end_ids.push_back(*t.eos);
   for (const char* end_text : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>"}) {
@@ -281,10 +286,15 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
   bool after_special = true;
   const auto encode_text = [&](std::string_view piece) {
     if (piece.empty()) return;
-    if (t.kind == ModelKind::sentencepiece_bpe) {
+    if (t.kind == ModelKind::sentencepiece_bpe || t.kind == ModelKind::metaspace_bpe) {
       std::string s = (t.add_space_prefix && after_special) ? " " : "";
       s += piece;
-      t.encode_sentencepiece(replace_all(s, " ", kSpaceMarker), out);
+      s = replace_all(s, " ", kSpaceMarker);
+      if (t.kind == ModelKind::sentencepiece_bpe) {
+        t.encode_sentencepiece(s, out);
+      } else {
+        t.encode_metaspace(s, out);
+      }
     } else if (t.kind == ModelKind::wordpiece) {
       t.encode_wordpiece(piece, out);
     } else if (t.nfc) {
@@ -324,10 +334,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
 
 std::vector<int32_t> Tokenizer::encode_sentence(std::string_view text, size_t max_tokens) const {
   const Impl& t = *impl_;
-  if (t.kind != ModelKind::wordpiece || !t.bos || !t.eos) {
-    value_error("tokenizer: encode_sentence needs a WordPiece model with [CLS] and [SEP] tokens");
+  if (!t.bos || !t.eos) {
+    value_error("tokenizer: encode_sentence needs the tokens a sentence begins and ends with ([CLS] and [SEP], "
+                "<bos> and <eos>)");
   }
-  if (max_tokens < 2) value_error("tokenizer: encode_sentence needs room for [CLS] and [SEP]");
+  if (max_tokens < 2) value_error("tokenizer: encode_sentence needs room for the tokens a sentence begins and ends with");
   std::vector<int32_t> ids = encode(text, /*add_bos=*/false);
   if (ids.size() > max_tokens - 2) ids.resize(max_tokens - 2);
   ids.insert(ids.begin(), *t.bos);

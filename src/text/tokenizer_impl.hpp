@@ -14,7 +14,10 @@
 
 namespace iron::text {
 
-enum class ModelKind { sentencepiece_bpe, byte_level_bpe, wordpiece };
+// sentencepiece_bpe merges by score (GGUF "llama" vocabularies); metaspace_bpe is the same kind of
+// model in Hugging Face's form (spaces as U+2581, merges by rank, byte fallback: Gemma's
+// tokenizer.json).
+enum class ModelKind { sentencepiece_bpe, metaspace_bpe, byte_level_bpe, wordpiece };
 enum class PreTokenizerKind { none, gpt2, smollm, llama3, qwen2 };
 
 /// A gpt2 merge: the pair (left, right) becomes `result`; lower rank merges first.
@@ -47,7 +50,8 @@ struct Tokenizer::Impl {
   std::unordered_map<std::string, int32_t> piece_id;
   std::array<int32_t, 256> byte_token{};  // -1 when the vocabulary lacks <0xNN>
 
-  // Byte-level BPE: the token of each byte's character, and the merges by (left, right) ids.
+  // Byte-level and metaspace BPE: the token of each byte's character (byte-level), and the
+  // merges by (left, right) ids.
   std::array<int32_t, 256> byte_char_token{};  // -1 when missing
   std::unordered_map<uint64_t, MergeRule> merges;
 
@@ -67,8 +71,13 @@ struct Tokenizer::Impl {
   std::string_view decode_piece(int32_t id, const DecodeOptions& options, DecodeState& state) const;
   /// Appends the ids of a stretch of text holding no special tokens.
   void encode_sentencepiece(std::string_view text, std::vector<int32_t>& out) const;
+  /// Text whose spaces are already U+2581: each character's token (its UTF-8 bytes' <0xNN>
+  /// tokens when the vocabulary lacks it), then merge_by_rank.
+  void encode_metaspace(std::string_view text, std::vector<int32_t>& out) const;
   void encode_byte_level(std::string_view text, std::vector<int32_t>& out) const;
   void encode_byte_level_word(std::string_view word, std::vector<int32_t>& out) const;
+  /// Applies the merges to `ids`, lowest rank first and leftmost on ties, as Hugging Face's BPE.
+  void merge_by_rank(std::vector<int32_t>& ids) const;
   void encode_wordpiece(std::string_view text, std::vector<int32_t>& out) const;
   void encode_wordpiece_word(std::string_view word, std::vector<int32_t>& out) const;
 };

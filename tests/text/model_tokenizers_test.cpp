@@ -2,7 +2,9 @@
 // scripts/tokenizer_golden.py writes (Hugging Face `tokenizers` for SmolLM2, a plain
 // SentencePiece re-implementation checked against llama2.c's known outputs for stories260K,
 // Google's `sentencepiece` library on Gemma 3's vocabulary, itself checked against llama.cpp;
-// Hugging Face `tokenizers` on Qwen2.5's vocabulary and merges, jinja2 for its chat template).
+// Hugging Face `tokenizers` on Qwen2.5's vocabulary and merges, jinja2 for its chat template);
+// and the sentence encoders' tokenizer.json files against `tokenizers`
+// (scripts/encoder_tokenizer_golden.py).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -361,6 +363,37 @@ TEST(Qwen2Tokenizer, HuggingFaceTokenizerJsonLoadsTheSameTokenizer) {
         << escaped(c["text"].get<std::string>());
   }
   EXPECT_GE(normalised, 5);
+}
+
+// An encoder's input (Tokenizer::encode_sentence) for every golden case, the cut at the
+// golden's max_seq_length exercised.
+void expect_sentence_golden(const std::string& tokenizer_json, const std::string& name) {
+  const Tokenizer t = from_hf_tokenizer_json(tokenizer_json);
+  const json g = golden(name);
+  const size_t max_len = g["max_seq_length"];
+  ASSERT_GE(g["cases"].size(), 150u);
+  size_t truncated = 0;
+  for (const auto& c : g["cases"]) {
+    const std::string text = c["text"];
+    const auto expected = c["ids"].get<std::vector<int32_t>>();
+    truncated += expected.size() == max_len;
+    EXPECT_EQ(t.encode_sentence(text, max_len), expected) << escaped(text);
+  }
+  EXPECT_GE(truncated, 2u);
+}
+
+TEST(EncoderTokenizers, MiniLMMatchesHuggingFaceTokenizers) {
+  const std::string path = io::testing::local_model_path("all-MiniLM-L6-v2/tokenizer.json");
+  SKIP_WITHOUT(path);
+  expect_sentence_golden(path, "minilm");
+}
+
+// Gemma's SentencePiece model in Hugging Face's form: merges by rank, byte fallback, spaces as
+// U+2581, its added tokens (new lines, runs of U+2581, HTML tags) matched literally.
+TEST(EncoderTokenizers, EmbeddingGemmaMatchesHuggingFaceTokenizers) {
+  const std::string path = io::testing::local_model_path("embeddinggemma-300m/tokenizer.json");
+  SKIP_WITHOUT(path);
+  expect_sentence_golden(path, "embeddinggemma");
 }
 
 }  // namespace

@@ -41,12 +41,14 @@ struct WordPieceOptions {
 
 /// Everything a tokenizer is built from.
 struct TokenizerData {
-  std::string model;  // "llama" (SentencePiece BPE), "gpt2" (byte-level BPE) or "wordpiece"
+  /// "llama" (SentencePiece BPE, merged by score), "metaspace-bpe" (the same in Hugging Face's
+  /// form: merged by rank, byte fallback), "gpt2" (byte-level BPE) or "wordpiece"
+  std::string model;
   std::string pre;    // gpt2 only: the pre-tokenizer, "gpt2", "smollm", "llama-bpe" or "qwen2"
   std::vector<std::string> tokens;
   std::vector<float> scores;         // llama: merge priority (higher merges first); may be empty
   std::vector<int32_t> token_types;  // TokenType values; empty means all normal
-  std::vector<std::string> merges;   // gpt2: "left right", best first
+  std::vector<std::string> merges;   // gpt2, metaspace-bpe: "left right", best first
   std::optional<int32_t> bos_id, eos_id, unk_id, pad_id;
   std::optional<bool> add_bos;           // default: true for llama, false for gpt2
   std::optional<bool> add_space_prefix;  // default: true for llama, false for gpt2
@@ -55,7 +57,8 @@ struct TokenizerData {
   /// normalizer, Qwen2's; llama.cpp does not normalise, so a GGUF's tokenizer never does).
   bool nfc = false;
   std::optional<std::string> chat_template;
-  // wordpiece: bos_id and eos_id are the post-processor's [CLS] and [SEP], unk_id is required.
+  // wordpiece: bos_id and eos_id are the post-processor's [CLS] and [SEP], unk_id is required;
+  // metaspace-bpe: the post-processor's first and last tokens when it has them.
   WordPieceOptions wordpiece;
 };
 
@@ -98,8 +101,9 @@ class Tokenizer {
   /// tokens; user-defined tokens always do.
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = true) const;
 
-  /// An encoder's input (WordPiece models): [CLS], the text's ids, [SEP], the text's ids cut so
-  /// that the whole holds at most `max_tokens` (>= 2), as sentence-transformers truncates.
+  /// An encoder's input: BOS, the text's ids, EOS ([CLS] ... [SEP] for WordPiece, <bos> ...
+  /// <eos> for Gemma's), the text's ids cut so that the whole holds at most `max_tokens` (>= 2),
+  /// as sentence-transformers truncates.
   std::vector<int32_t> encode_sentence(std::string_view text, size_t max_tokens) const;
 
   /// The bytes the ids stand for (not necessarily valid UTF-8 when cut mid-character).

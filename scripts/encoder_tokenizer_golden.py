@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""Writes tests/golden/tokenizer_minilm.json: all-MiniLM-L6-v2's WordPiece ids, from PyPI
-`tokenizers` reading the model's own tokenizer.json, for the C++ WordPiece tokenizer's test.
+"""Writes the golden ids of a sentence encoder's tokenizer, from PyPI `tokenizers` reading the
+model's own tokenizer.json, for the C++ tokenizer's tests (Tokenizer::encode_sentence):
+tests/golden/tokenizer_minilm.json (all-MiniLM-L6-v2's WordPiece) or
+tests/golden/tokenizer_embeddinggemma.json (EmbeddingGemma's BPE with byte fallback).
 
-The tokenizer.json's 128-token truncation and fixed padding are the Hugging Face pipeline's;
-sentence-transformers instead truncates at its max_seq_length (sentence_bert_config.json: 256),
-keeping [CLS] and [SEP]. So padding is turned off and truncation set to that length here.
+A tokenizer.json's own truncation and padding are the Hugging Face pipeline's;
+sentence-transformers instead truncates at its max_seq_length, keeping the first and last
+tokens ([CLS] and [SEP], <bos> and <eos>). So padding is turned off and truncation set to 256
+here (MiniLM's max_seq_length; EmbeddingGemma's is 2048, and 256 exercises the cut as well).
 
 The texts: tokenizer_golden.py's (white space, scripts, emoji, code, special tokens), cases for
 BERT's normaliser (accents, CJK, control and format characters, case mappings), punctuation
 runs, very long words (past the 100-character rule), long texts (past 256 tokens), and random
 strings over a stressing alphabet.
 
-Usage: scripts/wordpiece_golden.py [MODEL_DIR]   (default models/all-MiniLM-L6-v2; the
-environment comes from scripts/python-env.sh tokenizers)
+Usage: scripts/encoder_tokenizer_golden.py minilm|embeddinggemma [MODEL_DIR]   (default
+models/all-MiniLM-L6-v2 or models/embeddinggemma-300m; the environment comes from
+scripts/python-env.sh tokenizers)
 """
 import json
 import os
@@ -84,6 +88,20 @@ SENTENCES = [
 ]
 
 
+# Gemma's own: its special and added tokens written in the text, runs of spaces and new lines
+# (added tokens), U+2581 written literally, characters only byte fallback spells, and the
+# model's prompts.
+GEMMA_TEXTS = [
+    "<bos>hello<eos>", "<start_of_turn>user\nhi<end_of_turn>", "a<pad>b<unk>c<mask>d",
+    "<unused0> <unused6241> <table><tr><td>cell</td></tr></table>", "[multimodal] <image_soft_token>",
+    "two  spaces,   three, \u2581 marker \u2581\u2581 doubled", " leading and trailing ", "\n\nparagraph\n\n\n",
+    "\t\ttabbed\tline", "rare \U0001d54f\U0001d550 \U00010348 \U000e0041 \uffff chars",
+    "task: search result | query: what is the capital of France?",
+    "title: none | text: Paris is the capital and largest city of France.",
+    "task: sentence similarity | query: A man is eating food.",
+]
+
+
 def random_texts(n, seed):
     rng = random.Random(seed)
     alphabet = (list("abcXYZ  \t\n'sdlmtvre0123456789.,!?-_()[]{}<>/\\\"#$%^&*") +
@@ -93,13 +111,21 @@ def random_texts(n, seed):
     return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) for _ in range(n)]
 
 
+MODELS = {"minilm": "all-MiniLM-L6-v2", "embeddinggemma": "embeddinggemma-300m"}
+
+
 def main():
-    model_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "models", "all-MiniLM-L6-v2")
+    if len(sys.argv) < 2 or sys.argv[1] not in MODELS:
+        sys.exit("usage: encoder_tokenizer_golden.py minilm|embeddinggemma [MODEL_DIR]")
+    which = sys.argv[1]
+    model_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "models", MODELS[which])
     tok = tokenizers.Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
     tok.no_padding()
     tok.enable_truncation(MAX_SEQ_LENGTH)
     import tokenizer_golden
     texts = BERT_TEXTS + tokenizer_golden.TEXTS + SENTENCES + random_texts(70, 4321)
+    if which == "embeddinggemma":
+        texts = GEMMA_TEXTS + texts
     seen = set()
     cases = []
     for text in texts:
@@ -108,12 +134,12 @@ def main():
         seen.add(text)
         cases.append({"text": text, "ids": tok.encode(text).ids})
     out = {
-        "source": "tokenizers %s on all-MiniLM-L6-v2's tokenizer.json, no padding, truncation at %d"
-                  % (tokenizers.__version__, MAX_SEQ_LENGTH),
+        "source": "tokenizers %s on %s's tokenizer.json, no padding, truncation at %d"
+                  % (tokenizers.__version__, MODELS[which], MAX_SEQ_LENGTH),
         "max_seq_length": MAX_SEQ_LENGTH,
         "cases": cases,
     }
-    path = os.path.join(ROOT, "tests", "golden", "tokenizer_minilm.json")
+    path = os.path.join(ROOT, "tests", "golden", "tokenizer_%s.json" % which)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, separators=(",", ":"))
         f.write("\n")
