@@ -84,9 +84,13 @@ Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, 
 /// segment b attends to rows [b * segment, b * segment + lengths[b]) of k and v, where `lengths`
 /// (rows / segment,) i32 is read per call (a graph input; each held to [0, segment]); rows at or
 /// past their segment's length are zero. Softmax of `scale` (none: 1/sqrt(head_dim)) times q.k.
-/// At Precision::medium the CPU may round q, k, v and the weights to bf16 (AMX tiles).
+/// With a `window` W > 0, a row attends only to the rows less than W from it on either side (its
+/// own and W - 1 each way: a causal window's W, both ways), as bidirectional sliding-window
+/// layers do (EmbeddingGemma's); a window no shorter than the segment changes nothing and is
+/// dropped. At Precision::medium the CPU may round q, k, v and the weights to bf16 (AMX tiles).
 Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, const Handle& lengths,
-                         int64_t segment, std::optional<double> scale = {}, Precision precision = Precision::highest);
+                         int64_t segment, std::optional<double> scale = {}, int64_t window = 0,
+                         Precision precision = Precision::highest);
 /// Mean pooling over a padded batch: x (rows, N) in segments of `segment` rows; row b of the
 /// result (rows / segment, N) is the mean of the first lengths[b] rows of segment b (lengths as
 /// in segment_attention(); an empty segment gives zeros).

@@ -251,7 +251,7 @@ Handle attention(const Handle& q, const Handle& k_cache, const Handle& v_cache, 
 }
 
 Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, const Handle& lengths,
-                         int64_t segment, std::optional<double> scale, Precision precision) {
+                         int64_t segment, std::optional<double> scale, int64_t window, Precision precision) {
   if (!q.defined() || !k.defined() || !v.defined() || !lengths.defined())
     type_error("segment_attention() of an undefined handle");
   if (q.rank() != 3 || k.rank() != 3 || k.shape() != v.shape() || q.dim(0) != k.dim(0))
@@ -268,12 +268,16 @@ Handle segment_attention(const Handle& q, const Handle& k, const Handle& v, cons
     value_error("segment_attention(): lengths " + lengths.str() + " is not (" +
                 std::to_string(rows / segment) + ",) i32");
   if (scale && !(*scale > 0)) value_error("segment_attention(): scale is positive");
+  if (window < 0) value_error("segment_attention(): window is a count of rows (0: none), not " + std::to_string(window));
+  // Rows of one segment are less than `segment` apart: such a window holds them all, and without
+  // it the kernel may take its fastest loops (AMX's whole segments).
+  if (window >= segment) window = 0;
   Fields p{{"heads", heads},
            {"kv_heads", kv_heads},
            {"head_dim", d},
            {"ctx", rows},
            {"scale", scale.value_or(1.0 / std::sqrt(double(d)))},
-           {"window", int64_t(0)},
+           {"window", window},
            {"segment", segment}};
   return step("Attention", p, {q, k, v, lengths}, q.shape(), activation_dtype(q), q.bounds(), precision,
               {Affine(0)});

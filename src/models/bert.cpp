@@ -208,7 +208,7 @@ Outputs BertModel::body() {
   for (const auto& l : layers_) {
     Handle q = F::linear(x, l->q, l->q_b, precision_), k = F::linear(x, l->k, l->k_b, precision_),
            v = F::linear(x, l->v, l->v_b, precision_);
-    Handle a = F::segment_attention(heads(q), heads(k), heads(v), lengths, S, {}, precision_).reshape({rows, c.dim});
+    Handle a = F::segment_attention(heads(q), heads(k), heads(v), lengths, S, {}, 0, precision_).reshape({rows, c.dim});
     x = F::layer_norm(F::linear(a, l->o, l->o_b, precision_) + x, c.dim, l->attn_norm, l->attn_norm_b, c.eps);
     Handle f = F::gelu(F::linear(x, l->up, l->up_b, precision_));
     x = F::layer_norm(F::linear(f, l->down, l->down_b, precision_) + x, c.dim, l->ffn_norm, l->ffn_norm_b, c.eps);

@@ -261,6 +261,11 @@ TEST(Attention, SegmentsOnEveryPath) {
         check_direct({s, 96, 96, 0, 96, cache, {}, 0, 32, {32, 17, 1}}, f, seed++);
         check_direct({s, 96, 96, 0, 96, cache, {{"tile", int64_t(16)}}, 0, 48, {0, 45}}, f, seed++);
         check_direct({s, 96, 96, 0, 90, cache, {}, 0, 8, {8, 3, 0, 5, 99, -1, 8, 2, 7, 8, 1, 6}}, f, seed++);
+        // Bidirectional windows: shorter than a tile, longer than one, cut by the segment's end
+        // and by the keys bounded this call.
+        check_direct({s, 96, 96, 0, 96, cache, {}, 5, 32, {32, 17, 1}}, f, seed++);
+        check_direct({s, 96, 96, 0, 96, cache, {{"tile", int64_t(16)}}, 20, 48, {48, 45}}, f, seed++);
+        check_direct({s, 96, 96, 0, 70, cache, {}, 3, 24, {24, 2, 24, 11}}, f, seed++);
       }
 }
 
@@ -468,15 +473,31 @@ TEST(Attention, SegmentRowsSeeTheirWholeSegmentOnly) {
   expect_near(run_case(c).ref[0], {10 + 10 * w, 10 + 10 * w, 30, 0}, 1e-6);
 }
 
+// A bidirectional window of 2: each row sees itself and one row either way. Queries of zeros
+// weigh every key it sees alike, so each output is the mean of the values it sees: segment 0
+// (values 10 20 30 40, all valid) gives 15 20 30 35; segment 1 (1 2 3, then padding) gives
+// 1.5 2 2.5 and a zero row.
+TEST(Attention, SegmentWindowSeesRowsLessThanItFromEachRow) {
+  Case c;
+  c.op = "Attention";
+  c.params = {{"heads", int64_t(1)}, {"kv_heads", int64_t(1)}, {"head_dim", int64_t(1)}, {"ctx", int64_t(8)},
+              {"scale", 1.0}, {"segment", int64_t(4)}, {"window", int64_t(2)}};
+  c.in = {given({8, 1, 1}, std::vector<float>(8, 0.0f)), given({8, 1, 1}, {1, -1, 2, 0, 3, 1, 4, 2}),
+          given({8, 1, 1}, {10, 20, 30, 40, 1, 2, 3, 9}), given({2}, {4, 3}, i32)};
+  c.out = {dense({8, 1, 1})};
+  c.scalars = {0};
+  expect_near(run_case(c).ref[0], {15, 20, 30, 35, 1.5, 2, 2.5, 0}, 1e-6);
+}
+
 TEST(Attention, SegmentsRefuseBadShapes) {
   const auto make = [](Fields p) { return catalog_entry("Attention").make(std::move(p), {}); };
   const Fields base{{"heads", int64_t(2)}, {"kv_heads", int64_t(2)}, {"head_dim", int64_t(8)}, {"ctx", int64_t(12)}};
-  Fields ragged = base, windowed = base;
+  Fields ragged = base, negative = base;
   ragged.set("segment", int64_t(5));  // does not divide ctx
-  windowed.set("segment", int64_t(4));
-  windowed.set("window", int64_t(3));
+  negative.set("segment", int64_t(4));
+  negative.set("window", int64_t(-3));
   EXPECT_THROW(make(ragged), Error);
-  EXPECT_THROW(make(windowed), Error);
+  EXPECT_THROW(make(negative), Error);
 }
 
 TEST(Attention, RefusesBadShapes) {

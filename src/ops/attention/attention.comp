@@ -11,8 +11,8 @@
 // to cache rows [slots[r] R, slots[r] R + positions[r]] (the window's last of them, with one); a
 // slot or position outside its range gives zeros, as on the CPU. With segment S > 0 it is an
 // encoder's bidirectional attention over a padded batch: row r of segment b = r / S attends to
-// every one of the segment's first lengths[b] rows (held to [0, S]), and a padding row (r - bS
-// >= lengths[b]) gives zeros.
+// every one of the segment's first lengths[b] rows (held to [0, S]; with a window, those less
+// than window rows from r), and a padding row (r - bS >= lengths[b]) gives zeros.
 //   specialization constants: 0 head_dim (at most 128), 1 the keys' kind, 2 the values' (0 f32,
 //   1 f16, 2 bf16, 3 q8_0: load.glsl's numbers), 3 q's kind, 4 y's (elements.glsl), 5 slot_rows
 //   (0: one sequence), 6 segment (0: causal)
@@ -90,6 +90,10 @@ void main() {
     const int length = clamp(positions[p.p_base + word(p.p_offset) + int(r) / kSegment], 0, kSegment);
     const int cache_rows = min(word(p.k_rows), word(p.v_rows));
     keys = int(r) - first >= length ? first : max(first, min(first + length, cache_rows));
+    if (p.window > 0 && keys > first) {  // the rows less than window from r, either way
+      first = max(first, int(r) - p.window + 1);
+      keys = max(first, min(keys, int(r) + p.window));
+    }
   }
   const uint q0 = uint(p.q_base + word(p.q_offset)) + (r * uint(p.heads) + h) * uint(d);
   const uint y0 = uint(p.y_base + word(p.y_offset)) + (r * uint(p.heads) + h) * uint(d);

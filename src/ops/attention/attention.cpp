@@ -11,8 +11,9 @@
 // q, k and v hold the same rows (ctx of them), in segments of S rows (one sentence each), and a
 // fourth operand, `lengths` (ctx / S,) i32, gives each segment's valid rows this call (a graph
 // input, read per call; each held to [0, S]). Row r of segment b attends to rows
-// [b S, b S + lengths[b]) whatever its own place; rows at or past their segment's length (the
-// padding) are written as zeros. The start scalar and the window are not read.
+// [b S, b S + lengths[b]) whatever its own place (with a `window` W, only those less than W rows
+// from it either way: a bidirectional sliding window); rows at or past their segment's length
+// (the padding) are written as zeros. The start scalar is not read.
 //
 // With `slot_rows` R > 0 it is a batched decode over a cache of ctx / R slots of R rows each:
 // fourth and fifth operands `positions` and `slots` (rows,) i32 (graph inputs, read per call)
@@ -107,6 +108,17 @@ struct Dims {
   }
   /// The first key a query at absolute `position` attends to: 0, or its window's first.
   int64_t first(int64_t position) const { return window > 0 ? std::max<int64_t>(0, position - window + 1) : 0; }
+  /// The keys [first, last) row r of a segmented call attends to, its segment holding `length`
+  /// valid rows (held to [0, segment]): those rows (within the window of r, with one), none for
+  /// a padding row.
+  std::pair<int64_t, int64_t> segment_keys(int64_t r, int64_t length, int64_t cache_rows) const {
+    const int64_t b = r / segment, first = b * segment;
+    length = std::clamp<int64_t>(length, 0, segment);
+    if (r - first >= length) return {first, first};
+    int64_t lo = first, hi = std::min(first + length, cache_rows);
+    if (window > 0) lo = std::max(lo, r - window + 1), hi = std::min(hi, r + window);
+    return {lo, std::max(lo, hi)};
+  }
 };
 
 void require_shape(const char* what, const cpu::Operand& o, const Shape& tail) {
@@ -220,7 +232,7 @@ class Kernel final : public cpu::Kernel {
 #if defined(__x86_64__)
     // At medium, an encoder's f32 attention on AMX tiles where the OS allows them (bf16 products,
     // as medium's matmuls); highest keeps the f32 tiles.
-    segment_amx_ = d_.segment > 0 && a.precision == Precision::medium && f.amx_bf16 && q_.dtype == f32 &&
+    segment_amx_ = d_.segment > 0 && d_.window == 0 && a.precision == Precision::medium && f.amx_bf16 && q_.dtype == f32 &&
                    k_.dtype == f32 && v_.dtype == f32 && y_.dtype == f32 && d_.d % 16 == 0 &&
                    d_.d <= attention::kSegmentAmxMaxDim && d_.segment <= attention::kSegmentAmxMaxRows;
     if (segment_amx_) scratch = std::max(scratch, attention::segment_amx_work_floats(d_.segment, d_.d));
@@ -351,17 +363,22 @@ class Kernel final : public cpu::Kernel {
     });
   }
 
-  // The keys [first, last) row r of a segmented call attends to: its segment's valid rows, or
-  // none for a padding row.
+  // The keys [first, last) row r of a segmented call attends to (Dims::segment_keys).
   std::pair<int64_t, int64_t> segment_keys(const int64_t* w, int64_t r, int64_t cache_rows) const {
-    const int64_t b = r / d_.segment, first = b * d_.segment;
-    const int64_t length = std::clamp<int64_t>(lengths_.data<int32_t>(w)[b], 0, d_.segment);
-    if (r - first >= length) return {first, first};
-    return {first, std::max(first, std::min(first + length, cache_rows))};
+    return d_.segment_keys(r, lengths_.data<int32_t>(w)[r / d_.segment], cache_rows);
+  }
+  // The keys rows [r0, r0 + count) of one segment read between them (empty when all are padding).
+  std::pair<int64_t, int64_t> tile_keys(const int64_t* w, int64_t r0, int64_t count, int64_t cache_rows) const {
+    auto [lo, hi] = segment_keys(w, r0, cache_rows);
+    if (lo == hi) return {lo, hi};  // padding: so are the rows after it
+    // The last valid row of the tile reads the furthest keys.
+    const int64_t valid = std::min(count, std::max<int64_t>(1, lengths_.data<int32_t>(w)[r0 / d_.segment] - r0 % d_.segment));
+    return {lo, segment_keys(w, r0 + valid - 1, cache_rows).second};
   }
 
-  // A segmented call: tiles of rows that stay within one segment, each over its segment's
-  // valid keys; padding rows read none. Tiles are balanced across threads by the keys they read.
+  // A segmented call: tiles of rows that stay within one segment, each over the keys its rows
+  // read (its segment's valid keys, or their windows'); padding rows read none. Tiles are
+  // balanced across threads by the keys they read.
   void segments(const int64_t* w, int64_t rows, int64_t cache_rows, int thread, int threads) const {
     const int64_t per = std::min(rows_per_tile_, d_.segment);
     const int64_t per_segment = (d_.segment + per - 1) / per;
@@ -374,17 +391,15 @@ class Kernel final : public cpu::Kernel {
     auto cost = [&](int64_t t) {
       const auto [r0, count] = rows_of(t);
       if (count == 0) return int64_t(0);
-      const auto [first, last] = segment_keys(w, r0, cache_rows);
+      const auto [first, last] = tile_keys(w, r0, count, cache_rows);
       return last - first + 8;
     };
     share(tiles, cost, thread, threads, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const auto [r0, count] = rows_of(t);
         if (count == 0) continue;
-        const int64_t b = r0 / d_.segment;
-        const int64_t length = std::clamp<int64_t>(lengths_.data<int32_t>(w)[b], 0, d_.segment);
-        const int64_t first = b * d_.segment, last = std::min(first + length, cache_rows);
-        State s = state(w, thread, r0, count, first, std::max(first, last), 0, cache_rows);
+        const auto [first, last] = tile_keys(w, r0, count, cache_rows);
+        State s = state(w, thread, r0, count, first, last, 0, cache_rows);
         run_tile(s.tile);
         for (int64_t m = 0; m < count * d_.heads; ++m) {
           auto [r, h] = row_and_head(m, count);
@@ -685,22 +700,12 @@ struct Attention : Operator {
     d_.window = params_.integer("window");
     if (d_.window < 0) value_error("Attention: window is a count of keys (0: no window), not " + params_.str());
     d_.segment = params_.integer("segment");
-    if (d_.segment < 0 || (d_.segment > 0 && (d_.ctx % d_.segment != 0 || d_.window != 0)))
-      value_error("Attention: segment is a count of rows dividing ctx, without a window (0: causal), not " +
-                  params_.str());
+    if (d_.segment < 0 || (d_.segment > 0 && d_.ctx % d_.segment != 0))
+      value_error("Attention: segment is a count of rows dividing ctx (0: causal), not " + params_.str());
     d_.slot_rows = params_.integer("slot_rows");
     if (d_.slot_rows < 0 || (d_.slot_rows > 0 && (d_.ctx % d_.slot_rows != 0 || d_.segment != 0)))
       value_error("Attention: slot_rows is a count of rows dividing ctx, without segments (0: one sequence), not " +
                   params_.str());
-  }
-
-  // Row r's keys [first, end) in a segmented call: its segment's valid rows, none for padding.
-  static std::pair<int64_t, int64_t> segment_keys(const Dims& d, const RefOperand& lengths, int64_t r,
-                                                  int64_t cache_rows) {
-    const int64_t b = r / d.segment, first = b * d.segment;
-    const int64_t length = std::clamp<int64_t>(int64_t(lengths.data[b]), 0, d.segment);
-    if (r - first >= length) return {first, first};
-    return {first, std::max(first, std::min(first + length, cache_rows))};
   }
 
   void reference(const RefCall& c) const override {
@@ -713,7 +718,8 @@ struct Attention : Operator {
       for (int64_t h = 0; h < d_.heads; ++h) {
         const int64_t g = h / d_.group();
         int64_t keys = d_.keys(start + r, cache_rows), first = std::min(d_.first(start + r), keys);
-        if (d_.segment > 0) std::tie(first, keys) = segment_keys(d_, c.in.at(3), r, cache_rows);
+        if (d_.segment > 0)
+          std::tie(first, keys) = d_.segment_keys(r, int64_t(c.in.at(3).data[r / d_.segment]), cache_rows);
         if (d_.slot_rows > 0) {
           // Its slot's keys up to its position, as absolute cache rows (none when out of range).
           const auto place = d_.slot_place(int64_t(c.in.at(4).data[r]), int64_t(c.in.at(3).data[r]));
@@ -787,6 +793,7 @@ std::string refuses_vector(const Operator& o, const cpu::KernelArgs& a, bool avx
 std::string refuses_amx(const Operator& o, const cpu::KernelArgs& a) {
   const Attention& op = static_cast<const Attention&>(o);
   if (op.d_.segment == 0) return "tiles serve an encoder's segments only";
+  if (op.d_.window > 0) return "tiles take whole segments: no window";
   if (a.precision != Precision::medium) return "tiles round to bf16: medium only";
   for (const cpu::Operand* x : {&a.in.at(0), &a.in.at(1), &a.in.at(2), &a.out.at(0)})
     if (x->dtype != f32) return "f32 operands only";

@@ -180,10 +180,15 @@ TEST(VulkanGraph, OutOfDeviceMemoryIsAClearError) {
 }  // namespace
 
 namespace {
-// An encoder's attention over two sentences of four rows (functional::segment_attention).
+// An encoder's attention over two sentences of four rows (functional::segment_attention), over
+// whole sentences or a bidirectional window.
 struct SegmentAttention : iron::Graph {
+  explicit SegmentAttention(int64_t w = 0) : window(w) {}
+  int64_t window;
   iron::Input q = input("q"), k = input("k"), v = input("v"), lengths = input("lengths");
-  iron::Outputs body() override { return {iron::functional::segment_attention(q, k, v, lengths, 4)}; }
+  iron::Outputs body() override {
+    return {iron::functional::segment_attention(q, k, v, lengths, 4, {}, window)};
+  }
 };
 }  // namespace
 
@@ -212,5 +217,24 @@ TEST(VulkanGraph, SegmentAttentionMatchesTheCpu) {
     if (lengths[1] == 0) {
       for (size_t i = 4 * row; i < 8 * row; ++i) EXPECT_EQ(got[i], 0.0f);
     }
+  }
+}
+
+// A bidirectional window of 2 (each row sees itself and one row either way) on the device, as on
+// the CPU, for full, short and empty sentences.
+TEST(VulkanGraph, WindowedSegmentAttentionMatchesTheCpu) {
+  IRON_NEEDS_VULKAN();
+  SegmentAttention g(2), on_cpu(2);
+  const iron::Shapes shapes{{"q", {8, 2, 8}}, {"k", {8, 2, 8}}, {"v", {8, 2, 8}}, {"lengths", {{2}, iron::i32}}};
+  auto& gpu = g.compile(shapes, {.device = "vulkan"});
+  auto& cpu = on_cpu.compile(shapes, {.device = "cpu"});
+  auto qkv = [](int seed) { return pattern(8, 16, seed).reshape({8, 2, 8}); };
+  const iron::Tensor q = qkv(4), k = qkv(5), v = qkv(6);
+  for (const std::vector<int32_t>& lengths : {std::vector<int32_t>{4, 3}, std::vector<int32_t>{1, 0}}) {
+    const iron::Tensor l = iron::Tensor::from_ints(lengths, {2});
+    const std::vector<float> got = gpu({q, k, v, l}).outputs[0].to_floats();
+    const std::vector<float> want = cpu({q, k, v, l}).outputs[0].to_floats();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "element " << i;
   }
 }
