@@ -45,6 +45,9 @@ DecoderBlock::DecoderBlock(const LlamaConfig& c, const LlamaOptions& options)
 DecoderModel::DecoderModel(const std::string& name, const LlamaConfig& config, const LlamaOptions& options)
     : Graph(name), config_(config), options_(options) {
   validate(config_);
+  if (config_.bidirectional)
+    value_error(name + ": the model attends both ways (use_bidirectional_attention): a sentence encoder such as "
+                       "EmbeddingGemma, not a language model; embed with it (iron embed, SentenceEncoder)");
   if (config_.rope_dims != config_.head_dim)
     value_error(name + ": partial rotary embeddings (rope_dims " + std::to_string(config_.rope_dims) +
                 " of head_dim " + std::to_string(config_.head_dim) + ") are not supported yet");
@@ -79,8 +82,8 @@ DecoderModel::DecoderModel(const std::string& name, const LlamaConfig& config, c
   settings = state("settings", {1, F::kSampleSettingsWords}, i32);
 }
 
-Tensor DecoderModel::rope_cos_sin_table(double base) const {
-  const int64_t d = config_.head_dim, half = d / 2, held = rows_held();
+Tensor rope_cos_sin_table(double base, int64_t d, int64_t held) {
+  const int64_t half = d / 2;
   std::vector<float> table(size_t(held * d));
   for (int64_t p = 0; p < held; ++p)
     for (int64_t i = 0; i < half; ++i) {

@@ -232,6 +232,11 @@ void read_gemma3_hf(const json& config, LlamaConfig& c) {
     if (const json* v = member(config, cap); v && !v->is_null())
       value_error(std::string("config.json: '") + cap + "' " + escaped(v->dump()) + " is not supported");
   c.sliding_window = hf_int(config, "sliding_window").value_or(kGemma3Defaults.sliding_window);
+  if (const json* both = member(config, "use_bidirectional_attention")) {
+    if (!both->is_boolean())
+      value_error("config.json: 'use_bidirectional_attention' is " + escaped(both->dump()) + ", not a boolean");
+    c.bidirectional = both->get<bool>();
+  }
   c.rope_local_base = hf_float(config, "rope_local_base_freq").value_or(kGemma3Defaults.rope_local_base);
   c.rms_eps = hf_float(config, "rms_norm_eps").value_or(kGemma3Defaults.rms_eps);
   if (const auto scalar = hf_float(config, "query_pre_attn_scalar")) {
@@ -428,6 +433,8 @@ std::string llama_tensor_path(const std::string& name, const std::string& archit
   static const std::map<std::string_view, std::string_view> globals = {
       {"token_embd.weight", "embed"}, {"model.embed_tokens.weight", "embed"},
       {"output_norm.weight", "norm"}, {"model.norm.weight", "norm"},
+      // A text model saved alone (EmbeddingGemma's Gemma3TextModel) has no "model." prefix.
+      {"embed_tokens.weight", "embed"}, {"norm.weight", "norm"},
       {"output.weight", "output"},    {"lm_head.weight", "output"},
   };
   if (const auto it = globals.find(name); it != globals.end()) return std::string(it->second);
@@ -437,7 +444,7 @@ std::string llama_tensor_path(const std::string& name, const std::string& archit
                    : qwen2                  ? hf_qwen2_layer_names()
                                             : hf_layer_names();
   // A multimodal Gemma 3 keeps its language model under language_model.
-  for (const char* prefix : {"model.layers.", "language_model.model.layers."})
+  for (const char* prefix : {"model.layers.", "language_model.model.layers.", "layers."})
     if (auto path = layer_path(name, prefix, hf)) return *path;
   if (name.rfind("language_model.", 0) == 0) return llama_tensor_path(name.substr(15), architecture);
   return name;

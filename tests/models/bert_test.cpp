@@ -68,7 +68,7 @@ TEST(BertConfig, SentenceTransformersFiles) {
   std::filesystem::create_directories(dir + "/1_Pooling");
   const auto write = [&](const std::string& name, const std::string& body) { std::ofstream(dir + "/" + name) << body; };
   const BertConfig c = bert_config_from_hf(minilm_config());
-  SentenceConfig none = sentence_config_from_dir(dir, c);  // nothing there: mean, no Normalize
+  SentenceConfig none = sentence_config_from_dir(dir, c.max_positions, c.dim);  // nothing there: mean, no Normalize
   EXPECT_EQ(none.max_seq_length, 512);
   EXPECT_FALSE(none.normalize);
   EXPECT_FALSE(none.cls_pooling);
@@ -77,18 +77,52 @@ TEST(BertConfig, SentenceTransformersFiles) {
     {"type": "sentence_transformers.models.Normalize", "path": "2_Normalize"}])");
   write("1_Pooling/config.json", R"({"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false})");
   write("sentence_bert_config.json", R"({"max_seq_length": 128})");
-  SentenceConfig s = sentence_config_from_dir(dir, c);
+  SentenceConfig s = sentence_config_from_dir(dir, c.max_positions, c.dim);
   EXPECT_EQ(s.max_seq_length, 128);
   EXPECT_TRUE(s.normalize);
   EXPECT_TRUE(s.cls_pooling);
   write("1_Pooling/config.json", R"({"pooling_mode_max_tokens": true})");
-  EXPECT_THROW(sentence_config_from_dir(dir, c), Error);
+  EXPECT_THROW(sentence_config_from_dir(dir, c.max_positions, c.dim), Error);
   write("1_Pooling/config.json", R"({"pooling_mode_mean_tokens": true})");
   write("sentence_bert_config.json", R"({"max_seq_length": 4096})");
-  EXPECT_THROW(sentence_config_from_dir(dir, c), Error);
+  EXPECT_THROW(sentence_config_from_dir(dir, c.max_positions, c.dim), Error);
   write("sentence_bert_config.json", R"({"max_seq_length": 256})");
-  write("modules.json", R"([{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}])");
-  EXPECT_THROW(sentence_config_from_dir(dir, c), Error);
+  // Dense modules (EmbeddingGemma's two): each takes what the one before gives.
+  write("modules.json", R"([{"type": "sentence_transformers.models.Transformer", "path": ""},
+    {"type": "sentence_transformers.models.Pooling", "path": "1_Pooling"},
+    {"type": "sentence_transformers.models.Dense", "path": "2_Dense"},
+    {"type": "sentence_transformers.models.Dense", "path": "3_Dense"},
+    {"type": "sentence_transformers.models.Normalize", "path": "4_Normalize"}])");
+  EXPECT_THROW(sentence_config_from_dir(dir, c.max_positions, c.dim), Error);  // no 2_Dense/config.json
+  std::filesystem::create_directories(dir + "/2_Dense");
+  std::filesystem::create_directories(dir + "/3_Dense");
+  write("2_Dense/config.json", R"({"in_features": 384, "out_features": 1000, "bias": false,
+    "activation_function": "torch.nn.modules.linear.Identity"})");
+  write("3_Dense/config.json", R"({"in_features": 1000, "out_features": 64})");
+  SentenceConfig dense = sentence_config_from_dir(dir, c.max_positions, c.dim);
+  ASSERT_EQ(dense.dense.size(), 2u);
+  EXPECT_EQ(dense.dense[0].path, "2_Dense");
+  EXPECT_FALSE(dense.dense[0].bias);
+  EXPECT_EQ(dense.dense[1].out, 64);
+  EXPECT_TRUE(dense.dense[1].bias);  // sentence-transformers' default
+  EXPECT_TRUE(dense.normalize);
+  write("3_Dense/config.json", R"({"in_features": 999, "out_features": 64})");  // not what 2_Dense gives
+  EXPECT_THROW(sentence_config_from_dir(dir, c.max_positions, c.dim), Error);
+  write("3_Dense/config.json", R"({"in_features": 1000, "out_features": 64, "activation_function": "torch.nn.Tanh"})");
+  EXPECT_THROW(sentence_config_from_dir(dir, c.max_positions, c.dim), Error);
+  write("3_Dense/config.json", R"({"in_features": 1000, "out_features": 64})");
+  // Prompts, and a default among them; pooling that leaves the prompt out is refused.
+  write("config_sentence_transformers.json", R"({"prompts": {"query": "q: ", "document": "d: "}, "default_prompt_name": "query"})");
+  SentenceConfig prompts = sentence_config_from_dir(dir, c.max_positions, c.dim);
+  EXPECT_EQ(prompts.prompts.at("document"), "d: ");
+  EXPECT_EQ(prompts.default_prompt, "query");
+  write("config_sentence_transformers.json", R"({"prompts": {"query": "q: "}, "default_prompt_name": "passage"})");
+  EXPECT_THROW(sentence_config_from_dir(dir, c.max_positions, c.dim), Error);
+  write("config_sentence_transformers.json", R"({"prompts": {"query": 7}})");
+  EXPECT_THROW(sentence_config_from_dir(dir, c.max_positions, c.dim), Error);
+  write("config_sentence_transformers.json", R"({"prompts": {}})");
+  write("1_Pooling/config.json", R"({"pooling_mode_mean_tokens": true, "include_prompt": false})");
+  EXPECT_THROW(sentence_config_from_dir(dir, c.max_positions, c.dim), Error);
   std::filesystem::remove_all(dir);
 }
 

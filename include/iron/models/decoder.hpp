@@ -61,8 +61,13 @@ void check_cache_type(DType t, int64_t head_dim, const char* which);
 class DecoderBlock : public Module {
  public:
   DecoderBlock(const LlamaConfig& c, const LlamaOptions& options);
+  DecoderBlock() = default;  // an encoder's block (the same params): no cache
   State k_cache, v_cache;
 };
+
+/// The cosines then sines of RoPE angles at base `base` for positions 0 .. rows - 1, (rows,
+/// head_dim): the table a model's RoPE steps read their rows from.
+Tensor rope_cos_sin_table(double base, int64_t head_dim, int64_t rows);
 
 /// The graph's skeleton. Inputs: `tokens` (rows,) i32, present for prefill and absent for decode.
 /// `sampling` (kSampleSettingsWords,) i32, optional, prefill only: the sampling settings
@@ -137,7 +142,9 @@ class DecoderModel : public Graph {
   Handle attend(DecoderBlock& block, const CacheRows& rows, const Handle& q, const Handle& k, const Handle& v,
                 const Rows& at, std::optional<double> scale = {}, int64_t window = 0);
   /// The cosines then sines of RoPE angles at base `base` for every row the cache holds.
-  Tensor rope_cos_sin_table(double base) const;
+  Tensor rope_cos_sin_table(double base) const {
+    return models::rope_cos_sin_table(base, config_.head_dim, rows_held());
+  }
   /// Rows of one slot (and of the RoPE table): context + chunk.
   int64_t rows_held() const { return options_.context + options_.chunk; }
 

@@ -44,6 +44,9 @@ struct LlamaConfig {
   int64_t sliding_window = 0;
   double rope_local_base = 10000;  // the RoPE base of sliding layers (global ones: rope_base)
   double attention_scale = 0;      // scores times this; 0: 1/sqrt(head_dim)
+  /// Attention both ways (config.json's use_bidirectional_attention): a sentence encoder
+  /// (EmbeddingGemma), which no decoder graph runs.
+  bool bidirectional = false;
 
   bool is_sliding(int64_t layer) const { return size_t(layer) < sliding.size() && sliding[size_t(layer)]; }
 
