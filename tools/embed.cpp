@@ -1,5 +1,6 @@
-// `iron embed -m MODEL [-p TEXT]... [-f FILE] [--format json|tsv] [--normalize/--no-normalize]
-//  [--similarity]`: sentence embeddings with a BERT-family encoder, one vector per input.
+// `iron embed -m MODEL [-p TEXT]... [-f FILE] [--prompt-name NAME] [--dimensions N] [--format json|tsv]
+//  [--normalize/--no-normalize] [--similarity]`: sentence embeddings with a sentence encoder
+//  (BERT-family or EmbeddingGemma), one vector per input.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,7 +15,7 @@
 #include "commands.hpp"
 #include "iron/error.hpp"
 #include "iron/io/files.hpp"
-#include "iron/models/bert.hpp"
+#include "iron/models/encoder.hpp"
 #include "serve/embeddings.hpp"
 
 namespace iron::tools {
@@ -57,6 +58,8 @@ void write(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 void add_embed_command(CLI::App& app, bool execute) {
   struct Options {
     std::string model, file, format = "json", precision = "highest", device = "cpu";
+    std::optional<std::string> prompt_name;  // unset: the model's default
+    int64_t dimensions = 0;                  // 0: all of them
     std::vector<std::string> prompts;
     std::optional<bool> normalize;  // unset: as the model says
     bool normalize_flag = false, no_normalize_flag = false;
@@ -67,14 +70,22 @@ void add_embed_command(CLI::App& app, bool execute) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "embed",
-      "Sentence embeddings with a BERT-family encoder (all-MiniLM-L6-v2: scripts/fetch-model.sh minilm): one "
-      "vector per prompt and per line of the file, batched by length; --similarity prints their cosines instead.");
+      "Sentence embeddings with a sentence encoder (all-MiniLM-L6-v2: scripts/fetch-model.sh minilm; "
+      "EmbeddingGemma-300M: scripts/fetch-model.sh embeddinggemma): one vector per prompt and per line of the "
+      "file, batched by length; --similarity prints their cosines instead.");
   cmd->add_option("-m,--model", o->model,
                   "The encoder: a Hugging Face directory (config.json, model.safetensors, tokenizer.json, and the "
                   "sentence-transformers configs)")
       ->required();
   cmd->add_option("-p,--prompt", o->prompts, "A text to embed (repeatable)");
   cmd->add_option("-f,--file", o->file, "A file of texts, one per line (each line one vector, an empty one included)");
+  cmd->add_option("--prompt-name", o->prompt_name,
+                  "The model's prompt to put before each text, by name (config_sentence_transformers.json: "
+                  "EmbeddingGemma's query, document, Clustering, STS, ...; 'none' for none). Default: the "
+                  "model's default prompt, if it names one");
+  add_integer(*cmd, "--dimensions", o->dimensions, 1, 1 << 20,
+              "Keep the first N values of each vector (Matryoshka: EmbeddingGemma's 768, 512, 256 or 128), "
+              "L2-normalised again when the vectors are normalised");
   cmd->add_option("--format", o->format,
                   "json: OpenAI's embeddings response ({\"data\": [{\"index\", \"embedding\"}]}); tsv: one line of "
                   "tab-separated values per input")
@@ -115,10 +126,14 @@ void add_embed_command(CLI::App& app, bool execute) {
     options.normalize = o->normalize;
     options.max_batch = o->batch;
     auto encoder = models::SentenceEncoder::open(o->model, options);
+    if (o->dimensions > encoder->dim())
+      value_error("embed: --dimensions " + std::to_string(o->dimensions) + " is more than the model's " +
+                  std::to_string(encoder->dim()));
+    const std::string prompt = o->prompt_name == "none" ? "" : encoder->prompt(o->prompt_name);
     std::vector<std::vector<int32_t>> ids;
     int64_t tokens = 0;
     for (const std::string& t : texts) {
-      ids.push_back(encoder->ids(t));
+      ids.push_back(encoder->ids(t, prompt));
       tokens += int64_t(ids.back().size());
     }
     // Progress for long inputs, at most once a second.
@@ -132,7 +147,8 @@ void add_embed_command(CLI::App& app, bool execute) {
       const double seconds = std::chrono::duration<double>(now - began).count();
       std::fprintf(stderr, "embed: %zu/%zu inputs (%.1f/s)\n", done, total, double(done) / std::max(seconds, 1e-9));
     };
-    const std::vector<std::vector<float>> vectors = encoder->embed_ids(ids, progress);
+    std::vector<std::vector<float>> vectors = encoder->embed_ids(ids, progress);
+    if (o->dimensions > 0) models::truncate_dimensions(vectors, o->dimensions, encoder->normalizes());
     const std::string model_name = std::filesystem::path(o->model).filename().string().empty()
                                        ? std::filesystem::path(o->model).parent_path().filename().string()
                                        : std::filesystem::path(o->model).filename().string();

@@ -399,12 +399,13 @@ std::vector<std::vector<float>> SentenceEncoder::embed(const std::vector<std::st
   return embed_ids(all, progress);
 }
 
-void truncate_dimensions(std::vector<std::vector<float>>& vectors, int64_t dims) {
+void truncate_dimensions(std::vector<std::vector<float>>& vectors, int64_t dims, bool renormalise) {
   for (std::vector<float>& v : vectors) {
     if (dims < 1 || dims > int64_t(v.size()))
       value_error("dimensions " + std::to_string(dims) + ": the vectors have " + std::to_string(v.size()) +
                   " (a smaller size from 1 cuts them, Matryoshka style)");
     v.resize(size_t(dims));
+    if (!renormalise) continue;
     double norm = 0;
     for (const float x : v) norm += double(x) * double(x);
     const double scale = norm > 0 ? 1 / std::sqrt(norm) : 0;

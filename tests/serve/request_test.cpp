@@ -97,8 +97,8 @@ TEST(ServeRequest, ReadsOpenAIsFieldsAndRefusesBadOnes) {
   EXPECT_EQ(status_of(R"({"prompt":"a"})", Endpoint::chat), 400);  // a chat takes messages
 }
 
-// POST /v1/embeddings: texts, one or many; token arrays, nothing, too many or a bad format
-// refused with a 400 naming the field.
+// POST /v1/embeddings: texts, one or many, OpenAI's dimensions and our prompt_name; token arrays,
+// nothing, too many, a bad format or bad sizes refused with a 400 naming the field.
 TEST(ServeRequest, ReadsEmbeddingRequests) {
   using iron::serve::parse_embedding_request;
   auto one = parse_embedding_request(R"({"model":"m","input":"hello","user":"u"})");
@@ -108,6 +108,13 @@ TEST(ServeRequest, ReadsEmbeddingRequests) {
   auto many = parse_embedding_request(R"({"input":["a","",  "c"],"encoding_format":"base64"})");
   EXPECT_EQ(many.inputs, (std::vector<std::string>{"a", "", "c"}));
   EXPECT_TRUE(many.base64);
+  EXPECT_EQ(many.dimensions, 0);
+  EXPECT_FALSE(many.prompt_name);
+  // Matryoshka sizes and the model's prompts (the server checks both against its model).
+  auto cut = parse_embedding_request(R"({"input":"a","dimensions":256,"prompt_name":"query"})");
+  EXPECT_EQ(cut.dimensions, 256);
+  EXPECT_EQ(cut.prompt_name, "query");
+  EXPECT_FALSE(parse_embedding_request(R"({"input":"a","dimensions":null,"prompt_name":null})").prompt_name);
   auto refused = [](const std::string& body) {
     try {
       parse_embedding_request(body);
@@ -124,7 +131,10 @@ TEST(ServeRequest, ReadsEmbeddingRequests) {
   EXPECT_EQ(refused(R"({"input":5})"), "input");
   EXPECT_EQ(refused(R"({"input":["a",5]})"), "input");
   EXPECT_EQ(refused(R"({"input":"a","encoding_format":"int8"})"), "encoding_format");
-  EXPECT_EQ(refused(R"({"input":"a","dimensions":64})"), "dimensions");
+  EXPECT_EQ(refused(R"({"input":"a","dimensions":0})"), "dimensions");
+  EXPECT_EQ(refused(R"({"input":"a","dimensions":"64"})"), "dimensions");
+  EXPECT_EQ(refused(R"({"input":"a","dimensions":2.5})"), "dimensions");
+  EXPECT_EQ(refused(R"({"input":"a","prompt_name":3})"), "prompt_name");
   EXPECT_EQ(refused("not json"), "");
   std::string big = R"({"input":[)";
   for (int i = 0; i < 2049; ++i) big += std::string(i ? "," : "") + "\"x\"";

@@ -2,7 +2,7 @@
 # ctest's entry to tests/serve/serve_test.py: the Python environment (scripts/python-env.sh, with
 # PyPI's openai and requests), stories260K from ../shared/ (skipped, naming it, when absent; see
 # tests/needs_shared.sh) and, when fetched, SmolLM2 and Gemma 3 from models/ for the chat cases
-# and all-MiniLM-L6-v2 for the embeddings.
+# and all-MiniLM-L6-v2 for the embeddings, EmbeddingGemma for prompts.
 #   tests/serve/run.sh IRON
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -11,6 +11,7 @@ stories=$root/../shared/models/stories260K.gguf
 smollm=$root/models/SmolLM2-135M-Instruct.Q4_1.gguf
 gemma=$root/models/gemma-3-270m-q4_k_m.gguf
 minilm=$root/models/all-MiniLM-L6-v2
+embeddinggemma=$root/models/embeddinggemma-300m
 py=$("$root/scripts/python-env.sh" openai requests)
 command -v curl >/dev/null || { echo "curl is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 chat=()
@@ -28,5 +29,10 @@ if [ -f "$minilm/config.json" ]; then
   chat+=(--embed-model "$minilm")
 else
   echo "embedding cases skipped: $minilm is absent (scripts/fetch-model.sh minilm)"
+fi
+if [ -f "$embeddinggemma/model.safetensors" ]; then
+  chat+=(--prompted-embed-model "$embeddinggemma")
+else
+  echo "prompt cases skipped: $embeddinggemma is absent (scripts/fetch-model.sh embeddinggemma)"
 fi
 exec "$root/tests/needs_shared.sh" "$stories" "$py" "$root/tests/serve/serve_test.py" "$iron" "$stories" "${chat[@]}"

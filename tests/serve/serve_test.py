@@ -9,7 +9,8 @@ MODEL (stories260K, no chat template) runs the completion, fault and load cases;
 (SmolLM2) the chat cases, a client that leaves mid-stream and a SIGTERM past the grace period,
 which need a model slow enough to be caught mid-answer; --gemma-model (Gemma 3) its own chat
 template; --embed-model (all-MiniLM-L6-v2) POST /v1/embeddings, whose vectors are compared with
-`iron embed`'s for the same texts. Greedy answers are compared with
+`iron embed`'s for the same texts (and `dimensions`); --prompted-embed-model (EmbeddingGemma)
+`prompt_name` beside `iron embed --prompt-name`. Greedy answers are compared with
 `iron generate --ids` for the same prompt, and every answer of the load with the same request
 sent alone.
 """
@@ -397,18 +398,50 @@ def embedding_cases(iron, model, decoder_model):
                            s.url + "/v1/embeddings"], capture_output=True, text=True, timeout=TIMEOUT)
     check(f32(json.loads(curl.stdout)["data"][1]["embedding"]) == want[1], "curl gets the same vectors")
     for body, what in [({"input": []}, "an empty input"), ({"input": [1, 2]}, "token ids"), ({"model": "m"}, "no input"),
-                       ({"input": "a", "encoding_format": "int8"}, "an unknown encoding")]:
+                       ({"input": "a", "encoding_format": "int8"}, "an unknown encoding"),
+                       ({"input": "a", "dimensions": len(want[0]) + 1}, "more dimensions than the model's"),
+                       ({"input": "a", "prompt_name": "query"}, "a prompt the model does not have")]:
         r = s.post("/v1/embeddings", body)
         check(r.status_code == 400 and "error" in r.json(), "embeddings refuse %s (400)" % what)
+    # Matryoshka: OpenAI's dimensions gives iron embed --dimensions' vectors (cut, normalised again).
+    out = subprocess.run([iron, "embed", "-m", model, "--format", "json", "-t", "2", "--dimensions", "64", "-p", texts[0]],
+                         capture_output=True, text=True, timeout=120)
+    cut = f32(json.loads(out.stdout)["data"][0]["embedding"])
+    got = client.embeddings.create(model="minilm", input=texts[0], dimensions=64)
+    check(len(cut) == 64 and f32(got.data[0].embedding) == cut and abs(sum(x * x for x in cut) - 1) < 1e-5,
+          "dimensions=64 equals iron embed --dimensions 64, unit length")
     r = s.post("/v1/completions", {"prompt": "Once"})
     check(r.status_code == 400 and r.json()["error"]["code"] == "model_not_a_decoder", "an encoder refuses completions")
     metrics, _ = s.metrics()
-    check(metrics.get("iron_embeddings_total") == 7, "metrics count the texts embedded (%s)" % metrics.get("iron_embeddings_total"))
+    check(metrics.get("iron_embeddings_total") == 8, "metrics count the texts embedded (%s)" % metrics.get("iron_embeddings_total"))
     check(s.stop() == 0, "the encoder's server stops on SIGTERM")
     d = Server(iron, decoder_model)
     r = d.post("/v1/embeddings", {"input": "a"})
     check(r.status_code == 400 and r.json()["error"]["code"] == "model_not_an_encoder", "a decoder refuses embeddings")
     d.stop()
+
+
+def prompt_cases(iron, model):
+    """A model with prompts (EmbeddingGemma): prompt_name gives iron embed --prompt-name's vectors."""
+    text = "What is the capital of France?"
+    f32 = lambda v: list(struct.unpack("%df" % len(v), struct.pack("%df" % len(v), *v)))
+
+    def cli(*flags):
+        out = subprocess.run([iron, "embed", "-m", model, "--format", "json", "-t", "2", "-p", text, *flags],
+                             capture_output=True, text=True, timeout=300)
+        check(out.returncode == 0, "iron embed %s runs: %s" % (" ".join(flags), out.stderr[-200:]))
+        return f32(json.loads(out.stdout)["data"][0]["embedding"])
+
+    plain, query = cli(), cli("--prompt-name", "query", "--dimensions", "256")
+    s = Server(iron, model)
+    client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", timeout=TIMEOUT, max_retries=0)
+    got = client.embeddings.create(model="embeddinggemma", input=text, dimensions=256, extra_body={"prompt_name": "query"})
+    check(f32(got.data[0].embedding) == query, "prompt_name query and dimensions 256 equal iron embed's")
+    got = client.embeddings.create(model="embeddinggemma", input=text)
+    check(f32(got.data[0].embedding) == plain and len(plain) == 768, "no prompt_name: no prompt, 768 values")
+    r = s.post("/v1/embeddings", {"input": text, "prompt_name": "passage"})
+    check(r.status_code == 400 and "query" in r.json()["error"]["message"], "an unknown prompt_name is refused, naming the model's")
+    check(s.stop() == 0, "the EmbeddingGemma server stops on SIGTERM")
 
 
 def main():
@@ -418,6 +451,7 @@ def main():
     p.add_argument("--chat-model")
     p.add_argument("--gemma-model")
     p.add_argument("--embed-model")
+    p.add_argument("--prompted-embed-model")
     a = p.parse_args()
     try:
         completion_cases(a.iron, a.model)
@@ -428,6 +462,8 @@ def main():
             gemma_cases(a.iron, a.gemma_model)
         if a.embed_model:
             embedding_cases(a.iron, a.embed_model, a.model)
+        if a.prompted_embed_model:
+            prompt_cases(a.iron, a.prompted_embed_model)
     finally:
         for s in servers:
             if s.proc.poll() is None:

@@ -233,7 +233,9 @@ EmbeddingRequest parse_embedding_request(std::string_view body) {
         bad_request("'encoding_format' must be float or base64, not '" + escaped(f, 40) + "'", key);
       r.base64 = f == "base64";
     } else if (key == "dimensions") {
-      if (!v.is_null()) bad_request("'dimensions' is not taken: the model's vectors have the size it gives them", key);
+      if (!v.is_null()) r.dimensions = integer(v, key, 1, int64_t(1) << 20);  // the model's size: the server's to check
+    } else if (key == "prompt_name") {
+      if (!v.is_null()) r.prompt_name = string(v, key);
     } else {
       r.ignored.push_back(key);
     }

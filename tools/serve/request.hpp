@@ -63,11 +63,15 @@ CompletionRequest parse_request(std::string_view body, Endpoint endpoint);
 
 /// What POST /v1/embeddings asks for: texts (`input`: a string or an array of strings; OpenAI's
 /// token-id arrays are refused, since an encoder's ids come from its own tokenizer), and how the
-/// vectors are written back.
+/// vectors are written back: OpenAI's `dimensions` (Matryoshka: the first N values, normalised
+/// again) and this server's own `prompt_name` (the model's prompt put before each text:
+/// EmbeddingGemma's "query", "document", ...; null or absent: the model's default).
 struct EmbeddingRequest {
   std::string model;
   std::vector<std::string> inputs;  // at least one, at most kMaxEmbeddingInputs
   bool base64 = false;              // encoding_format "base64": little-endian f32 bytes
+  int64_t dimensions = 0;           // 0: all of them
+  std::optional<std::string> prompt_name;
   std::vector<std::string> ignored;
 };
 inline constexpr size_t kMaxEmbeddingInputs = 2048;  // OpenAI's own limit

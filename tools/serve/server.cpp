@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "iron/log.hpp"
-#include "iron/models/bert.hpp"
+#include "iron/models/encoder.hpp"
 #include "serve/embeddings.hpp"
 #include "serve/request.hpp"
 #include "serve/scheduler.hpp"
@@ -238,7 +238,8 @@ void Api::embed(const httplib::Request& req, httplib::Response& res) {
   if (!encoder_) {
     answer_error(res, ApiError(400, "invalid_request_error",
                                "this server's model is a decoder (a language model): embeddings need a sentence "
-                               "encoder (iron serve -m a BERT-family directory, e.g. all-MiniLM-L6-v2)",
+                               "encoder (iron serve -m a BERT-family directory such as all-MiniLM-L6-v2, or "
+                               "EmbeddingGemma's)",
                                {}, "model_not_an_encoder"));
     return;
   }
@@ -253,15 +254,33 @@ void Api::embed(const httplib::Request& req, httplib::Response& res) {
   ++open_;
   std::vector<std::vector<float>> vectors;
   int64_t tokens = 0;
+  std::string prompt;
+  try {
+    if (r.dimensions > encoder_->dim())
+      throw ApiError(400, "invalid_request_error",
+                     "'dimensions' " + std::to_string(r.dimensions) + " is more than the model's " +
+                         std::to_string(encoder_->dim()),
+                     "dimensions");
+    prompt = encoder_->prompt(r.prompt_name);
+  } catch (const ApiError& e) {
+    --open_;
+    answer_error(res, e);
+    return;
+  } catch (const Error& e) {  // an unknown prompt name: the message lists the model's
+    --open_;
+    answer_error(res, ApiError(400, "invalid_request_error", e.what(), "prompt_name"));
+    return;
+  }
   try {
     std::vector<std::vector<int32_t>> ids;
     ids.reserve(r.inputs.size());
     for (const std::string& text : r.inputs) {
-      ids.push_back(encoder_->ids(text));
+      ids.push_back(encoder_->ids(text, prompt));
       tokens += int64_t(ids.back().size());
     }
     std::lock_guard lock(encoder_mutex_);
     vectors = encoder_->embed_ids(ids);
+    if (r.dimensions > 0) models::truncate_dimensions(vectors, r.dimensions, encoder_->normalizes());
   } catch (const std::exception& e) {
     --open_;
     answer_error(res, ApiError(500, "server_error", std::string("the model failed: ") + e.what()));

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "iron/models/bert.hpp"
+#include "iron/models/encoder.hpp"
 #include "iron/models/runner.hpp"
 
 namespace iron::serve {

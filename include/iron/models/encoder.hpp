@@ -143,8 +143,9 @@ class SentenceEncoder {
   std::unique_ptr<EncoderGraph> model_;
 };
 
-/// Matryoshka truncation: each vector cut to its first `dims` values and L2-normalised again (a
-/// zero vector stays zero). `dims` from 1 to the vectors' size; anything else is a value error.
-void truncate_dimensions(std::vector<std::vector<float>>& vectors, int64_t dims);
+/// Matryoshka truncation: each vector cut to its first `dims` values and, with `renormalise`,
+/// L2-normalised again (a zero vector stays zero). `dims` from 1 to the vectors' size; anything
+/// else is a value error.
+void truncate_dimensions(std::vector<std::vector<float>>& vectors, int64_t dims, bool renormalise = true);
 
 }  // namespace iron::models
