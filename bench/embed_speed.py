@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Sentence embeddings: IRON against sentence-transformers on torch (CPU, f32), same machine, same
 run, same thread count, alternating. Sentences/s for batches of 1 and 32 sentences of about 20
-and about 128 tokens (all-MiniLM-L6-v2's tokens, [CLS] and [SEP] included); IRON at --precision
-(medium by default), each figure the median of --reps timed passes with the spread (min-max),
-and the ratio IRON / sentence-transformers. Then the accuracy: cosine between IRON's vectors
-(at highest and at medium, through `iron embed`) and sentence-transformers' own for the 207
-golden sentences of tests/golden/minilm_embeddings.json.
+and about 128 tokens (--lengths; the model's own tokens, its first and last included); IRON at
+--precision (medium by default), each figure the median of --reps timed passes with the spread
+(min-max), and the ratio IRON / sentence-transformers. Then the accuracy: cosine between IRON's
+vectors (at highest and at medium, through `iron embed`) and sentence-transformers' own for the
+golden sentences without a prompt of tests/golden/minilm_embeddings.json (all-MiniLM-L6-v2) or
+embeddinggemma_embeddings.json (EmbeddingGemma, whose directory name says so).
 
 The first use installs sentence-transformers and torch into .venv (scripts/python-env.sh; PyPI's
 torch is large, so this stays out of CI). Not a test: it measures, it does not pass or fail.
 
     bench/embed_speed.py [-m models/all-MiniLM-L6-v2] [-t 2] [--reps 3] [--precision medium]
-                         [--before DIR]
+                         [--lengths 20,128] [--before DIR]
+    bench/embed_speed.py -m models/embeddinggemma-300m --lengths 20,256
 
 --before DIR also times DIR/bench/bench_embed_speed (another build, e.g. of the commit before a
 change) in the same alternation, and prints its column and the ratio of the two IRONs.
@@ -44,6 +46,7 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--precision", default="medium")
+    ap.add_argument("--lengths", default="20,128", help="the texts' approximate token counts, comma-separated")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--before", help="another build whose bench_embed_speed runs in the same alternation")
     a = ap.parse_args()
@@ -67,8 +70,9 @@ def main():
     before = os.path.join(a.before, "bench", "bench_embed_speed") if a.before else None
     iron = os.path.join(a.build, "iron")
 
-    # ~20 and ~128 tokens: 18 and 126 one-token words, checked with the model's own tokenizer.
-    sets = {20: texts(64, 18, 1), 128: texts(64, 126, 2)}
+    # ~N tokens: N - 2 one-token words (the common words above are one token each in both models'
+    # vocabularies), checked with the model's own tokenizer.
+    sets = {n: texts(64, n - 2, i + 1) for i, n in enumerate(int(x) for x in a.lengths.split(","))}
     for n, ts in sets.items():
         lengths = [len(tok(t)["input_ids"]) for t in ts]
         print("texts of ~%d tokens: %d to %d tokens" % (n, min(lengths), max(lengths)))
@@ -128,8 +132,9 @@ def main():
             print(line)
 
         # Accuracy against sentence-transformers itself, on the golden sentences.
-        golden = json.load(open(os.path.join(ROOT, "tests", "golden", "minilm_embeddings.json")))
-        gtexts = [c["text"] for c in golden["cases"]]
+        name = "embeddinggemma" if "embeddinggemma" in os.path.basename(os.path.normpath(a.model)).lower() else "minilm"
+        golden = json.load(open(os.path.join(ROOT, "tests", "golden", name + "_embeddings.json")))
+        gtexts = [c["text"] for c in golden["cases"] if not c.get("prompt_name")]
         ref = st.encode(gtexts, batch_size=32, convert_to_numpy=True).astype(np.float64)
         path = os.path.join(work, "golden.txt")
         # One text per line: the golden's texts with a newline inside are left to the C++ test.

@@ -9,7 +9,8 @@
 #   build-arm64/ the aarch64 cross build, its tests under QEMU (scripts/test-arm64.sh)
 #   then each libFuzzer target for 30 s from build-asan/ (scripts/fuzz.sh), two at a time
 # The Release build includes the Python package, whose pytest suite is one of its ctest tests.
-# IRON_QUICK=1 stops after that ctest. Each stage prints the time so far. From a fresh clone on
+# IRON_QUICK=1 stops after that ctest; IRON_FETCH_LARGE=1 also fetches EmbeddingGemma (1.15 GB)
+# for its whole-model tests. Each stage prints the time so far. From a fresh clone on
 # the 2 cores (2026-12-01, a quiet machine), the whole script took 31.8 min: Release build 5.1,
 # its ctest 2.9 (396 tests, the Python suite and the whole-model runs among them), ASan build
 # 7.7 (-O1 -g1; 13.2 at -O2 -g the session before), ASan tests 1.2, TSan build 3.8, TSan tests
@@ -37,6 +38,9 @@ scripts/fetch-model.sh          # SmolLM2-135M-Instruct (Q4_1)
 scripts/fetch-model.sh gemma3   # Gemma 3 270M (Q4_K_M): its logits and tokenizer tests
 scripts/fetch-model.sh minilm   # all-MiniLM-L6-v2: the encoder's tokenizer and embedding tests
 scripts/fetch-model.sh qwen0.5b # Qwen2.5-Coder-0.5B (Q4_K_M): its logits, tokenizer and chat tests
+# EmbeddingGemma-300M (1.15 GB, f32): its tokenizer and sentence-transformers tests, only when
+# asked; without it they skip, naming it, and the tiny encoder from the same code runs everywhere.
+if [ "${IRON_FETCH_LARGE:-0}" = 1 ]; then scripts/fetch-model.sh embeddinggemma; fi
 # The Release build includes the Python extension (python/src/, one library build for both), and
 # its ctest runs the pytest suite as the test python_pytest (any pytest status but 0 fails it).
 py=$(scripts/python-env.sh nanobind numpy pytest)
@@ -50,7 +54,7 @@ ctest --test-dir build --output-on-failure -j "$(nproc)"
 # (every other processor's today, ARM64's among them) are held to the same references on every
 # machine CI runs on. Vulkan's tests are left out: IRON_CPU does not change them. About 1 and 2.5
 # min on 2 cores (2026-12-03, a Xeon with AMX).
-narrow_suites='^(Stories260K|SmolLM2|Gemma3|MiniLM|SentenceEncoder|BatchDecode|Determinism|GgufSmolLM2|LlamaRunner|OpKernels|GemmFast|GemmInt8|Attention)\.'
+narrow_suites='^(Stories260K|SmolLM2|Gemma3|Gemma3Encoder|MiniLM|SentenceEncoder|BatchDecode|Determinism|GgufSmolLM2|LlamaRunner|OpKernels|GemmFast|GemmInt8|Attention)\.'
 if [ "$(uname -m)" = x86_64 ]; then
   narrow=(portable)
   grep -qw avx512f /proc/cpuinfo && narrow=(avx2 portable)

@@ -306,9 +306,14 @@ TEST(MiniLM, TokenizesAsTheGoldenSays) {
   const Golden& g = golden();
   auto encoder = SentenceEncoder::open(kMiniLM);
   for (size_t i = 0; i < g.texts.size(); ++i) EXPECT_EQ(encoder->ids(g.texts[i]), g.ids[i]) << escaped(g.texts[i], 60);
-  EXPECT_EQ(encoder->bucket(3), 32);
-  EXPECT_EQ(encoder->bucket(33), 64);
-  EXPECT_EQ(encoder->bucket(256), 256);
+  EXPECT_EQ(encoder->bucket(3), 16);
+  EXPECT_EQ(encoder->bucket(17), 24);
+  EXPECT_EQ(encoder->bucket(25), 32);
+  EXPECT_EQ(encoder->bucket(33), 48);
+  EXPECT_EQ(encoder->bucket(49), 64);
+  EXPECT_EQ(encoder->bucket(65), 96);
+  EXPECT_EQ(encoder->bucket(200), 256);
+  EXPECT_EQ(encoder->bucket(256), 256);  // max_seq_length: 192 then 256, not 384
   // Texts run through the tokenizer equal their ids run directly.
   const auto by_text = encoder->embed({g.texts[0], g.texts[1]});
   const auto by_ids = encoder->embed_ids({g.ids[0], g.ids[1]});

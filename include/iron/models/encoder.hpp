@@ -118,8 +118,8 @@ class SentenceEncoder {
   /// The text put before each sentence for the prompt `name`: "" for none; unset: the model's
   /// default prompt (or none). An unknown name is a value error listing the model's prompts.
   std::string prompt(const std::optional<std::string>& name = {}) const;
-  /// The bucket a sentence of `tokens` ids runs in: the smallest of 32, 64, 128, 256, ... that
-  /// holds it, at most max_seq_length.
+  /// The bucket a sentence of `tokens` ids runs in: the smallest of 16, 24, 32, 48, 64, 96, ...
+  /// (powers of two and the halfway steps between them) that holds it, at most max_seq_length.
   int64_t bucket(int64_t tokens) const;
   /// The ids a text runs as: the first token, the prompt's and the text's ids, the last token,
   /// cut to max_seq_length (as sentence-transformers: the prompt is part of the text).
