@@ -136,9 +136,8 @@ Outputs BertModel::body() {
   const auto [batch, S] = batch_shape();
   const int64_t rows = batch * S;
   // Word, position (0 .. S-1 in every sentence) and token-type 0 embeddings.
-  std::vector<int64_t> positions(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) positions[size_t(r)] = r % S;
-  Handle x = F::copy(Handle(word)[Handle(tokens).reshape({rows})]) + F::copy(Handle(position).rows(positions));
+  Handle x = F::copy(Handle(word)[Handle(tokens).reshape({rows})]) +
+             F::copy(Handle(position).rows(sentence_positions(batch, S)));
   x = F::layer_norm(x + Handle(token_type)[0], c.dim, embed_norm_w, embed_norm_b, c.eps);
   const auto heads = [&](const Handle& y) { return y.reshape({rows, c.heads, c.head_dim()}); };
   for (const auto& l : layers_) {

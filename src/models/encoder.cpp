@@ -189,6 +189,12 @@ std::pair<int64_t, int64_t> EncoderGraph::batch_shape() {
   return {tokens.shape()[0], S};
 }
 
+std::vector<int64_t> EncoderGraph::sentence_positions(int64_t batch, int64_t S) {
+  std::vector<int64_t> positions(static_cast<size_t>(batch * S));
+  for (size_t r = 0; r < positions.size(); ++r) positions[r] = int64_t(r) % S;
+  return positions;
+}
+
 Handle EncoderGraph::sentence_vectors(const Handle& x, int64_t batch, int64_t S) {
   Handle v = sentence_.cls_pooling ? F::copy(x.reshape({batch, S, dim_})[{all, 0}]) : F::segment_mean(x, lengths, S);
   for (size_t i = 0; i < dense_.size(); ++i)

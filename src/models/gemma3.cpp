@@ -64,13 +64,19 @@ Handle Gemma3Block::finish(const LlamaConfig& c, const Handle& x, int64_t n, con
 
 // ---- the decoder ------------------------------------------------------------------------------
 
+namespace {
+// Gemma scales its embedded rows by sqrt(dim): (dim,) of it.
+Tensor embedding_scale(int64_t dim) {
+  return Tensor::from(std::vector<float>(size_t(dim), float(std::sqrt(double(dim)))), {dim});
+}
+}  // namespace
+
 Gemma3Model::Gemma3Model(const LlamaConfig& config, const LlamaOptions& options)
     : DecoderModel("gemma3", config, options) {
   layers = children<Gemma3Block>("layers", int(config_.layers), config_, options_);
   global_rope_table = weight("global_rope_table", rope_cos_sin_table(config_.rope_base));
   local_rope_table = weight("local_rope_table", rope_cos_sin_table(config_.rope_local_base));
-  embed_scale = weight("embed_scale", Tensor::from(std::vector<float>(size_t(config_.dim), float(std::sqrt(double(config_.dim)))),
-                                                   {config_.dim}));
+  embed_scale = weight("embed_scale", embedding_scale(config_.dim));
 }
 
 Handle Gemma3Model::embedded(Handle x) { return x * Handle(embed_scale); }
@@ -106,8 +112,7 @@ Gemma3Encoder::Gemma3Encoder(const LlamaConfig& config, const SentenceConfig& se
   layers = children<Gemma3Block>("layers", int(config_.layers), config_);
   global_rope_table = weight("global_rope_table", rope_cos_sin_table(config_.rope_base, config_.head_dim, config_.context));
   local_rope_table = weight("local_rope_table", rope_cos_sin_table(config_.rope_local_base, config_.head_dim, config_.context));
-  embed_scale = weight("embed_scale", Tensor::from(std::vector<float>(size_t(config_.dim), float(std::sqrt(double(config_.dim)))),
-                                                   {config_.dim}));
+  embed_scale = weight("embed_scale", embedding_scale(config_.dim));
 }
 
 Gemma3Encoder::~Gemma3Encoder() = default;
@@ -118,8 +123,7 @@ Outputs Gemma3Encoder::body() {
   const int64_t rows = batch * S;
   // Each sentence's positions count from 0: the tables' first S rows, once per sentence, gathered
   // once a call for every layer.
-  std::vector<int64_t> positions(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) positions[size_t(r)] = r % S;
+  const std::vector<int64_t> positions = sentence_positions(batch, S);
   const Handle global = F::copy(Handle(global_rope_table).rows(positions));
   const Handle local = F::copy(Handle(local_rope_table).rows(positions));
   Handle x = F::copy(Handle(embed)[Handle(tokens).reshape({rows})], f32) * Handle(embed_scale);

@@ -72,6 +72,8 @@ class EncoderGraph : public Graph {
  protected:
   /// Checks the inputs and returns (batch, S).
   std::pair<int64_t, int64_t> batch_shape();
+  /// Each of the batch * S rows' position in its sentence: 0 .. S-1, once per sentence.
+  static std::vector<int64_t> sentence_positions(int64_t batch, int64_t S);
   /// The pipeline after the model: x (batch * S, dim), one row per token, to the sentences'
   /// vectors (batch, output_dim()).
   Handle sentence_vectors(const Handle& x, int64_t batch, int64_t S);
