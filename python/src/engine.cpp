@@ -79,12 +79,16 @@ struct PyStream {
   }
 };
 
+// The engine is shared with the calls using it (a submit waiting for a place, a generate()), so
+// that close() on another thread never destroys it under them: it cancels what is in flight,
+// and the last user lets it go. The runner outlives every engine over it.
 struct PyEngine {
-  std::unique_ptr<models::LlamaRunner> runner;
-  std::unique_ptr<models::Engine> engine;
-  models::Engine& get() const {
-    if (!engine) value_error("the engine is closed");
-    return *engine;
+  std::shared_ptr<models::LlamaRunner> runner;
+  std::shared_ptr<models::Engine> engine;
+  std::shared_ptr<models::Engine> get() const {
+    std::shared_ptr<models::Engine> e = engine;
+    if (!e) value_error("the engine is closed");
+    return e;
   }
 };
 
@@ -188,21 +192,24 @@ void bind_engine(nb::module_& m) {
         {
           nb::gil_scoped_release release;
           e->runner = models::LlamaRunner::open(path, o);
-          e->engine = std::make_unique<models::Engine>(*e->runner, parallel, queue);
+          models::LlamaRunner& runner = *e->runner;
+          // The engine holds the runner alive too, however the two are let go.
+          e->engine = std::shared_ptr<models::Engine>(new models::Engine(runner, parallel, queue),
+                                                      [keep = e->runner](models::Engine* p) { delete p; });
         }
         return e.release();
       }, nb::rv_policy::take_ownership)
       .def("submit", [](PyEngine& e, nb::handle prompt, std::optional<int64_t> max_tokens, double temperature,
                         int64_t top_k, double top_p, std::optional<uint64_t> seed, const std::vector<std::string>& stop,
                         bool ignore_eos, bool wait) -> nb::object {
-        models::Engine& engine = e.get();
+        const std::shared_ptr<models::Engine> engine = e.get();
         models::Request r = request_from(prompt, max_tokens, temperature, top_k, top_p, seed, stop, ignore_eos);
         auto wakeup = std::make_shared<Wakeup>();
         r.on_news = [wakeup] { wakeup->signal(); };
         std::shared_ptr<models::Stream> s;
         {
           nb::gil_scoped_release release;
-          s = engine.submit(std::move(r), wait);
+          s = engine->submit(std::move(r), wait);
         }
         if (!s) return nb::none();  // the queue is full
         return nb::cast(new PyStream{s, wakeup, {}}, nb::rv_policy::take_ownership);
@@ -210,7 +217,7 @@ void bind_engine(nb::module_& m) {
       .def("generate", [](PyEngine& e, nb::sequence prompts, std::optional<int64_t> max_tokens, double temperature,
                           int64_t top_k, double top_p, std::optional<uint64_t> seed,
                           const std::vector<std::string>& stop, bool ignore_eos) {
-        models::Engine& engine = e.get();
+        const std::shared_ptr<models::Engine> engine = e.get();
         std::vector<models::Request> requests;
         for (nb::handle p : prompts)
           requests.push_back(request_from(p, max_tokens, temperature, top_k, top_p, seed, stop, ignore_eos));
@@ -222,7 +229,7 @@ void bind_engine(nb::module_& m) {
           nb::gil_scoped_release release;
           std::vector<std::shared_ptr<models::Stream>> streams;
           try {
-            for (models::Request& r : requests) streams.push_back(engine.submit(std::move(r), /*wait=*/true));
+            for (models::Request& r : requests) streams.push_back(engine->submit(std::move(r), /*wait=*/true));
           } catch (...) {
             failure = std::current_exception();
           }
@@ -241,7 +248,7 @@ void bind_engine(nb::module_& m) {
         return texts;
       })
       .def("stats", [](const PyEngine& e) {
-        const models::EngineStats s = e.get().stats();
+        const models::EngineStats s = e.get()->stats();
         nb::dict d;
         d["queued"] = s.queued;
         d["active"] = s.active;
@@ -251,12 +258,16 @@ void bind_engine(nb::module_& m) {
         d["tokens_per_second"] = s.tokens_per_second;
         return d;
       })
-      .def_prop_ro("parallel", [](const PyEngine& e) { return e.get().parallel(); })
+      .def_prop_ro("parallel", [](const PyEngine& e) { return e.get()->parallel(); })
       .def_prop_ro("context", [](const PyEngine& e) { return e.runner->options().model.context; })
       .def("close", [](PyEngine& e) {
-        // Cancels what is in flight and waits for the engine's thread (never for the GIL).
+        // Cancels what is in flight; the engine's thread is joined by its last user (here, unless
+        // a call on another thread still holds it), never waiting for the GIL.
+        std::shared_ptr<models::Engine> engine = std::move(e.engine);
+        if (!engine) return;
+        engine->cancel_all();
         nb::gil_scoped_release release;
-        e.engine.reset();
+        engine.reset();
       });
 }
 

@@ -148,6 +148,20 @@ def test_bad_requests_are_refused(stories):
         engine.stream("Once")
 
 
+def test_close_cancels_what_is_in_flight(stories):
+    engine = iron.Engine(stories, parallel=2, context=2048)
+    s = engine.stream("Once", max_tokens=None, ignore_eos=True)
+    next(s)
+    waiting = threading.Thread(target=lambda: engine.generate(["Once"] * 4, max_tokens=None, ignore_eos=True))
+    waiting.start()  # holds the engine while close() lets it go
+    engine.close()
+    s.text()
+    assert s.finish_reason == "cancelled" and len(s.tokens) < 2047
+    waiting.join(10)
+    assert not waiting.is_alive()
+    engine.close()  # twice is fine
+
+
 def test_the_gil_is_free_while_it_runs(stories):
     with iron.Engine(stories, parallel=8, context=512) as engine:
         done = threading.Event()
