@@ -88,7 +88,10 @@ def one_stream(url, prompt, max_tokens, model, extra=None):
     return first - t0, last - first, tokens
 
 
-def run_level(url, concurrency, per_client, max_tokens, model, extra=None):
+def run_clients(concurrency, per_client, one):
+    """`concurrency` clients started together, client c making per_client requests in turn with
+    one(c, k) -> (time to first token, seconds from the first token to the last, tokens); the
+    level's figures."""
     results, errors = [], []
     lock = threading.Lock()
     gate = threading.Barrier(concurrency)
@@ -97,7 +100,7 @@ def run_level(url, concurrency, per_client, max_tokens, model, extra=None):
         gate.wait()
         for k in range(per_client):
             try:
-                r = one_stream(url, PROMPTS[(c + k) % len(PROMPTS)], max_tokens, model, extra)
+                r = one(c, k)
                 with lock:
                     results.append(r)
             except Exception as e:  # counted, not fatal: a benchmark reports failures
@@ -119,6 +122,11 @@ def run_level(url, concurrency, per_client, max_tokens, model, extra=None):
             "ttft_p99_ms": 1e3 * percentile(ttft, 99),
             "stream_tps_median": statistics.median(per_stream) if per_stream else float("nan"),
             "stream_tps_min": min(per_stream) if per_stream else float("nan"), "errors": errors[:3]}
+
+
+def run_level(url, concurrency, per_client, max_tokens, model, extra=None):
+    return run_clients(concurrency, per_client,
+                       lambda c, k: one_stream(url, PROMPTS[(c + k) % len(PROMPTS)], max_tokens, model, extra))
 
 
 def free_port():

@@ -22,9 +22,9 @@ void serve_request(const uint8_t* data, size_t size) {
       return;
     }
     const serve::CompletionRequest r = serve::parse_request(body, endpoint);
-    IRON_FUZZ_CHECK(r.temperature >= 0 && r.temperature <= 2);
-    IRON_FUZZ_CHECK(r.top_p > 0 && r.top_p <= 1);
-    IRON_FUZZ_CHECK(r.top_k >= 0 && r.top_k <= INT32_MAX);
+    IRON_FUZZ_CHECK(r.sampling.temperature >= 0 && r.sampling.temperature <= 2);
+    IRON_FUZZ_CHECK(r.sampling.top_p > 0 && r.sampling.top_p <= 1);
+    IRON_FUZZ_CHECK(r.sampling.top_k >= 0 && r.sampling.top_k <= INT32_MAX);
     IRON_FUZZ_CHECK(!r.max_tokens || *r.max_tokens > 0);
     IRON_FUZZ_CHECK(r.stop.size() <= 4);
     for (const std::string& s : r.stop) IRON_FUZZ_CHECK(!s.empty());
@@ -32,7 +32,7 @@ void serve_request(const uint8_t* data, size_t size) {
       IRON_FUZZ_CHECK(!r.messages.empty());
       for (const auto& m : r.messages) IRON_FUZZ_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant");
     }
-    functional::sample_settings(r.temperature, r.top_k, r.top_p, r.seed.value_or(0));  // never refuses them
+    r.sampling.check();  // never refuses them
   } catch (const serve::ApiError& e) {
     IRON_FUZZ_CHECK(e.status() >= 400 && e.status() < 600);
     const auto j = nlohmann::json::parse(e.json(), nullptr, false);

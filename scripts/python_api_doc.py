@@ -64,6 +64,7 @@ def main():
                      [n for n in functional.__dict__ if not n.startswith("_") and inspect.isfunction(getattr(functional, n))
                       and getattr(functional, n).__module__ == "iron.functional"])
     lines += section("iron.models", models, ["load", "Model"])
+    lines += section("iron.Engine: serving many requests at once", iron, ["Engine", "Stream"])
     print("\n".join(l.rstrip() for l in lines).rstrip() + "\n", end="")
 
 

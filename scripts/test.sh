@@ -92,7 +92,7 @@ cmake --build build-tsan -j "$jobs" --target iron_tests
 stage "test under TSan"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
-  -R '(^|/)(CarriedLoop|CarriedLoopDepth|CarriedLoopOn|Graph|Smoke|OpKernels|Attention|Stories260K|Determinism|ThreadPool|SpecRows|ServeScheduler)\.'
+  -R '(^|/)(CarriedLoop|CarriedLoopDepth|CarriedLoopOn|Graph|Smoke|OpKernels|Attention|Stories260K|Determinism|ThreadPool|SpecRows|Engine|EngineStop)\.'
 
 # ARM64: the cross build and its operator, kernel and graph tests and stories260K's ids under
 # QEMU, on NEON and on 256-bit SVE (scripts/test-arm64.sh), from an x86-64 machine.

@@ -128,7 +128,8 @@ void add_chat_command(CLI::App& app, bool execute) {
     auto runner = models::LlamaRunner::open(o->common.model, options);
     if (!text::recognise_chat_template(runner->tokenizer().chat_template()))
       std::fprintf(stderr, "note: the model's chat template is not one rendered here (ChatML, Gemma); using ChatML\n");
-    models::Conversation conversation(*runner, o->system);
+    models::Engine engine(*runner);
+    models::Conversation conversation(engine, o->system);
     const bool terminal = ::isatty(STDIN_FILENO) && ::isatty(STDOUT_FILENO);
     struct sigaction action {};
     action.sa_handler = on_interrupt;

@@ -48,12 +48,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& options);
 /// The runner options they give (the profile loaded when present).
 models::RunnerOptions runner_options(const ModelOptions& options);
 
-/// What generate and chat share: how much to generate, the context and the sampling.
+/// What generate and chat share: how much to generate, the context and the sampling (llama.cpp's
+/// defaults, Sampling's own: greedy, top_k 40, top_p 0.95, seed 0).
 struct GenerationOptions {
   int64_t tokens = 128, context = 2048, chunk = 64;
-  double temperature = 0.0, top_p = 0.95;
-  int64_t top_k = 40;
-  uint64_t seed = 0;
+  Sampling sampling;
 };
 /// Declares -n, --temp, --top-k, --top-p, -s, -c and -b (llama.cpp's names) on `cmd`.
 void add_generation_options(CLI::App& cmd, GenerationOptions& options);

@@ -1,5 +1,6 @@
 // `iron generate -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S] [-t THREADS]
 //  [-c CONTEXT] [--chat] [--ids]`: streams text as it is produced, then the timing lines.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -8,7 +9,7 @@
 
 #include "commands.hpp"
 #include "iron/cpu.hpp"
-#include "iron/models/runner.hpp"
+#include "iron/models/engine.hpp"
 
 namespace iron::tools {
 
@@ -35,25 +36,34 @@ void add_generate_command(CLI::App& app, bool execute) {
     models::RunnerOptions options = runner_options(o->common);
     apply(o->generation, options);
     auto runner = models::LlamaRunner::open(o->common.model, options);
-    std::vector<int32_t> prompt = runner->prompt_ids(o->prompt, o->chat);
-    text::StreamDecoder stream(runner->tokenizer());
-    bool first = true;
+    // One sequence through the engine: the runner's chained decode loop, its text decoded there.
+    models::Engine engine(*runner);
+    models::Request request;
+    // --chat falls back to ChatML (with a warning) for a template not rendered here: generate's
+    // own choice, so its ids are made here.
+    request.prompt = runner->prompt_ids(o->prompt, o->chat);
+    request.sampling = options.model.sampling;
+    if (o->generation.tokens >= 0) request.max_tokens = o->generation.tokens;
+    const std::shared_ptr<models::Stream> stream = engine.submit(std::move(request));
     // A plain completion shows its prompt first, as llama.cpp does; a chat shows only the answer.
     if (!o->chat && !o->ids) std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
-    auto stats = runner->generate(prompt, o->generation.tokens, [&](int32_t id) {
+    bool first = true;
+    for (bool more = true; more;) {
+      std::string text;
+      std::vector<int32_t> ids;
+      more = stream->take(text, &ids, std::chrono::seconds(1));
       if (o->ids) {
-        std::printf(first ? "%d" : " %d", id);
-      } else if (!runner->tokenizer().is_end(id)) {
-        std::string piece = stream.push(id);
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        for (int32_t id : ids) {
+          std::printf(first ? "%d" : " %d", id);
+          first = false;
+        }
+      } else {
+        std::fwrite(text.data(), 1, text.size(), stdout);
       }
-      first = false;
       std::fflush(stdout);
-    });
-    if (!o->ids) {
-      std::string tail = stream.flush();
-      std::fwrite(tail.data(), 1, tail.size(), stdout);
     }
+    if (stream->failure()) std::rethrow_exception(stream->failure());
+    const models::GenerateStats stats = stream->stats();
     std::printf("\n");
     std::fprintf(stderr, "\nprompt: %lld tokens in %.3f s (%.1f tokens/s)\n", (long long)stats.prompt_tokens,
                  stats.prompt_seconds, stats.prompt_tokens / std::max(stats.prompt_seconds, 1e-9));

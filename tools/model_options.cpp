@@ -41,10 +41,10 @@ void add_model_options(CLI::App& cmd, ModelOptions& o) {
 void add_generation_options(CLI::App& cmd, GenerationOptions& o) {
   add_integer(cmd, "-n,--n-predict", o.tokens, -1, kMaxRows,
               "How many tokens to generate at most (-1: until the end of sequence or a full context)");
-  add_number(cmd, "--temp", o.temperature, 0, 1e6, false, "Sampling temperature; 0 is greedy");
-  add_integer(cmd, "--top-k", o.top_k, 0, INT32_MAX, "Sample from the k most likely tokens (0: all)");
-  add_number(cmd, "--top-p", o.top_p, 0, 1, true, "Sample from the smallest set of tokens whose probability reaches p");
-  add_unsigned(cmd, "-s,--seed", o.seed,
+  add_number(cmd, "--temp", o.sampling.temperature, 0, 1e6, false, "Sampling temperature; 0 is greedy");
+  add_integer(cmd, "--top-k", o.sampling.top_k, 0, INT32_MAX, "Sample from the k most likely tokens (0: all)");
+  add_number(cmd, "--top-p", o.sampling.top_p, 0, 1, true, "Sample from the smallest set of tokens whose probability reaches p");
+  add_unsigned(cmd, "-s,--seed", o.sampling.seed,
                "Random seed for sampling, any 64-bit value (the same seed gives the same output)");
   add_integer(cmd, "-c,--ctx-size", o.context, 1, kMaxRows, "Context length: KV-cache rows (at most the model's)");
   add_integer(cmd, "-b,--batch-size", o.chunk, 1, INT32_MAX,
@@ -54,7 +54,7 @@ void add_generation_options(CLI::App& cmd, GenerationOptions& o) {
 void apply(const GenerationOptions& g, models::RunnerOptions& options) {
   options.model.context = g.context;
   options.model.chunk = g.chunk;
-  options.model.sampling = {g.temperature, g.top_k, g.top_p, g.seed};
+  options.model.sampling = g.sampling;
 }
 
 models::RunnerOptions runner_options(const ModelOptions& o) {

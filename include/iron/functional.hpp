@@ -10,6 +10,7 @@
 #include "iron/module.hpp"
 #include "iron/operator.hpp"
 #include "iron/precision.hpp"
+#include "iron/sampling.hpp"
 
 namespace iron::functional {
 
@@ -61,11 +62,11 @@ Handle sample(const Handle& logits, double temperature, int64_t top_k, double to
 /// of kSampleSettingsWords i32 words (an input, or a state a call wrote), as sample_settings()
 /// makes them. One compiled version then serves any settings, a server's every request.
 Handle sample(const Handle& logits, const Handle& settings, const Affine& step, const Affine& position);
-/// Words in a row of sampling settings.
-inline constexpr int64_t kSampleSettingsWords = 16;
+/// Words in a row of sampling settings (iron/sampling.hpp).
+using iron::kSampleSettingsWords;
 /// The settings row (kSampleSettingsWords,) i32 for sample(): the doubles and the 64-bit seed
-/// travel bit for bit (16 bits a word). Throws a value error unless temperature >= 0, top_k >= 0
-/// (below 2^31) and 0 < top_p <= 1.
+/// travel bit for bit (16 bits a word; SamplingRow). Throws a value error unless temperature >= 0,
+/// top_k >= 0 (below 2^31) and 0 < top_p <= 1.
 Tensor sample_settings(double temperature, int64_t top_k, double top_p, uint64_t seed);
 /// The sum of per-call expressions as a one-element i32 (a carried value of two values).
 Handle scalar(const std::vector<Affine>& terms);

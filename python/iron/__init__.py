@@ -39,13 +39,15 @@ from .graph import (
 )
 from . import functional
 from . import models
+from .engine import Engine, Stream
 
 f32, f16, bf16, i8, i32 = DType.f32, DType.f16, DType.bf16, DType.i8, DType.i32
 keep = DType.keep  # a param that keeps its checkpoint's (quantised) type
 
 __all__ = [
-    "AccessPattern", "Affine", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "DType", "Graph", "Handle",
-    "Module", "Param", "Precision", "Profile", "Scratchpad", "State", "StateDict", "Weight", "at", "carry",
+    "AccessPattern", "Affine", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "DType", "Engine", "Graph",
+    "Handle", "Module", "Param", "Precision", "Profile", "Scratchpad", "State", "StateDict", "Stream", "Weight",
+    "at", "carry",
     "clamp", "functional", "models", "on_host", "param", "state", "upto", "weight", "window",
     "f32", "f16", "bf16", "i8", "i32", "keep",
 ]

@@ -40,6 +40,10 @@ struct type_caster<iron::Precision> {
 };
 }  // namespace nanobind::detail
 
+namespace iron::models {
+struct GenerateStats;
+}
+
 namespace iron::python {
 namespace nb = nanobind;
 
@@ -50,6 +54,11 @@ void bind_handles(nb::module_& m);
 void bind_functional(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_models(nb::module_& m);
+void bind_engine(nb::module_& m);
+
+/// A generation's counts, times and stop as a dict (prompt_tokens, prompt_seconds,
+/// generated_tokens, generate_seconds, stop): what Runner.generate returns and Stream.stats holds.
+nb::dict stats_dict(const models::GenerateStats& s);
 
 /// A host tensor viewing a numpy array (any object numpy can give as a C-contiguous CPU array):
 /// no copy when the array is contiguous already. `keep` holds a reference to the array for as

@@ -22,6 +22,16 @@ struct PyRunner {
 
 }  // namespace
 
+nb::dict stats_dict(const models::GenerateStats& s) {
+  nb::dict d;
+  d["prompt_tokens"] = s.prompt_tokens;
+  d["prompt_seconds"] = s.prompt_seconds;
+  d["generated_tokens"] = s.generated_tokens;
+  d["generate_seconds"] = s.generate_seconds;
+  d["stop"] = s.stop;
+  return d;
+}
+
 void bind_models(nb::module_& m) {
   nb::module_ mm = m.def_submodule("models", "models::LlamaRunner (use iron.models).");
   // A Llama-family GGUF's weights under the C++ model's paths (layers.3.attn.q, as
@@ -109,13 +119,7 @@ void bind_models(nb::module_& m) {
           std::string tail = stream->flush();
           if (!tail.empty()) on_token(-1, nb::bytes(tail.data(), tail.size()));
         }
-        nb::dict d;
-        d["prompt_tokens"] = s.prompt_tokens;
-        d["prompt_seconds"] = s.prompt_seconds;
-        d["generated_tokens"] = s.generated_tokens;
-        d["generate_seconds"] = s.generate_seconds;
-        d["stop"] = s.stop;
-        return d;
+        return stats_dict(s);
       }, nb::arg("prompt"), nb::arg("max_tokens"), nb::arg("on_token"), nb::arg("stop_at_end") = true,
          nb::arg("start") = 0);
 }

@@ -11,4 +11,5 @@ NB_MODULE(_iron, m) {
   iron::python::bind_functional(m);
   iron::python::bind_graph(m);
   iron::python::bind_models(m);
+  iron::python::bind_engine(m);
 }

@@ -72,6 +72,19 @@ Handle matmul(const Handle& row, const Handle& matrix) {
   return step("GEMM", p, {row, matrix}, out, activation_dtype(row), row.bounds());
 }
 
+// The one sampling type's checks and its row (include/iron/sampling.hpp).
+void Sampling::check() const {
+  if (!(temperature >= 0) || std::isinf(temperature))
+    value_error("sampling temperature is a finite number >= 0, got " + std::to_string(temperature));
+  if (top_k < 0 || top_k > INT32_MAX) value_error("sampling top_k is in [0, 2^31), got " + std::to_string(top_k));
+  if (!(top_p > 0 && top_p <= 1)) value_error("sampling top_p is in (0, 1], got " + std::to_string(top_p));
+}
+
+SamplingRow::SamplingRow(const Sampling& s) {
+  s.check();
+  ops::encode_settings(s, words.data());
+}
+
 namespace functional {
 
 Handle linear(const Handle& x, const Handle& weight, const Handle& bias, Precision precision, const Fields& gemv,
@@ -209,13 +222,8 @@ Handle sample(const Handle& logits, const Handle& settings, const Affine& step_c
 }
 
 Tensor sample_settings(double temperature, int64_t top_k, double top_p, uint64_t seed) {
-  if (!(temperature >= 0) || std::isinf(temperature))
-    value_error("sampling temperature is a finite number >= 0, got " + std::to_string(temperature));
-  if (top_k < 0 || top_k > INT32_MAX) value_error("sampling top_k is in [0, 2^31), got " + std::to_string(top_k));
-  if (!(top_p > 0 && top_p <= 1)) value_error("sampling top_p is in (0, 1], got " + std::to_string(top_p));
-  std::vector<int32_t> words(static_cast<size_t>(kSampleSettingsWords));
-  ops::encode_settings({temperature, top_k, top_p, seed}, words.data());
-  return Tensor::from_ints(words, {kSampleSettingsWords});
+  const SamplingRow row(Sampling{temperature, top_k, top_p, seed});
+  return Tensor::from_ints(std::vector<int32_t>(row.words.begin(), row.words.end()), {kSampleSettingsWords});
 }
 
 Handle scalar(const std::vector<Affine>& terms) {

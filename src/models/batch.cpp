@@ -22,7 +22,7 @@ int64_t version_rows(int64_t rows) { return int64_t(std::bit_ceil(uint64_t(rows)
 
 std::vector<int32_t> BatchDecoder::run(std::vector<int32_t> tokens, std::vector<int32_t> positions,
                                        std::vector<int32_t> slots, const std::vector<int32_t>& pick,
-                                       const std::vector<int32_t>& draws, const std::vector<Sampling>& sampling,
+                                       const std::vector<int32_t>& draws, const std::vector<SamplingRow>& sampling,
                                        int64_t capacity) {
   const int64_t valid = int64_t(tokens.size()), picked = int64_t(pick.size());
   const int64_t rows = std::max(capacity, valid);
@@ -34,11 +34,9 @@ std::vector<int32_t> BatchDecoder::run(std::vector<int32_t> tokens, std::vector<
     if (p < 0 || p >= valid)
       index_error("BatchDecoder: a pick of row " + std::to_string(p) + " in a call of " + std::to_string(valid) + " rows");
   Tensor settings = Tensor::zeros({picked, F::kSampleSettingsWords}, i32);
-  for (int64_t p = 0; p < picked; ++p) {
-    const Sampling& s = sampling[size_t(p)];
-    const Tensor row = F::sample_settings(s.temperature, s.top_k, s.top_p, s.seed);
-    std::memcpy(settings.mutable_data_as<int32_t>() + p * F::kSampleSettingsWords, row.data(), size_t(row.nbytes()));
-  }
+  for (int64_t p = 0; p < picked; ++p)
+    std::memcpy(settings.mutable_data_as<int32_t>() + p * F::kSampleSettingsWords, sampling[size_t(p)].words.data(),
+                sizeof(SamplingRow::words));
   // In the order the graph declares its inputs: tokens, sampling, positions, slots, pick, draws.
   const Tensor inputs[] = {Tensor::from_ints(tokens, {rows}),     settings,
                            Tensor::from_ints(positions, {rows}),  Tensor::from_ints(slots, {rows}),
@@ -56,7 +54,7 @@ std::vector<int32_t> BatchDecoder::run(std::vector<int32_t> tokens, std::vector<
   return {next, next + picked};
 }
 
-int32_t BatchDecoder::prefill(int64_t slot, int64_t position, std::span<const int32_t> ids, const Sampling& sampling,
+int32_t BatchDecoder::prefill(int64_t slot, int64_t position, std::span<const int32_t> ids, const SamplingRow& sampling,
                               int64_t step) {
   Prompt prompt{slot, position, ids, 0, sampling, step};
   return prefill(std::span(&prompt, 1))[0];
@@ -141,7 +139,7 @@ std::vector<std::optional<int32_t>> BatchDecoder::prefill_parts(std::span<Prompt
     }
   }
   std::vector<int32_t> tokens, positions, slots, pick, draws;
-  std::vector<Sampling> sampling;
+  std::vector<SamplingRow> sampling;
   std::vector<size_t> finishing;  // the prompts whose last id goes in, in pick order
   rows = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -186,7 +184,8 @@ std::vector<int32_t> BatchDecoder::step(std::span<const Row> rows) {
   if (rows.empty()) return {};
   const size_t n = rows.size();
   std::vector<int32_t> tokens(n), positions(n), slots(n), pick(n), draws(2 * n);
-  std::vector<Sampling> sampling(n);
+  std::vector<SamplingRow> sampling;
+  sampling.reserve(n);
   for (size_t b = 0; b < n; ++b) {
     const Row& r = rows[b];
     tokens[b] = r.token;
@@ -195,7 +194,7 @@ std::vector<int32_t> BatchDecoder::step(std::span<const Row> rows) {
     pick[b] = int32_t(b);
     draws[2 * b] = int32_t(r.step);
     draws[2 * b + 1] = int32_t(r.position);
-    sampling[b] = r.sampling;
+    sampling.push_back(r.sampling);
   }
   shapes_.insert({int64_t(n), int64_t(n)});
   return run(tokens, positions, slots, pick, draws, sampling, int64_t(n));

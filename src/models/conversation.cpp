@@ -16,7 +16,7 @@ std::vector<text::ChatMessage> chat_messages(const std::vector<ConversationMessa
 }
 }  // namespace
 
-Conversation::Conversation(LlamaRunner& runner, const std::string& system) : runner_(runner) {
+Conversation::Conversation(Engine& engine, const std::string& system) : engine_(engine), runner_(engine.runner()) {
   runner_.tokenizer();  // a clear error for a model without one
   set_system(system);
 }
@@ -28,7 +28,8 @@ void Conversation::set_system(const std::string& system) {
 
 void Conversation::clear() {
   std::erase_if(messages_, [](const ConversationMessage& m) { return m.role != "system"; });
-  cached_.clear();
+  cached_ = 0;
+  fresh_ = true;
 }
 
 // Each message's turn is the text the template adds for it (the rendering of the messages up to
@@ -96,33 +97,36 @@ TurnStats Conversation::reply(const std::string& user, int64_t max_tokens,
     prompt = render(next, true);
   }
   messages_ = std::move(next);
-  // Only what the cache does not hold is prefilled (at least one token: the call that samples).
-  size_t common = 0;
-  while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) ++common;
-  common = std::min(common, prompt.size() - 1);
-  const std::vector<int32_t> suffix(prompt.begin() + std::ptrdiff_t(common), prompt.end());
-  stats.prefilled = int64_t(suffix.size());
-
-  const text::Tokenizer& t = runner_.tokenizer();
-  text::StreamDecoder stream(t, {.skip_special = true});
+  // Only what the cache does not hold is prefilled: the engine finds it in the slot (Request::
+  // reuse_cache), unless this conversation was just begun or loaded.
+  Request request;
+  request.prompt = prompt;
+  request.sampling = runner_.options().model.sampling;
+  if (max_tokens >= 0) request.max_tokens = max_tokens;
+  request.skip_special = true;
+  request.reuse_cache = !fresh_;
+  const std::shared_ptr<Stream> stream = engine_.submit(std::move(request), /*wait=*/true);
+  if (!stream) value_error("the engine is stopping: no more turns");
   std::vector<int32_t> answer;
-  GenerateStats g = runner_.generate(
-      suffix, max_tokens,
-      [&](int32_t id) {
-        answer.push_back(id);
-        if (!t.is_end(id)) on_text(stream.push(id));
-      },
-      true, int64_t(common), interrupt);
-  on_text(stream.flush());
+  for (bool more = true; more;) {
+    std::string piece;
+    more = stream->take(piece, &answer, std::chrono::milliseconds(20));
+    if (!piece.empty()) on_text(piece);
+    if (interrupt && interrupt->load(std::memory_order_relaxed)) stream->cancel();
+  }
+  if (stream->failure()) std::rethrow_exception(stream->failure());
+  fresh_ = false;
+  const GenerateStats g = stream->stats();
+  stats.prefilled = int64_t(prompt.size()) - stream->reused_tokens();
   // The cache holds the prompt and every answer token but the last (sampled, never fed back).
-  cached_ = prompt;
-  if (!answer.empty()) cached_.insert(cached_.end(), answer.begin(), answer.end() - 1);
+  cached_ = int64_t(prompt.size()) + std::max<int64_t>(int64_t(answer.size()) - 1, 0);
+  const text::Tokenizer& t = runner_.tokenizer();
   if (!answer.empty() && t.is_end(answer.back())) answer.pop_back();
   messages_.push_back({"assistant", t.decode(answer, {.skip_special = true}), answer});
   stats.generated = g.generated_tokens;
   stats.answer_seconds = g.generate_seconds;
   stats.stop = g.stop;
-  stats.cached = int64_t(cached_.size());
+  stats.cached = cached_;
   return stats;
 }
 
@@ -168,7 +172,8 @@ void Conversation::load_json(const nlohmann::json& conversation) {
   std::vector<ConversationMessage> loaded = conversation_from_json(conversation, runner_.config().vocab);
   render(loaded, false);  // a template that refuses this conversation says so now, not at the next turn
   messages_ = std::move(loaded);
-  cached_.clear();
+  cached_ = 0;
+  fresh_ = true;
 }
 
 }  // namespace iron::models

@@ -72,6 +72,11 @@ void check_against_weights(const LlamaConfig& c, const StateDict& weights, const
                 " query rows, and layers.0.attn.q has " + std::to_string(q.shape()[0]));
 }
 
+// The prefill version's `sampling` input: the settings' row.
+Tensor settings_input(const SamplingRow& row) {
+  return Tensor::from_ints(std::vector<int32_t>(row.words.begin(), row.words.end()), {kSampleSettingsWords});
+}
+
 // The prefill version's inputs: a chunk of prompt ids and the sampling settings.
 Shapes prefill_shapes(int64_t chunk) {
   return {{"tokens", InputSpec({chunk}, i32)}, {"sampling", InputSpec({functional::kSampleSettingsWords}, i32)}};
@@ -173,10 +178,9 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
   GenerateStats stats;
   const LlamaOptions& mo = options_.model;
   const Sampling& sp = sampling ? *sampling : mo.sampling;
-  // Checked before anything runs (a value error naming the setting).
-  std::array<Tensor, 2> inputs{Tensor::zeros({mo.chunk}, i32),
-                               functional::sample_settings(sp.temperature, sp.top_k, sp.top_p, sp.seed)};
+  // Checked before anything runs (a value error naming the setting), and encoded once.
   check_sampling(sp);
+  std::array<Tensor, 2> inputs{Tensor::zeros({mo.chunk}, i32), settings_input(sp)};
   const int64_t context = mo.context, chunk = mo.chunk;
   if (prompt.empty()) value_error("generate: the prompt has no tokens");
   if (start < 0 || start >= context)
@@ -255,7 +259,7 @@ GenerateStats LlamaRunner::generate(const std::vector<int32_t>& prompt, int64_t 
 }
 
 void LlamaRunner::check_sampling(const Sampling& s) const {
-  functional::sample_settings(s.temperature, s.top_k, s.top_p, s.seed);
+  s.check();
   if (options_.device == "vulkan" && s.temperature > 0 && !ops::vulkan_draws(s.top_k, config().vocab))
     value_error("Sample on the Vulkan device draws from at most " + std::to_string(ops::kVulkanMaxTopK) +
                 " candidates: top_k " + std::to_string(s.top_k) + (s.top_k == 0 ? " (every token)" : "") +
@@ -356,8 +360,7 @@ Tensor LlamaRunner::score_decoding(const std::vector<int32_t>& prompt) {
   };
   CompiledGraph& prefill = prefill_version();
   const Sampling& sp = options_.model.sampling;
-  std::array<Tensor, 2> inputs{Tensor::zeros({options_.model.chunk}, i32),
-                               functional::sample_settings(sp.temperature, sp.top_k, sp.top_p, sp.seed)};
+  std::array<Tensor, 2> inputs{Tensor::zeros({options_.model.chunk}, i32), settings_input(sp)};
   inputs[0].mutable_data_as<int32_t>()[0] = prompt[0];
   std::vector<ValueArg> first{{"position", 0}, {"rows", 1}, {"token", 0}, {"step", 0}};
   keep(0, prefill(std::span<const Tensor>(inputs), first).outputs[0]);

@@ -42,7 +42,8 @@ std::string answer(Conversation& c, const std::string& user, models::TurnStats* 
 TEST(Conversation, EachTurnPrefillsOnlyItsNewTokens) {
   IRON_NEEDS_SMOLLM2();
   auto runner = open_smollm2();
-  Conversation c(*runner);
+  models::Engine engine(*runner);
+  Conversation c(engine);
   models::TurnStats first, second, third;
   answer(c, "Hi, who are you?", &first);
   const int64_t after_first = c.cached_tokens();
@@ -59,8 +60,10 @@ TEST(Conversation, EachTurnPrefillsOnlyItsNewTokens) {
   EXPECT_LT(third.prefilled, 24);
   EXPECT_EQ(c.messages().size(), 6u);  // the template's default system message is not one of them
   // The piped form of one turn is generate --chat's: the same tokens.
-  Conversation fresh(*runner);
+  Conversation fresh(engine);
   std::vector<int32_t> direct;
+  // The runner alone (the engine idle meanwhile; its slot's record is stale after this, which a
+  // fresh conversation's first turn does not read).
   runner->generate(runner->prompt_ids("Hi, who are you?", true), 24, [&](int32_t id) { direct.push_back(id); });
   answer(fresh, "Hi, who are you?");
   std::vector<int32_t> ids = fresh.messages().back().ids;
@@ -71,11 +74,12 @@ TEST(Conversation, EachTurnPrefillsOnlyItsNewTokens) {
 TEST(Conversation, ASavedConversationContinuesExactly) {
   IRON_NEEDS_SMOLLM2();
   auto runner = open_smollm2();
-  Conversation c(*runner, "You are a terse assistant.");
+  models::Engine engine(*runner);
+  Conversation c(engine, "You are a terse assistant.");
   answer(c, "Name a colour.");
   const nlohmann::json saved = c.to_json();
   const std::string next = answer(c, "Name another one.");
-  Conversation loaded(*runner);
+  Conversation loaded(engine);
   loaded.load_json(nlohmann::json::parse(saved.dump()));
   EXPECT_EQ(loaded.cached_tokens(), 0);
   models::TurnStats s;
@@ -91,7 +95,8 @@ TEST(Conversation, ASavedConversationContinuesExactly) {
 TEST(Conversation, AFullContextDropsTheOldestTurns) {
   IRON_NEEDS_SMOLLM2();
   auto runner = open_smollm2(160);
-  Conversation c(*runner, "Be brief.");
+  models::Engine engine(*runner);
+  Conversation c(engine, "Be brief.");
   models::TurnStats s;
   int64_t dropped = 0;
   for (int turn = 0; turn < 6; ++turn) {
@@ -112,7 +117,8 @@ TEST(Conversation, AFullContextDropsTheOldestTurns) {
 TEST(Conversation, AnInterruptedAnswerStaysInTheConversation) {
   IRON_NEEDS_SMOLLM2();
   auto runner = open_smollm2();
-  Conversation c(*runner);
+  models::Engine engine(*runner);
+  Conversation c(engine);
   std::atomic<bool> stop{false};
   int pieces = 0;
   models::TurnStats s = c.reply("Write a long story about a dragon.", -1, [&](const std::string&) {
@@ -130,7 +136,8 @@ TEST(Conversation, MalformedSavedConversationsAreNamed) {
   RunnerOptions o;
   o.model.context = 64;
   auto runner = LlamaRunner::open(io::testing::stories_path(), o);
-  Conversation c(*runner);
+  models::Engine engine(*runner);
+  Conversation c(engine);
   using nlohmann::json;
   io::testing::expect_error([&] { c.load_json(json::array()); }, "\"messages\" list");
   io::testing::expect_error([&] { c.load_json({{"messages", {{{"role", "user"}}}}}); }, "message 0 has no");

@@ -1,50 +1,16 @@
-// `iron serve`'s request parser and stop strings, without a model (the server itself is tested
-// with real clients by tests/serve/serve_test.py).
+// `iron serve`'s request parser, without a model (the server itself is tested with real clients
+// by tests/serve/serve_test.py; its stop strings are the engine's, tests/models/engine_test.cpp).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "serve/request.hpp"
-#include "serve/stop.hpp"
 
 namespace {
 
 using iron::serve::ApiError;
 using iron::serve::Endpoint;
 using iron::serve::parse_request;
-using iron::serve::StopFilter;
-
-// A stop string that spans pieces never leaks, not even its first characters; text that only
-// looked like its start is let through once it cannot be one.
-TEST(ServeStop, HoldsBackWhatCouldBecomeAStopString) {
-  StopFilter f({"\n\nUser:", "END"});
-  EXPECT_EQ(f.push("Hello"), "Hello");
-  EXPECT_EQ(f.push(" wor"), " wor");
-  EXPECT_EQ(f.push("ld\n"), "ld");   // "\n" may begin "\n\nUser:"
-  EXPECT_EQ(f.push("\nUs"), "");     // still may
-  EXPECT_EQ(f.push("e"), "");
-  EXPECT_EQ(f.push("r: hi"), "");    // complete: nothing of it, nothing after it
-  EXPECT_TRUE(f.stopped());
-  EXPECT_EQ(f.push("more"), "");
-  EXPECT_EQ(f.flush(), "");
-
-  StopFilter g({"END"});
-  EXPECT_EQ(g.push("the EN"), "the ");
-  EXPECT_EQ(g.push("D"), "");
-  EXPECT_TRUE(g.stopped());
-
-  StopFilter h({"END"});
-  EXPECT_EQ(h.push("an E"), "an ");
-  EXPECT_EQ(h.push("xit"), "Exit");  // not a stop after all
-  EXPECT_EQ(h.push(" E"), " ");
-  EXPECT_EQ(h.flush(), "E");         // the end: what was held back
-  EXPECT_FALSE(h.stopped());
-
-  StopFilter none({});
-  EXPECT_EQ(none.push("abc"), "abc");
-  StopFilter inside({"b"});
-  EXPECT_EQ(inside.push("abc"), "a");  // a stop inside one piece cuts it there
-}
 
 int status_of(std::string_view body, Endpoint e = Endpoint::completion) {
   try {
@@ -65,13 +31,14 @@ TEST(ServeRequest, ReadsOpenAIsFieldsAndRefusesBadOnes) {
   ASSERT_EQ(r.messages.size(), 2u);
   EXPECT_EQ(r.messages[1].content, "ab");
   EXPECT_EQ(*r.max_tokens, 5);
-  EXPECT_EQ(r.top_k, 7);
-  EXPECT_EQ(*r.seed, ~uint64_t(0));
+  EXPECT_EQ(r.sampling.top_k, 7);
+  EXPECT_TRUE(r.seeded);
+  EXPECT_EQ(r.sampling.seed, ~uint64_t(0));
   EXPECT_TRUE(r.stream && r.include_usage);
   EXPECT_EQ(r.ignored, std::vector<std::string>{"logit_bias"});
   auto c = parse_request(R"({"prompt":"hi","seed":18446744073709551615})", Endpoint::completion);
   EXPECT_EQ(c.prompt, "hi");
-  EXPECT_EQ(*c.seed, ~uint64_t(0));
+  EXPECT_EQ(c.sampling.seed, ~uint64_t(0));
   EXPECT_FALSE(c.max_tokens);
 
   EXPECT_EQ(status_of("{"), 400);

@@ -148,19 +148,20 @@ CompletionRequest parse_request(std::string_view body, Endpoint endpoint) {
       if (n <= 0) bad_request("'" + key + "' must be at least 1, got " + std::to_string(n), key);
       r.max_tokens = n;
     } else if (key == "temperature") {
-      if (!v.is_null()) r.temperature = number(v, key, 0, 2);
+      if (!v.is_null()) r.sampling.temperature = number(v, key, 0, 2);
     } else if (key == "top_p") {
       if (!v.is_null()) {
-        r.top_p = number(v, key, 0, 1);
-        if (r.top_p == 0) r.top_p = 1e-9;  // OpenAI takes 0: the most likely token alone
+        r.sampling.top_p = number(v, key, 0, 1);
+        if (r.sampling.top_p == 0) r.sampling.top_p = 1e-9;  // OpenAI takes 0: the most likely token alone
       }
     } else if (key == "top_k") {
-      if (!v.is_null()) r.top_k = integer(v, key, 0, INT32_MAX);
+      if (!v.is_null()) r.sampling.top_k = integer(v, key, 0, INT32_MAX);
     } else if (key == "seed") {
       if (v.is_null()) continue;
       // Any 64-bit value: negative seeds are their two's-complement bits.
-      if (v.is_number_unsigned()) r.seed = v.get<uint64_t>();
-      else r.seed = uint64_t(integer(v, key, INT64_MIN, INT64_MAX));
+      if (v.is_number_unsigned()) r.sampling.seed = v.get<uint64_t>();
+      else r.sampling.seed = uint64_t(integer(v, key, INT64_MIN, INT64_MAX));
+      r.seeded = true;
     } else if (key == "stop") {
       if (v.is_null()) continue;
       if (v.is_string()) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "iron/error.hpp"
+#include "iron/sampling.hpp"
 #include "iron/text/tokenizer.hpp"
 
 namespace iron::serve {
@@ -44,10 +45,10 @@ struct CompletionRequest {
   std::vector<text::ChatMessage> messages;  // chat
   std::string prompt;                      // completion
   std::optional<int64_t> max_tokens;       // none: until the end of sequence or a full context
-  double temperature = 1.0;                // OpenAI's default
-  int64_t top_k = 0;                       // 0: every token (OpenAI has no top_k; llama.cpp's name)
-  double top_p = 1.0;
-  std::optional<uint64_t> seed;            // none: the server picks one
+  // OpenAI's defaults: temperature 1, top_p 1, and top_k 0 (every token; OpenAI has no top_k,
+  // llama.cpp's name). The seed is the request's only when `seeded`; else the server picks one.
+  Sampling sampling{1.0, 0, 1.0, 0};
+  bool seeded = false;
   std::vector<std::string> stop;           // up to 4, none empty
   bool stream = false;
   bool include_usage = false;              // stream_options.include_usage

@@ -1,7 +1,7 @@
 // The HTTP front of `iron serve` (server.hpp): routes, the API-key check, OpenAI's response and
 // event shapes, /metrics, and the shutdown on SIGTERM. cpp-httplib's thread pool gives each
-// connection a thread; a completion's thread waits on its Sequence while the scheduler's thread
-// runs the model. With a sentence encoder loaded instead of a decoder, POST /v1/embeddings
+// connection a thread; a completion's thread waits on its models::Stream while the engine's
+// thread runs the model (models::Engine: the batching, the text and its stop strings). With a sentence encoder loaded instead of a decoder, POST /v1/embeddings
 // answers (each request's texts as one batched call, calls one at a time) and the completion
 // routes say what this server is.
 #include "serve/server.hpp"
@@ -22,10 +22,9 @@
 
 #include "iron/log.hpp"
 #include "iron/models/encoder.hpp"
+#include "iron/models/engine.hpp"
 #include "serve/embeddings.hpp"
 #include "serve/request.hpp"
-#include "serve/scheduler.hpp"
-#include "serve/stop.hpp"
 
 namespace iron::serve {
 
@@ -42,59 +41,11 @@ void answer_error(httplib::Response& res, const ApiError& e) {
   res.set_content(e.json(), "application/json");
 }
 
-// The text of a sequence as it lands: tokens decoded as whole UTF-8 characters, the end token
-// dropped, and stop strings held back until they can no longer begin (then the sequence is
-// cancelled: it leaves the model at the next step).
-class Reader {
- public:
-  Reader(const text::Tokenizer& tokenizer, std::vector<std::string> stops, std::shared_ptr<Sequence> s)
-      : tokenizer_(tokenizer), decoder_(tokenizer), filter_(std::move(stops)), seq_(std::move(s)) {}
-
-  /// Appends the text ready now to `out`; false once the sequence is over (finish() says how).
-  bool next(std::string& out, std::chrono::milliseconds wait) {
-    if (over_) return false;
-    std::vector<int32_t> got;
-    const bool done = seq_->take(got, wait);
-    for (int32_t id : got) {
-      ids_.push_back(id);
-      if (!tokenizer_.is_end(id)) out += filter_.push(decoder_.push(id));
-      if (filter_.stopped()) {
-        seq_->cancel();
-        return end("stop");
-      }
-    }
-    if (!done) return true;
-    out += filter_.push(decoder_.flush());
-    if (filter_.stopped()) return end("stop");
-    out += filter_.flush();
-    error_ = seq_->error();
-    return end(seq_->finish());
-  }
-  const std::string& finish() const { return finish_; }
-  const std::string& error() const { return error_; }
-  const std::vector<int32_t>& ids() const { return ids_; }
-  int64_t completion_tokens() const { return int64_t(ids_.size()); }
-
- private:
-  bool end(std::string why) {
-    over_ = true;
-    finish_ = std::move(why);
-    return false;
-  }
-  const text::Tokenizer& tokenizer_;
-  text::StreamDecoder decoder_;
-  StopFilter filter_;
-  std::shared_ptr<Sequence> seq_;
-  std::vector<int32_t> ids_;
-  bool over_ = false;
-  std::string finish_, error_;
-};
-
 class Api {
  public:
   Api(models::LlamaRunner* runner, models::SentenceEncoder* encoder, const ServerOptions& o)
       : runner_(runner), encoder_(encoder), options_(o), created_(std::time(nullptr)) {
-    if (runner_) scheduler_ = std::make_unique<Scheduler>(*runner_, o.parallel, o.queue < 0 ? 4 * o.parallel : o.queue);
+    if (runner_) engine_ = std::make_unique<models::Engine>(*runner_, o.parallel, o.queue);
   }
 
   void install(httplib::Server& s);
@@ -103,9 +54,9 @@ class Api {
   /// Completions whose response is not yet written to the end.
   int64_t open() const { return open_.load(); }
   /// Sequences queued or decoding (none with an encoder, whose requests are all open()).
-  int64_t in_flight() const { return scheduler_ ? scheduler_->in_flight() : 0; }
+  int64_t in_flight() const { return engine_ ? engine_->in_flight() : 0; }
   void cancel_all() {
-    if (scheduler_) scheduler_->cancel_all();
+    if (engine_) engine_->cancel_all();
   }
 
  private:
@@ -120,7 +71,7 @@ class Api {
   models::LlamaRunner* runner_;        // a decoder: completions
   models::SentenceEncoder* encoder_;   // or an encoder: embeddings
   ServerOptions options_;
-  std::unique_ptr<Scheduler> scheduler_;  // with a decoder
+  std::unique_ptr<models::Engine> engine_;  // with a decoder
   std::mutex encoder_mutex_;              // one embeddings call at a time
   std::atomic<int64_t> embedded_{0}, embedded_tokens_{0};
   std::time_t created_;
@@ -311,50 +262,29 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
   }
   log_ignored(req.path, r.ignored);
   const bool chat = endpoint == Endpoint::chat;
-  const text::Tokenizer& tokenizer = runner_->tokenizer();
-  std::vector<int32_t> prompt;
-  try {
-    if (chat) {
-      prompt = tokenizer.encode(tokenizer.apply_chat_template(r.messages, true, text::ChatTemplateFallback::error), false);
-    } else {
-      prompt = runner_->prompt_ids(r.prompt, false);
-    }
-  } catch (const Error& e) {
-    answer_error(res, ApiError(400, "invalid_request_error",
-                               chat ? std::string("this model's chat cannot be rendered: ") + e.what() +
-                                          " (send the text to /v1/completions instead)"
-                                    : std::string(e.what()),
-                               chat ? "messages" : "prompt", chat ? "unsupported_chat_template" : ""));
-    return;
-  }
-  const int64_t context = runner_->options().model.context;
-  if (int64_t(prompt.size()) >= context) {
-    answer_error(res, ApiError(400, "invalid_request_error",
-                               "the prompt has " + std::to_string(prompt.size()) + " tokens; this server's context holds " +
-                                   std::to_string(context) + " (and one more for the answer)",
-                               chat ? "messages" : "prompt", "context_length_exceeded"));
-    return;
-  }
-  try {
-    runner_->check_sampling({r.temperature, r.top_k, r.top_p, 0});
-  } catch (const Error& e) {
-    // The device cannot draw with these settings (Vulkan: top_k 1 to 256 at a temperature).
-    answer_error(res, ApiError(400, "invalid_request_error", e.what(), "top_k"));
-    return;
-  }
-  Job job;
-  job.prompt = std::move(prompt);
-  job.max_tokens = r.max_tokens.value_or(-1);
-  job.stop_at_end = !r.ignore_eos;
-  uint64_t seed;
-  if (r.seed) {
-    seed = *r.seed;
-  } else {
+  models::Request q;
+  if (chat) q.prompt = std::move(r.messages);
+  else q.prompt = std::move(r.prompt);
+  if (!r.seeded) {
     std::lock_guard lock(seed_mutex_);
-    seed = seeds_();
+    r.sampling.seed = seeds_();
   }
-  job.sampling = {r.temperature, r.top_k, r.top_p, seed};
-  std::shared_ptr<Sequence> seq = scheduler_->submit(std::move(job));
+  q.sampling = r.sampling;
+  q.max_tokens = r.max_tokens;
+  q.stop = r.stop;
+  q.stop_at_end = !r.ignore_eos;
+  std::shared_ptr<models::Stream> seq;
+  try {
+    seq = engine_->submit(std::move(q));
+  } catch (const models::RequestError& e) {
+    std::string message = e.what();
+    if (e.code() == "unsupported_chat_template") message += " (send the text to /v1/completions instead)";
+    // The parser held every setting to its range: what the engine refuses of the sampling is what
+    // the device cannot draw (Vulkan: top_k 1 to 256 at a temperature).
+    const std::string param = e.field() == "sampling" ? "top_k" : e.field();
+    answer_error(res, ApiError(400, "invalid_request_error", message, param, e.code()));
+    return;
+  }
   if (!seq) {
     res.set_header("Retry-After", "1");
     answer_error(res, ApiError(503, "server_error", "the server is busy: every slot and queue place is taken"));
@@ -365,29 +295,34 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
   const std::string object = chat ? "chat.completion" : "text_completion";
   const std::string model = r.model.empty() ? options_.model_name : r.model;
   const std::time_t created = std::time(nullptr);
-  auto usage = [prompt_tokens](const Reader& reader) {
+  // Every token counts, the end token and those past a stop string too.
+  auto usage = [prompt_tokens](const std::vector<int32_t>& ids) {
+    const int64_t completion = int64_t(ids.size());
     return json{{"prompt_tokens", prompt_tokens},
-                {"completion_tokens", reader.completion_tokens()},
-                {"total_tokens", prompt_tokens + reader.completion_tokens()}};
+                {"completion_tokens", completion},
+                {"total_tokens", prompt_tokens + completion}};
   };
-  auto reader = std::make_shared<Reader>(tokenizer, r.stop, seq);
+  // A sequence cancelled here (the shutdown's grace over) is cut for length, as OpenAI has no
+  // finish for it.
+  auto finish_reason = [](const models::Stream& s) { return s.finish() == "cancelled" ? "length" : s.finish(); };
   ++open_;
   if (!r.stream) {
     std::string text;
-    while (reader->next(text, 1000ms)) {
+    std::vector<int32_t> ids;
+    while (seq->take(text, &ids, 1000ms)) {
     }
     --open_;
-    if (!reader->error().empty()) {
-      answer_error(res, ApiError(500, "server_error", "the model failed: " + reader->error()));
+    if (!seq->error().empty()) {
+      answer_error(res, ApiError(500, "server_error", "the model failed: " + seq->error()));
       return;
     }
-    std::string finish = reader->finish() == "cancelled" ? "length" : reader->finish();
+    const std::string finish = finish_reason(*seq);
     json choice{{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
     if (chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
     else choice["text"] = text;
-    if (r.return_tokens) choice["tokens"] = reader->ids();
+    if (r.return_tokens) choice["tokens"] = ids;
     json body{{"id", id}, {"object", object}, {"created", created}, {"model", model},
-              {"choices", json::array({choice})}, {"usage", usage(*reader)}};
+              {"choices", json::array({choice})}, {"usage", usage(ids)}};
     res.set_content(dump(body), "application/json");
     return;
   }
@@ -421,16 +356,19 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
         };
         bool first = true;
         auto last_write = Clock::now();
+        std::vector<int32_t> ids;
         size_t sent_ids = 0;
+        auto unsent_ids = [&] {
+          std::vector<int32_t> unsent(ids.begin() + long(sent_ids), ids.end());
+          sent_ids = ids.size();
+          return unsent;
+        };
         for (;;) {
           std::string text;
-          const bool more = reader->next(text, 50ms);
+          const bool more = seq->take(text, &ids, 50ms);
           if (!text.empty() || (first && chat)) {
             json choice = piece(text, nullptr, first);
-            if (return_tokens) {
-              choice["tokens"] = std::vector<int32_t>(reader->ids().begin() + long(sent_ids), reader->ids().end());
-              sent_ids = reader->ids().size();
-            }
+            if (return_tokens) choice["tokens"] = unsent_ids();
             if (!event(choice, nullptr)) return seq->cancel(), false;
             first = false;
             last_write = Clock::now();
@@ -442,20 +380,17 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
           }
           if (!more) break;
         }
-        if (!reader->error().empty()) {
+        if (!seq->error().empty()) {
           const std::string line =
-              "data: " + ApiError(500, "server_error", "the model failed: " + reader->error()).json() + "\n\n";
+              "data: " + ApiError(500, "server_error", "the model failed: " + seq->error()).json() + "\n\n";
           sink.write(line.data(), line.size());
         } else {
-          const std::string finish = reader->finish() == "cancelled" ? "length" : reader->finish();
-          json choice = piece("", finish, false);
+          json choice = piece("", finish_reason(*seq), false);
           if (chat) choice["delta"] = json::object();
-          if (return_tokens) {
-            choice["tokens"] = std::vector<int32_t>(reader->ids().begin() + long(sent_ids), reader->ids().end());
-          }
+          if (return_tokens) choice["tokens"] = unsent_ids();
           if (!event(choice, nullptr)) return seq->cancel(), false;
           if (include_usage) {
-            const json u = usage(*reader);
+            const json u = usage(ids);
             if (!event(json(), &u)) return false;
           }
         }
@@ -470,7 +405,7 @@ void Api::complete(const httplib::Request& req, httplib::Response& res, Endpoint
 }
 
 std::string Api::metrics() const {
-  const SchedulerStats s = scheduler_ ? scheduler_->stats() : SchedulerStats{};
+  const models::EngineStats s = engine_ ? engine_->stats() : models::EngineStats{};
   std::ostringstream out;
   out << "# HELP iron_requests_total HTTP requests answered, by path and status.\n"
          "# TYPE iron_requests_total counter\n";

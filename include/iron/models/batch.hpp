@@ -32,16 +32,17 @@ class BatchDecoder {
   /// in the cache does not depend on other sequences. A call's rows are rounded up to a power of
   /// two, its version's (the rows past its own bounded off), so calls of many sizes share few
   /// versions.
-  int32_t prefill(int64_t slot, int64_t position, std::span<const int32_t> ids, const Sampling& sampling,
+  int32_t prefill(int64_t slot, int64_t position, std::span<const int32_t> ids, const SamplingRow& sampling,
                   int64_t step = 0);
 
   /// A prompt going in: its ids, written into `slot` from `position`, `at` of them in so far;
-  /// the token after its last drawn with `sampling` and the counter `step`.
+  /// the token after its last drawn with `sampling` and the counter `step`. The settings travel
+  /// as their row (made once per sequence, copied into each call's input).
   struct Prompt {
     int64_t slot = 0, position = 0;
     std::span<const int32_t> ids;
     int64_t at = 0;
-    Sampling sampling;
+    SamplingRow sampling;
     int64_t step = 0;
   };
   /// One call taking the next part of several prompts at once, each part cut as prefill() cuts
@@ -70,7 +71,7 @@ class BatchDecoder {
     int64_t slot = 0, position = 0;
     int32_t token = 0;
     int64_t step = 0;
-    Sampling sampling;
+    SamplingRow sampling;
   };
   /// One call of the version for rows.size() rows; each row's next token, in order. At highest,
   /// up to 8 rows, a row's token is the one it gets in a call of that row alone (tests/models/
@@ -86,7 +87,7 @@ class BatchDecoder {
   // rest bounded off per call), returning the picked rows' tokens.
   std::vector<int32_t> run(std::vector<int32_t> tokens, std::vector<int32_t> positions, std::vector<int32_t> slots,
                            const std::vector<int32_t>& pick, const std::vector<int32_t>& draws,
-                           const std::vector<Sampling>& sampling, int64_t capacity);
+                           const std::vector<SamplingRow>& sampling, int64_t capacity);
 
   DecoderModel& model_;
   CompileOptions compile_;

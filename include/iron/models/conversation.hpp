@@ -1,7 +1,8 @@
 // A conversation with a model that keeps its KV cache between turns: each turn renders the whole
 // conversation with the model's chat template and prefills only what the cache does not hold
 // yet. The assistant's own answers are rendered from the ids it generated, so the cache and the
-// rendering agree token for token. What `iron chat` (and a server's sessions) are built on.
+// rendering agree token for token. Each turn is a request to an Engine that may reuse its slot's
+// cache (Request::reuse_cache). What `iron chat` is built on.
 #pragma once
 
 #include <atomic>
@@ -13,7 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "iron/models/runner.hpp"
+#include "iron/models/engine.hpp"
 
 namespace iron::models {
 
@@ -40,8 +41,10 @@ struct TurnStats {
 
 class Conversation {
  public:
-  /// `system`: a system message first (none when empty).
-  explicit Conversation(LlamaRunner& runner, const std::string& system = {});
+  /// Over `engine` (best with one slot: a turn's cache is found again when no other sequence
+  /// took its slot meanwhile); `system`: a system message first (none when empty). Turns sample
+  /// with the runner's settings (its options().model.sampling).
+  explicit Conversation(Engine& engine, const std::string& system = {});
 
   /// Adds the user's message and answers it, handing the answer's text to `on_text` piece by
   /// piece as it is generated (whole UTF-8 characters; the end-of-turn token not written).
@@ -60,7 +63,7 @@ class Conversation {
 
   const std::vector<ConversationMessage>& messages() const { return messages_; }
   /// Tokens the cache holds for this conversation.
-  int64_t cached_tokens() const { return int64_t(cached_.size()); }
+  int64_t cached_tokens() const { return cached_; }
 
   /// The conversation as JSON: {"messages": [{"role", "content", "ids"?}, ...]}, the OpenAI
   /// shape plus each assistant message's ids.
@@ -74,9 +77,11 @@ class Conversation {
   /// assistant's turn.
   std::vector<int32_t> render(const std::vector<ConversationMessage>& messages, bool generation_prompt) const;
 
+  Engine& engine_;
   LlamaRunner& runner_;
   std::vector<ConversationMessage> messages_;
-  std::vector<int32_t> cached_;  // the ids whose keys and values the cache holds, from position 0
+  int64_t cached_ = 0;  // the tokens of this conversation the cache holds, from position 0
+  bool fresh_ = true;   // the next turn prefills the whole conversation (nothing in the cache is its)
 };
 
 }  // namespace iron::models

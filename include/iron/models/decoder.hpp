@@ -14,19 +14,9 @@
 
 #include "iron/graph.hpp"
 #include "iron/models/llama_config.hpp"
+#include "iron/sampling.hpp"
 
 namespace iron::models {
-
-/// How the next token is chosen on the device. temperature 0: greedy (the seed is not read). Any
-/// 64-bit seed works: mixed with the per-call counter `step` and the position by
-/// ops::sample_uniform. The graph reads these per call (its `sampling` input), so they change
-/// without recompiling.
-struct Sampling {
-  double temperature = 0.0;
-  int64_t top_k = 40;
-  double top_p = 0.95;
-  uint64_t seed = 0;
-};
 
 struct LlamaOptions {
   int64_t context = 2048;  // KV-cache rows (at most the model's)

@@ -74,7 +74,7 @@ class LlamaRunner {
   BatchDecoder& batch();
 
   /// A value error unless `sampling` is settings this runner's device draws from (the ranges
-  /// functional::sample_settings checks; on Vulkan, a temperature above 0 needs top_k 1 to 256).
+  /// Sampling::check checks; on Vulkan, a temperature above 0 needs top_k 1 to 256).
   void check_sampling(const Sampling& sampling) const;
 
   /// Bytes of weights one decode step reads (every layer's, the classifier, one embedding row).

@@ -79,7 +79,7 @@ inline int32_t sample(const Settings& s, const float* x, int64_t counter, int64_
   return order[keep - 1];
 }
 
-void with_settings(Settings& s, const SampleSettings& given) {
+void with_settings(Settings& s, const Sampling& given) {
   s.temperature = given.temperature;
   s.top_k = given.top_k;
   s.top_p = given.top_p;

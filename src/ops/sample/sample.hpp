@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "iron/sampling.hpp"
+
 namespace iron::ops {
 
 /// splitmix64's finaliser: a bijection of 64-bit words that mixes every bit into every other.
@@ -26,22 +28,15 @@ inline double sample_uniform(uint64_t seed, int64_t counter, int64_t position) {
   return double(z >> 11) * (1.0 / 9007199254740992.0);  // 53 bits
 }
 
-/// Per-call sampling settings, as the Sample operator reads them from its second operand: one i32
-/// row of kSettingsWords words, each holding 16 bits (so that every word is exact in the f32 a
-/// reference sees): words 0-3 the temperature's float64 bits, 4-7 top_p's, 8-11 the seed, 12-13
-/// top_k (unsigned 32 bits), 14-15 zero; the lowest 16 bits first. The doubles travel whole, so
-/// a setting gives bit for bit the draws of the same setting as a compile-time param.
-inline constexpr int64_t kSettingsWords = 16;
+/// Per-call sampling settings (iron::Sampling), as the Sample operator reads them from its second
+/// operand: one i32 row of kSettingsWords words, each holding 16 bits (so that every word is exact
+/// in the f32 a reference sees): words 0-3 the temperature's float64 bits, 4-7 top_p's, 8-11 the
+/// seed, 12-13 top_k (unsigned 32 bits), 14-15 zero; the lowest 16 bits first. The doubles travel
+/// whole, so a setting gives bit for bit the draws of the same setting as a compile-time param.
+inline constexpr int64_t kSettingsWords = kSampleSettingsWords;
 
-struct SampleSettings {
-  double temperature = 0;
-  int64_t top_k = 0;
-  double top_p = 1;
-  uint64_t seed = 0;
-};
-
-/// The words of `s` (checked by the caller: see functional::sample_settings).
-inline void encode_settings(const SampleSettings& s, int32_t* words) {
+/// The words of `s` (checked by the caller: SamplingRow checks, then encodes).
+inline void encode_settings(const Sampling& s, int32_t* words) {
   uint64_t t, p;
   std::memcpy(&t, &s.temperature, 8);
   std::memcpy(&p, &s.top_p, 8);
@@ -58,13 +53,13 @@ inline void encode_settings(const SampleSettings& s, int32_t* words) {
 /// gives settings a sampler can run: each word's low 16 bits are read, a temperature that is not
 /// a positive number is greedy, a top_p outside (0, 1] is 1, and a top_k past 2^31 is 0 (all).
 template <class Word>
-SampleSettings decode_settings(const Word* words) {
+Sampling decode_settings(const Word* words) {
   auto part = [&](int i) {
     uint64_t v = 0;
     for (int j = 0; j < 4; ++j) v |= uint64_t(uint32_t(int64_t(words[i * 4 + j])) & 0xFFFF) << (16 * j);
     return v;
   };
-  SampleSettings s;
+  Sampling s;
   const uint64_t t = part(0), p = part(1);
   std::memcpy(&s.temperature, &t, 8);
   std::memcpy(&s.top_p, &p, 8);

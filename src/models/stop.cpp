@@ -1,8 +1,9 @@
-#include "serve/stop.hpp"
+// Stop strings over streamed text (include/iron/models/stop.hpp).
+#include "iron/models/stop.hpp"
 
 #include <algorithm>
 
-namespace iron::serve {
+namespace iron::models {
 
 std::string StopFilter::push(std::string_view text) {
   if (stopped_) return {};
@@ -36,4 +37,4 @@ std::string StopFilter::flush() {
   return out;
 }
 
-}  // namespace iron::serve
+}  // namespace iron::models

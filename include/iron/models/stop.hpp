@@ -1,12 +1,13 @@
 // Stop strings over streamed text: text that could still grow into a stop string is held back,
-// so a stop string that spans tokens never reaches the client, not even in part.
+// so a stop string that spans tokens never reaches the reader, not even in part. The engine
+// (engine.hpp) runs every stream's text through one.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace iron::serve {
+namespace iron::models {
 
 class StopFilter {
  public:
@@ -25,4 +26,4 @@ class StopFilter {
   bool stopped_ = false;
 };
 
-}  // namespace iron::serve
+}  // namespace iron::models
