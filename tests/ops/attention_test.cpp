@@ -1,6 +1,7 @@
 // Attention: the kernel against its reference (ragged head_dim, grouped heads, bounded rows, a
 // per-call start), the reference against hand-computed values, and a graph that writes a KV cache
 // at a per-call position then attends, compiled and checked against reference().
+#include "ops/feature_sets.hpp"
 #include "iron/iron.hpp"
 #include "ops/gemm_test_util.hpp"
 #include "ops/op_harness.hpp"
@@ -180,14 +181,7 @@ std::vector<float> check_direct(const Direct& c, const cpu::Features& features, 
   return first;
 }
 
-// The dispatch paths this host runs: the portable loops always, AVX2 and AVX-512 where it has them.
-std::vector<cpu::Features> feature_sets() {
-  const cpu::Features& host = cpu::Features::host();
-  std::vector<cpu::Features> sets{host.limited_to("portable")};
-  if (host.avx2 && host.fma && host.f16c) sets.push_back(host.limited_to("avx2"));
-  if (host.avx512f && host.avx512bw && host.avx512vl && host.f16c) sets.push_back(host);
-  return sets;
-}
+using test::feature_sets;
 
 const DType kCaches[] = {f32, f16, bf16, DType::q8_0};
 

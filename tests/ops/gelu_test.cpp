@@ -1,5 +1,6 @@
 // GELU's row function on every path this processor has (portable, AVX2, AVX-512) against the
 // formula in double, over the whole range and the tails, and the f32 erf its vector paths use.
+#include "ops/feature_sets.hpp"
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,13 +13,7 @@
 namespace iron {
 namespace {
 
-std::vector<cpu::Features> feature_sets() {
-  const cpu::Features& host = cpu::Features::host();
-  std::vector<cpu::Features> sets{host.limited_to("portable")};
-  if (host.avx2 && host.fma) sets.push_back(host.limited_to("avx2"));
-  if (host.avx512f) sets.push_back(host);
-  return sets;
-}
+using test::feature_sets;
 
 double gelu(double x, bool tanh) {
   if (tanh) return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));

@@ -1,6 +1,7 @@
 // The matmul kernels (portable, AVX2, AVX-512 as the host offers) against the op's reference:
 // every weight dtype (the 5-bit and K-quant kinds included), ragged N and rows, bounded rows,
 // epilogues, 1 and 2 threads.
+#include "ops/feature_sets.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -116,15 +117,7 @@ void check(const Case& c, const cpu::Features& features) {
   }
 }
 
-// The feature sets to test: the portable loops always; AVX2 and AVX-512 where the host has them.
-std::vector<cpu::Features> feature_sets() {
-  const cpu::Features& host = cpu::Features::host();
-  std::vector<cpu::Features> sets{host.limited_to("portable")};
-  if (host.avx2 && host.fma && host.f16c) sets.push_back(host.limited_to("avx2"));
-  if (host.avx512f && host.avx512bw && host.avx512vl && host.avx512dq) sets.push_back(host.limited_to("avx512"));
-  if (host.amx_bf16) sets.push_back(host);
-  return sets;
-}
+using test::feature_sets;
 
 const DType kWeights[] = {f32,         bf16,        f16,         DType::q8_0, DType::q4_0, DType::q4_1,
                           DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k};

@@ -5,10 +5,13 @@
 #include <cstring>
 #include <limits>
 #include <numbers>
+#include <random>
 
 #include "iron/functional.hpp"
 #include "devices/cpu/kernel.hpp"
 #include "ops/copy/convert.hpp"
+#include "ops/feature_sets.hpp"
+#include "ops/rms_norm/rms_norm.hpp"
 #include "ops/op_harness.hpp"
 #include "ops/sample/sample.hpp"
 
@@ -195,6 +198,23 @@ TEST(OpKernels, RmsNormAndLayerNorm) {
           c.seed = seed++;
           run_case(c);
         }
+}
+
+// RMSNorm's vector row (rms_norm_hwy.cpp) sums as the scalar row does, eight running sums in
+// double added in one order: the same bits on every path, for rows shorter than eight, ragged
+// and long, weighted or not (what lets a matmul fold the norm on any path).
+TEST(OpKernels, RmsNormRowIsTheScalarRowOnEveryPath) {
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> u(-3, 3);
+  for (const cpu::Features& f : feature_sets())
+    for (const int64_t n : {1, 5, 8, 9, 19, 64, 257, 768})
+      for (const bool weighted : {true, false}) {
+        std::vector<float> x(static_cast<size_t>(n)), w(x.size()), want(x.size()), got(x.size());
+        for (size_t i = 0; i < x.size(); ++i) x[i] = u(rng), w[i] = u(rng);
+        ops::rms_norm_row(x.data(), weighted ? w.data() : nullptr, want.data(), n, 1e-6);
+        ops::rms_norm_row(x.data(), weighted ? w.data() : nullptr, got.data(), n, 1e-6, f);
+        EXPECT_EQ(got, want) << f.str() << ", a row of " << n << (weighted ? ", weighted" : "");
+      }
 }
 
 TEST(OpKernels, SiluAndGelu) {

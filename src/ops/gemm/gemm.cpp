@@ -13,7 +13,12 @@ namespace iron::ops {
 namespace gemm {
 
 RowsOfA::RowsOfA(const cpu::KernelArgs& a, const MatmulConfig& c)
-    : a_(a.in.at(0)), k_(c.k), norm_(c.norm), epsilon_(c.norm_epsilon), in_place_(a_.dtype == f32 && !c.norm) {
+    : a_(a.in.at(0)),
+      k_(c.k),
+      norm_(c.norm),
+      epsilon_(c.norm_epsilon),
+      in_place_(a_.dtype == f32 && !c.norm),
+      features_(a.features ? *a.features : cpu::Features::host()) {
   if (norm_ && c.norm_weighted) {
     // The norm's weight is resident and never changes while this kernel lives: converted once.
     const cpu::Operand& g = a.in.back();
@@ -25,7 +30,7 @@ RowsOfA::RowsOfA(const cpu::KernelArgs& a, const MatmulConfig& c)
 const float* RowsOfA::row(const int64_t* w, int64_t m, float* buffer) const {
   if (in_place_) return a_.data<float>(w) + m * k_;
   load_row(a_, w, m * k_, buffer, k_);
-  if (norm_) rms_norm_row(buffer, weight_.empty() ? nullptr : weight_.data(), buffer, k_, epsilon_);
+  if (norm_) rms_norm_row(buffer, weight_.empty() ? nullptr : weight_.data(), buffer, k_, epsilon_, features_);
   return buffer;
 }
 

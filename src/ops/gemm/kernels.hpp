@@ -73,6 +73,7 @@ class RowsOfA {
   double epsilon_;
   std::vector<float> weight_;  // the norm's weight as f32 (empty: none)
   bool in_place_;
+  cpu::Features features_;  // what the folded norm's row may use, as the RMSNorm kernel's
 };
 
 /// A matmul kernel over one weight whose threads each take ranges of W's rows (y's columns).

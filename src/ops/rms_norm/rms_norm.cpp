@@ -21,6 +21,13 @@ void rms_norm_row(const float* x, const float* weight, float* y, int64_t n, doub
   for (i = 0; i < n; ++i) y[i] = float(double(x[i]) * scale * (weight ? double(weight[i]) : 1.0));
 }
 
+bool rms_norm_row_vector(const float* x, const float* weight, float* y, int64_t n, double eps,
+                         const cpu::Features& f);
+
+void rms_norm_row(const float* x, const float* weight, float* y, int64_t n, double eps, const cpu::Features& f) {
+  if (!rms_norm_row_vector(x, weight, y, n, eps, f)) rms_norm_row(x, weight, y, n, eps);
+}
+
 namespace {
 const Declaration kRMSNorm{"RMSNorm", nullptr, {{"N", std::nullopt}, {"epsilon", 1e-6}, {"weighted", true}}, {}};
 
@@ -29,10 +36,16 @@ struct RMSNorm : RowwiseOp {
   void row(const float* x, const float* weight, float* y, int64_t n) const override {
     rms_norm_row(x, weight, y, n, epsilon());
   }
+  void kernel_row(const float* x, const float* weight, float* y, int64_t n, const cpu::Features& f) const override {
+    rms_norm_row(x, weight, y, n, epsilon(), f);
+  }
   Tolerance tolerance(Precision) const override { return {1e-6, 1e-5}; }
 };
 }  // namespace
 
-OpEntry rms_norm_entry() { return entry<RMSNorm>(kRMSNorm, {{cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_rowwise)); }
+OpEntry rms_norm_entry() {
+  return entry<RMSNorm>(kRMSNorm, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}},
+                        IRON_VULKAN_RECORDER(record_rowwise));
+}
 
 }  // namespace iron::ops

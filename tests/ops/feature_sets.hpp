@@ -1,0 +1,22 @@
+// The CPU dispatch paths a kernel test runs on this host: the portable loops always; AVX2 and
+// AVX-512 where the host has them (each limited to its own target); and the whole host where it
+// has more (AMX).
+#pragma once
+
+#include <vector>
+
+#include "devices/cpu/kernel.hpp"
+
+namespace iron::test {
+
+inline std::vector<cpu::Features> feature_sets() {
+  const cpu::Features& host = cpu::Features::host();
+  std::vector<cpu::Features> sets{host.limited_to("portable")};
+  if (host.avx2 && host.fma && host.f16c) sets.push_back(host.limited_to("avx2"));
+  if (host.avx512f && host.avx512bw && host.avx512vl && host.avx512dq && host.f16c)
+    sets.push_back(host.limited_to("avx512"));
+  if (host.amx_bf16) sets.push_back(host);
+  return sets;
+}
+
+}  // namespace iron::test
