@@ -47,6 +47,10 @@ Handle rope_cos_sin(const Handle& x, const Handle& table, const std::string& mod
                     const Handle& into = {});
 /// silu(gate) * up, in one step (a SwiGLU feed-forward's middle).
 Handle silu_mul(const Handle& gate, const Handle& up);
+/// gelu(gate, "tanh") * up, in one step (Gemma's GeGLU feed-forward's middle): the bits of the
+/// two steps it stands for, and like silu_mul() merged by the planner into the matmuls making
+/// gate and up.
+Handle gelu_tanh_mul(const Handle& gate, const Handle& up);
 
 /// Softmax over the last axis, of `scale` * x; entries past the axis's per-call bound are zero.
 Handle softmax(const Handle& x, double scale = 1.0);

@@ -75,6 +75,12 @@ def silu_mul(gate, up) -> Handle:
     return _F.silu_mul(_h(gate), _h(up))
 
 
+def gelu_tanh_mul(gate, up) -> Handle:
+    """``gelu(gate, "tanh") * up`` in one step (Gemma's GeGLU feed-forward's middle), with the
+    bits of those two steps."""
+    return _F.gelu_tanh_mul(_h(gate), _h(up))
+
+
 def softmax(x, dim: int = -1, *, scale: float = 1.0) -> Handle:
     """Softmax over the last axis of ``scale * x``; entries past its per-call bound are zero."""
     if dim not in (-1, len(_h(x).shape) - 1):

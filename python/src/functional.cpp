@@ -51,6 +51,7 @@ void bind_functional(nb::module_& m) {
     return F::rope_cos_sin(x, t, mode, h(into));
   }, nb::arg("x"), nb::arg("table"), nb::arg("mode"), nb::arg("into").none());
   f.def("silu_mul", &F::silu_mul);
+  f.def("gelu_tanh_mul", &F::gelu_tanh_mul);
   f.def("softmax", &F::softmax);
   f.def("argmax", &F::argmax);
   // Settings fixed at compile time, or read each call from a settings row (F::sample_settings).

@@ -158,11 +158,11 @@ bool joins(const Step& first, const std::vector<const Step*>& members, const Ste
   return true;
 }
 
-// Whether SwiGLU step `s` can finish merged gate-and-up step `pair` (gate its part 0): it reads
+// Whether gate step `s` (SwiGLU or GeGLU) can finish merged gate-and-up step `pair` (gate its part 0): it reads
 // the two outputs whole, in f32, and nothing else reads them (`steps`: the pair and s); and its
 // own output, written while other threads still read the step's inputs, is none of them.
 bool finishes(const Recording& rec, const Step& s, const Step& pair, const std::vector<size_t>& steps) {
-  if (s.op->name() != "SwiGLU" || s.in.size() != 2 || s.out.size() != 1) return false;
+  if ((s.op->name() != "SwiGLU" && s.op->name() != "GeGLU") || s.in.size() != 2 || s.out.size() != 1) return false;
   const Handle &gate = pair.out[0], &up = pair.out[1], &y = s.out[0];
   if (!same_view(s.in[0], gate) || !same_view(s.in[1], up) || !whole(gate) || !whole(up)) return false;
   // Both halves whole and alike: a SwiGLU may broadcast a row of up over gate's rows.
@@ -377,19 +377,21 @@ int merge_matmuls(Recording& rec, Recorder& recorder, bool with_swiglu) {
     Fields params = first.op->params();
     params.set("N", rows);
     params.set("parts", int64_t(members.size()));
-    // gate and up read by a SwiGLU (silu(gate) * up) and by nothing else: it joins them.
+    // gate and up read by a SwiGLU (silu(gate) * up) or a GeGLU (gelu_tanh(gate) * up) and by
+    // nothing else: it joins them.
     const size_t swiglu = end;
     if (with_swiglu && members.size() == 2 && swiglu < rec.steps.size() && !host_before(swiglu)) {
       const Step& s = rec.steps[swiglu];
       // The pair may have been recorded up first (a function's arguments are evaluated in any
       // order): the parts then swap, so that part 0 is the gate.
-      if (s.op->name() == "SwiGLU" && s.in.size() == 2 && same_view(s.in[0], merged.out[1]) &&
+      const bool gate = s.op->name() == "SwiGLU" || s.op->name() == "GeGLU";
+      if (gate && s.in.size() == 2 && same_view(s.in[0], merged.out[1]) &&
           same_view(s.in[1], merged.out[0])) {
         std::swap(merged.in[1], merged.in[2]);
         std::swap(merged.out[0], merged.out[1]);
       }
       if (finishes(rec, s, merged, {i, i + 1, swiglu})) {
-        params.set("then", std::string("silu_mul"));
+        params.set("then", std::string(s.op->name() == "SwiGLU" ? "silu_mul" : "gelu_tanh_mul"));
         merged.out.push_back(s.out[0]);
         ++end;
       }

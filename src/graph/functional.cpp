@@ -188,6 +188,7 @@ Handle rope_cos_sin(const Handle& x, const Handle& table, const std::string& mod
 }
 
 Handle silu_mul(const Handle& gate, const Handle& up) { return elementwise("SwiGLU", gate, up); }
+Handle gelu_tanh_mul(const Handle& gate, const Handle& up) { return elementwise("GeGLU", gate, up); }
 
 Handle softmax(const Handle& x, double scale) {
   if (x.rank() == 0) value_error("softmax() of a scalar");

@@ -58,7 +58,7 @@ Handle Gemma3Block::finish(const LlamaConfig& c, const Handle& x, int64_t n, con
   Handle y = x + F::rms_norm(F::linear(joined, attn.o, {}, p), c.dim, post_attn_norm, eps);
   Handle h = F::rms_norm(y, c.dim, ffn_norm, eps);
   Handle gate = F::linear(h, ffn.gate, {}, p), up = F::linear(h, ffn.up, {}, p);
-  Handle f = F::linear(F::gelu(gate, "tanh") * up, ffn.down, {}, p);
+  Handle f = F::linear(F::gelu_tanh_mul(gate, up), ffn.down, {}, p);
   return y + F::rms_norm(f, c.dim, post_ffn_norm, eps);
 }
 

@@ -68,6 +68,7 @@ std::vector<KernelCase> model_kernel_cases() {
   cases.push_back(make_case("GELU", "f32", {}, {f32}, {f32}));
   cases.push_back(make_case("SiLU", "f32", {}, {f32}, {f32}));
   cases.push_back(make_case("SwiGLU", "f32", {}, {f32, f32}, {f32}));
+  cases.push_back(make_case("GeGLU", "f32", {}, {f32, f32}, {f32}));
   cases.push_back(make_case("Add", "f32", {}, {f32, f32}, {f32}));
   cases.push_back(make_case("Softmax", "f32 rows", {{"N", int64_t(1000)}}, {f32}, {f32}));
   return cases;

@@ -75,7 +75,9 @@ TEST(KernelTable, AnAvx2MachineTakesTheAvx2LoopsWhereAnOperatorHasThem) {
   // Written once with Highway, so AVX2 has them as AVX-512 does.
   EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "avx2");
   EXPECT_EQ(taken(f, "SwiGLU", "f32"), "avx2");
+  EXPECT_EQ(taken(f, "GeGLU", "f32"), "avx2");
   EXPECT_EQ(taken(f, "GELU", "f32"), "avx2");
+  EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), "avx2");
   // The per-head rows have an AVX-512 loop only.
   EXPECT_NE(choice(f, "Attention", "f32 cache, the per-head path")
                 .find("portable (amx passed over: needs amx-bf16 or amx-int8"),
@@ -95,6 +97,7 @@ TEST(KernelTable, AnAvx512MachineWithoutAmxTakesAvx512) {
               "avx512 (amx passed over: needs amx-bf16 or amx-int8 (with the OS's leave to use tiles),)");
   EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "avx512");
   EXPECT_EQ(taken(f, "SwiGLU", "f32"), "avx512");
+  EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), "avx512");
 #if defined(__x86_64__)
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: vpdpbusd)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "f32 weight, f32 rows, medium"), "(bf16 x: vdpbf16ps)");

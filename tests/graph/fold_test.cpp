@@ -192,8 +192,9 @@ int64_t parts_of_first_matmul(const CompiledGraph& v) {
   return 0;
 }
 
-// A block's projections: q, k, v over one normalised x, then gate and up into a SwiGLU.
-// `apart` records a step between each pair, which stops every merge (the reference run).
+// A block's projections: q, k, v over one normalised x, then gate and up into a SwiGLU (or,
+// `geglu`, a GeGLU: Gemma's). `apart` records a step between each pair, which stops every merge
+// (the reference run).
 struct Projections : Graph {
   Input x = input("x");
   Input z = input("z");
@@ -204,8 +205,8 @@ struct Projections : Graph {
   Param gate = param("gate", {kFfn, kIn}, keep_dtype);
   Param up = param("up", {kFfn, kIn}, keep_dtype);
   Precision precision;
-  bool apart;
-  Projections(Precision p, bool a) : Graph("projections"), precision(p), apart(a) {}
+  bool apart, geglu;
+  Projections(Precision p, bool a, bool gelu = false) : Graph("projections"), precision(p), apart(a), geglu(gelu) {}
   Outputs body() override {
     std::vector<Handle> out;
     auto between = [&] {
@@ -221,13 +222,16 @@ struct Projections : Graph {
     between();
     Handle ul = F::linear(x, up, {}, precision);
     between();
-    out.push_back(F::silu_mul(gl, ul));
+    out.push_back(geglu ? F::gelu_tanh_mul(gl, ul) : F::silu_mul(gl, ul));
     return Outputs(out);
   }
 };
 
 TEST(Merge, ProjectionsOverOneInputAreOneStepWithTheSameBits) {
-  for_each_case([](Precision p, bool quantised, int64_t rows) {
+  for (const bool geglu : {false, true})
+  for_each_case([geglu](Precision p, bool quantised, int64_t rows) {
+    SCOPED_TRACE(geglu ? "GeGLU" : "SwiGLU");
+    const char* const gate_step = geglu ? "GeGLU" : "SwiGLU";
     // Mixed kinds in one step (as a Q4_K_M file mixes them): each weight's kernel takes its
     // own path, so they prepare `a` each in their own way.
     auto mixed = [&](int64_t n, uint32_t seed) {
@@ -245,18 +249,18 @@ TEST(Merge, ProjectionsOverOneInputAreOneStepWithTheSameBits) {
                  {"v", mixed(32, 4)},
                  {"gate", mixed(kFfn, 5)},
                  {"up", mixed(kFfn, 6)}};
-    Projections merged(p, false), apart(p, true);
+    Projections merged(p, false, geglu), apart(p, true, geglu);
     merged.load_state_dict(weights);
     apart.load_state_dict(weights);
     Tensor x = random_tensor({rows, kIn}, f32, 7, 3.0f), z = random_tensor({rows, kIn}, f32, 8);
     const Shapes shapes{{"x", {rows, kIn}}, {"z", {rows, kIn}}};
     CompiledGraph& mv = merged.compile(shapes);
     CompiledGraph& av = apart.compile(shapes);
-    // q, k and v one step of three weights; gate, up and the SwiGLU one step.
+    // q, k and v one step of three weights; gate, up and the SwiGLU (or GeGLU) one step.
     EXPECT_EQ(mv.recording().steps.size(), 2u);
     EXPECT_EQ(parts_of_first_matmul(mv), 3);
-    EXPECT_EQ(steps_named(mv, "SwiGLU"), 0);
-    EXPECT_EQ(steps_named(av, "SwiGLU"), 1);
+    EXPECT_EQ(steps_named(mv, gate_step), 0);
+    EXPECT_EQ(steps_named(av, gate_step), 1);
     const auto ao = av({x, z}).outputs;
     // One thread runs every weight of a step (a kernel then prepares `a` anew where its path
     // differs from the last one's); two split them.
@@ -274,7 +278,7 @@ TEST(Merge, ProjectionsOverOneInputAreOneStepWithTheSameBits) {
           ASSERT_EQ(a[i], b[i]) << threads << " threads, output " << o << " element " << i;
       }
     }
-    Projections checked(p, false);
+    Projections checked(p, false, geglu);
     checked.load_state_dict(weights);
     try {
       checked.compile(shapes, {.check = true})({x, z});

@@ -151,7 +151,7 @@ TEST(Functional, SiluMulAndWritingIntoAViewMatchTheirParts) {
       Handle fused = F::silu_mul(a, b);
       Handle parts = F::silu(a) * b;
       Handle direct = F::linear(a, w, {}, Precision::highest, {}, Handle(cache)[window(at_row, 2)]);
-      return {fused, parts, direct, F::linear(a, w)};
+      return {fused, parts, direct, F::linear(a, w), F::gelu_tanh_mul(a, b), F::gelu(a, "tanh") * b};
     }
   } g;
   g.load_state_dict({{"w", random_tensor({6, 4}, f32, 8)}});
@@ -160,6 +160,8 @@ TEST(Functional, SiluMulAndWritingIntoAViewMatchTheirParts) {
   const auto& out = v({a, b}, {{"at_row", 3}});
   expect_close(out.outputs[0], out.outputs[1], 1e-6, 1e-6);
   expect_close(out.outputs[2], out.outputs[3], 1e-6, 1e-6);
+  // GeGLU: the bits of the GELU step then the Mul step.
+  EXPECT_EQ(out.outputs[4].to_floats(), out.outputs[5].to_floats());
   auto cache = v.read(g.cache).to_floats();
   auto want = out.outputs[3].to_floats();
   for (int i = 0; i < 12; ++i) EXPECT_EQ(cache[size_t(18 + i)], want[size_t(i)]);  // rows 3 and 4

@@ -484,7 +484,7 @@ TEST(OpKernels, Transpose) {
 
 TEST(OpKernels, ElementwiseSameShapeAndBroadcastRow) {
   uint32_t seed = 90;
-  for (const char* op : {"Add", "Sub", "Mul", "Div"})
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "SwiGLU", "GeGLU"})
     for (bool broadcast : {false, true})
       for (const Types& t : kFloatTypes) {
         Case c;

@@ -1,9 +1,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Add, Sub, Mul, Div and SwiGLU: y = a op b in f32, where b has a's shape or is one row
+// Add, Sub, Mul, Div, SwiGLU and GeGLU: y = a op b in f32, where b has a's shape or is one row
 // broadcast to every row; each operand f32, f16 or bf16. The valid rows come from a word (a
 // prefill chunk's bound).
-//   specialization constants: 0 the operation (0 add, 1 sub, 2 mul, 3 div, 4 silu_mul), 1-3 the
+//   specialization constants: 0 the operation (0 add, 1 sub, 2 mul, 3 div, 4 silu_mul, 5
+//   gelu_tanh_mul: the GELU shader's tanh form, as GELU then Mul), 1-3 the
 //   kinds of a, b and y (elements.glsl)
 //   bindings: a, b, y (words), the words
 layout(local_size_x = 256) in;
@@ -18,6 +19,7 @@ layout(std430, set = 0, binding = 2) buffer Y { uint y[]; };
 #define WORDS_BINDING 3
 #include "devices/vulkan/shaders/words.glsl"
 #include "devices/vulkan/shaders/elements.glsl"
+#include "devices/vulkan/shaders/math.glsl"
 ELEMENT_LOAD(load_a, a)
 ELEMENT_LOAD(load_b, b)
 ELEMENT_STORE(store_y, y)
@@ -43,7 +45,8 @@ void main() {
     else if (kOperation == 1) r = x - z;
     else if (kOperation == 2) r = x * z;
     else if (kOperation == 3) r = x / z;
-    else r = x / (1.0 + exp(-x)) * z;
+    else if (kOperation == 4) r = x / (1.0 + exp(-x)) * z;
+    else r = gelu_tanh(x) * z;
     store_y(kY, y0 + i, r);
   }
 }

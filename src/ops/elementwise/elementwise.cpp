@@ -1,7 +1,11 @@
-// Add, Sub, Mul, Div: elementwise on two operands of one shape, or the second a row broadcast to
-// every row of the first. Computed in f32, rounded once to the output's dtype.
+// Add, Sub, Mul, Div, and the gated feed-forwards' SwiGLU (silu(a) * b) and GeGLU (gelu_tanh(a) *
+// b): elementwise on two operands of one shape, or the second a row broadcast to every row of the
+// first. Computed in f32, rounded once to the output's dtype.
 #include "ops/elementwise/elementwise.hpp"
 
+#include <algorithm>
+
+#include "ops/gelu/gelu.hpp"
 #include "ops/op.hpp"
 
 namespace iron::ops {
@@ -17,8 +21,10 @@ const Declaration kSub{"Sub", &kElementwise, kElementwise.params, {}};
 const Declaration kMul{"Mul", &kElementwise, kElementwise.params, {}};
 const Declaration kDiv{"Div", &kElementwise, kElementwise.params, {}};
 const Declaration kSwiGLU{"SwiGLU", &kElementwise, kElementwise.params, {}};
+// gelu_tanh(a) * b: Gemma's gated feed-forward (GELU's tanh form where Llama's has SiLU).
+const Declaration kGeGLU{"GeGLU", &kElementwise, kElementwise.params, {}};
 
-enum class Kind { add, sub, mul, div, silu_mul };
+enum class Kind { add, sub, mul, div, silu_mul, gelu_tanh_mul };
 
 template <Kind K>
 inline float apply(float a, float b) {
@@ -26,6 +32,7 @@ inline float apply(float a, float b) {
   if constexpr (K == Kind::sub) return a - b;
   if constexpr (K == Kind::mul) return a * b;
   if constexpr (K == Kind::silu_mul) return silu_mul(a, b);
+  if constexpr (K == Kind::gelu_tanh_mul) return gelu_tanh_mul(a, b);
   return a / b;
 }
 
@@ -49,6 +56,10 @@ class Kernel final : public cpu::Kernel {
       float* y = y_.data<float>(w);
       if (K == Kind::silu_mul && !broadcast_) {
         silu_mul_f32(a + begin, b + begin, y + begin, end - begin, features_);
+        return;
+      }
+      if (K == Kind::gelu_tanh_mul && !broadcast_) {
+        gelu_tanh_mul_f32(a + begin, b + begin, y + begin, end - begin, features_);
         return;
       }
       if (!broadcast_) {
@@ -96,7 +107,11 @@ class Op : public Operator {
     for (int64_t i = 0; i < n; ++i)
       y.data[i] = round_to(y.dtype, apply<K>(a.data[i], b.data[broadcast ? i % width : i]));
   }
-  Tolerance tolerance(Precision) const override { return K == Kind::silu_mul ? Tolerance{1e-6, 4e-6} : Tolerance{1e-6, 1e-6}; }
+  // The vector e^x of SwiGLU and of GELU's tanh form (GeGLU: GELU's own tolerance) against the
+  // reference's double.
+  Tolerance tolerance(Precision) const override {
+    return K == Kind::silu_mul || K == Kind::gelu_tanh_mul ? Tolerance{1e-6, 4e-6} : Tolerance{1e-6, 1e-6};
+  }
   std::unique_ptr<cpu::Kernel> cpu_kernel(const cpu::KernelArgs& a) const {
     return std::make_unique<Kernel<K>>(a);
   }
@@ -117,12 +132,39 @@ struct Div : Op<Kind::div> {
 struct SwiGLU : Op<Kind::silu_mul> {
   SwiGLU(Fields p, Fields t) : Op(kSwiGLU, std::move(p), std::move(t)) {}
 };
+struct GeGLU : Op<Kind::gelu_tanh_mul> {
+  GeGLU(Fields p, Fields t) : Op(kGeGLU, std::move(p), std::move(t)) {}
+};
 
 }  // namespace
 
 void silu_mul_f32(const float* a, const float* b, float* y, int64_t n, const cpu::Features& f) {
   if (silu_mul_vector(a, b, y, n, f)) return;
   for (int64_t i = 0; i < n; ++i) y[i] = apply<Kind::silu_mul>(a[i], b[i]);
+}
+
+float gelu_tanh_mul(float a, float b) { return float(gelu_double(a, /*tanh=*/true)) * b; }
+
+Gate gate_from(const std::string& name, const std::string& what) {
+  if (name == "none") return Gate::none;
+  if (name == "silu_mul") return Gate::silu_mul;
+  if (name == "gelu_tanh_mul") return Gate::gelu_tanh_mul;
+  value_error(what + ": then is none, silu_mul or gelu_tanh_mul, not '" + name + "'");
+}
+
+void gated_f32(Gate g, const float* a, const float* b, float* y, int64_t n, const cpu::Features& f) {
+  if (g == Gate::silu_mul) silu_mul_f32(a, b, y, n, f);
+  if (g == Gate::gelu_tanh_mul) gelu_tanh_mul_f32(a, b, y, n, f);
+}
+
+float gated(Gate g, float a, float b) {
+  return g == Gate::silu_mul ? silu_mul(a, b) : g == Gate::gelu_tanh_mul ? gelu_tanh_mul(a, b) : a;
+}
+
+void gelu_tanh_mul_f32(const float* a, const float* b, float* y, int64_t n, const cpu::Features& f) {
+  if (y != a) std::copy(a, a + n, y);
+  gelu_rows(y, n, /*tanh=*/true, f);
+  for (int64_t i = 0; i < n; ++i) y[i] *= b[i];
 }
 
 // Records its dispatches on Vulkan (elementwise_vulkan.cpp).
@@ -134,7 +176,9 @@ std::vector<OpEntry> elementwise_entries() {
   return {entry<Add>(kAdd, portable, vulkan), entry<Sub>(kSub, portable, vulkan),
           entry<Mul>(kMul, portable, vulkan), entry<Div>(kDiv, portable, vulkan),
           // silu(a) * b in vector lanes (silu_mul_f32, swiglu_hwy.cpp).
-          entry<SwiGLU>(kSwiGLU, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}}, vulkan)};
+          entry<SwiGLU>(kSwiGLU, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}}, vulkan),
+          // gelu_tanh(a) in GELU's vector lanes (gelu_hwy.cpp), times b.
+          entry<GeGLU>(kGeGLU, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}}, vulkan)};
 }
 
 }  // namespace iron::ops

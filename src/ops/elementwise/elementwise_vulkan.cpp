@@ -1,4 +1,4 @@
-// Add, Sub, Mul, Div and SwiGLU on the Vulkan device (elementwise.comp): f32, f16 or bf16 operands.
+// Add, Sub, Mul, Div, SwiGLU and GeGLU on the Vulkan device (elementwise.comp): f32, f16 or bf16 operands.
 #include "ops/elementwise/elementwise_vulkan.hpp"
 
 #include <map>
@@ -31,7 +31,8 @@ void record_elementwise(const Operator& op, const vulkan::KernelArgs& a, vulkan:
       {"Sub", VulkanElementwise::sub},
       {"Mul", VulkanElementwise::mul},
       {"Div", VulkanElementwise::div},
-      {"SwiGLU", VulkanElementwise::silu_mul}};
+      {"SwiGLU", VulkanElementwise::silu_mul},
+      {"GeGLU", VulkanElementwise::gelu_tanh_mul}};
   record_elementwise(op, kOperations.at(op.name()), a.in.at(0), a.in.at(1), a.out.at(0), a, list);
 }
 

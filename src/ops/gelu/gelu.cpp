@@ -35,12 +35,10 @@ float erf_f32(float x) {
   return std::copysign(r, x);
 }
 
-namespace {
 double gelu_double(double v, bool tanh) {
   if (tanh) return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
   return 0.5 * v * (1.0 + std::erf(v * 0.7071067811865476));
 }
-}  // namespace
 
 void gelu_rows(float* v, int64_t n, bool tanh, const cpu::Features& f) {
   if (gelu_rows_vector(v, n, tanh, f)) return;

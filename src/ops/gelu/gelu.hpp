@@ -13,6 +13,8 @@ namespace iron::ops {
 /// code (gelu_hwy.cpp: erf_f32's polynomials; the tanh form as x / (1 + e^(-2u))); on the
 /// portable path each value goes through the double formula the reference uses.
 void gelu_rows(float* v, int64_t n, bool tanh, const cpu::Features& f);
+/// GELU of one value in double: the reference's, and the portable loop's before rounding.
+double gelu_double(double v, bool tanh);
 /// The vector code of gelu_rows, where `f` runs one of its targets; false (nothing done) where not.
 bool gelu_rows_vector(float* v, int64_t n, bool tanh, const cpu::Features& f);
 

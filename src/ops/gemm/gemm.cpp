@@ -45,8 +45,8 @@ using gemm::finish;
 // a's rows (its weight the last input), a bias row per weight added to the f32 sums before the
 // epilogue (inputs after the residual, one per weight), and several weights over one `a`
 // (inputs 1..parts, outputs 0..parts-1; "N" their rows together), two of them finished by
-// silu(y0) * y1 into a third output ("then": "silu_mul"). Inputs in order: a, the weights, the
-// residual, the biases, the norm's weight.
+// silu(y0) * y1 or gelu_tanh(y0) * y1 into a third output ("then": "silu_mul" or
+// "gelu_tanh_mul"). Inputs in order: a, the weights, the residual, the biases, the norm's weight.
 std::vector<FieldDecl> with_planner_params(std::vector<FieldDecl> own) {
   for (FieldDecl f : std::initializer_list<FieldDecl>{{"norm", false},
                                                       {"norm_weighted", false},
@@ -108,11 +108,9 @@ class Matmul : public Operator {
     norm_epsilon_ = params_.number("norm_epsilon");
     if (norm_ && !(norm_epsilon_ >= 0)) value_error(d.name + ": norm_epsilon is at least 0, got " + params_.str());
     parts_ = params_.integer("parts");
-    const std::string& then = params_.text("then");
-    if (then != "none" && then != "silu_mul") value_error(d.name + ": then is none or silu_mul, not '" + then + "'");
-    silu_mul_ = then == "silu_mul";
-    if (parts_ < 1 || (parts_ > 1 && (residual_ || !col_maj_)) || (silu_mul_ && parts_ != 2))
-      value_error(d.name + ": parts is 1, or more over (N, K) weights without a residual, and silu_mul takes 2; got " +
+    gate_ = gate_from(params_.text("then"), d.name);
+    if (parts_ < 1 || (parts_ > 1 && (residual_ || !col_maj_)) || (gate_ != Gate::none && parts_ != 2))
+      value_error(d.name + ": parts is 1, or more over (N, K) weights without a residual, and a gate takes 2; got " +
                   params_.str());
     if (k_ <= 0 || n_ <= 0) value_error(d.name + ": K and N are positive, got " + params_.str());
   }
@@ -142,11 +140,11 @@ class Matmul : public Operator {
           y.data[m * width + n] = round_to(y.dtype, float(finish(epilogue_, s) + r));
         }
     }
-    if (silu_mul_) {
-      // As the SwiGLU step's reference.
+    if (gate_ != Gate::none) {
+      // As the SwiGLU or GeGLU step's reference.
       const RefOperand &gate = c.out[0], &up = c.out[1], &y = c.out[2];
       for (int64_t i = 0; i < rows * row_elements(y.shape); ++i)
-        y.data[i] = round_to(y.dtype, silu_mul(gate.data[i], up.data[i]));
+        y.data[i] = round_to(y.dtype, gated(gate_, gate.data[i], up.data[i]));
     }
   }
 
@@ -177,7 +175,7 @@ class Matmul : public Operator {
       one.out = {a.out.at(size_t(part))};
       parts.push_back(part_kernel(one, one.in[1].shape.at(0)));
     }
-    return gemm::parts_kernel(std::move(parts), a, silu_mul_);
+    return gemm::parts_kernel(std::move(parts), a, gate_);
   }
 
  private:
@@ -274,7 +272,7 @@ class Matmul : public Operator {
   bool norm_ = false, norm_weighted_ = false;
   double norm_epsilon_ = 0;
   int64_t parts_ = 1;      // weights over the same a
-  bool silu_mul_ = false;  // a third output, silu(y0) * y1
+  Gate gate_ = Gate::none;  // a third output, silu(y0) * y1 or gelu_tanh(y0) * y1
 };
 
 struct GEMM : Matmul {

@@ -2,8 +2,8 @@
 // gate and up: graph/fold.cpp). Each weight keeps its own kernel; the threads split the rows of
 // all the weights as one list, so a thread reads one unbroken run of weight bytes where a step
 // per weight gave it a short piece of each, and the step is one phase instead of several.
-// With a SwiGLU merged in, each thread takes the same rows of both weights and finishes
-// silu(gate) * up on them itself: no phase, no barrier, for the SwiGLU.
+// With a SwiGLU or a GeGLU merged in, each thread takes the same rows of both weights and finishes
+// silu(gate) * up (or gelu_tanh(gate) * up) on them itself: no phase, no barrier, for the gate.
 #include "ops/elementwise/elementwise.hpp"
 #include "ops/gemm/kernels.hpp"
 #include "ops/op.hpp"
@@ -14,17 +14,17 @@ namespace {
 
 class PartsKernel final : public cpu::Kernel {
  public:
-  PartsKernel(std::vector<std::unique_ptr<RowRangeKernel>> parts, const cpu::KernelArgs& a, bool silu_mul)
-      : parts_(std::move(parts)), silu_mul_(silu_mul), features_(a.features ? *a.features : cpu::Features::host()) {
-    if (silu_mul_) {
+  PartsKernel(std::vector<std::unique_ptr<RowRangeKernel>> parts, const cpu::KernelArgs& a, Gate gate)
+      : parts_(std::move(parts)), gate_kind_(gate), features_(a.features ? *a.features : cpu::Features::host()) {
+    if (gate_kind_ != Gate::none) {
       for (const cpu::Operand& o : a.out)
-        if (o.dtype != f32) value_error("a matmul finished by silu_mul writes f32 outputs, not " + std::string(name(o.dtype)));
+        if (o.dtype != f32) value_error("a matmul finished by a gate writes f32 outputs, not " + std::string(name(o.dtype)));
       gate_ = a.out.at(0);
       up_ = a.out.at(1);
       y_ = a.out.at(2);
       if (parts_.size() != 2 || gate_.shape != up_.shape || gate_.shape != y_.shape ||
           parts_[0]->rows_of_w() != parts_[1]->rows_of_w())
-        value_error("a matmul finished by silu_mul takes two weights of as many rows, into outputs of one shape");
+        value_error("a matmul finished by a gate takes two weights of as many rows, into outputs of one shape");
     }
   }
 
@@ -45,8 +45,8 @@ class PartsKernel final : public cpu::Kernel {
       prepared = part;
     };
 
-    if (silu_mul_) {
-      // The same rows of both weights, then silu(gate) * up on them, all on this thread (the
+    if (gate_kind_ != Gate::none) {
+      // The same rows of both weights, then gate(gate) * up on them, all on this thread (the
       // units are powers of two: the larger is a multiple of the other).
       const RowRangeKernel &gate = *parts_[0], &up = *parts_[1];
       const int64_t unit = std::max(gate.unit(w), up.unit(w)), n = gate.rows_of_w(), units = (n + unit - 1) / unit;
@@ -59,8 +59,8 @@ class PartsKernel final : public cpu::Kernel {
         ready(1);
         up.run_rows(w, thread, begin, end);
         for (int64_t m = 0; m < rows; ++m)
-          silu_mul_f32(gate_.data<float>(w) + m * n + begin, up_.data<float>(w) + m * n + begin,
-                       y_.data<float>(w) + m * n + begin, end - begin, features_);
+          gated_f32(gate_kind_, gate_.data<float>(w) + m * n + begin, up_.data<float>(w) + m * n + begin,
+                    y_.data<float>(w) + m * n + begin, end - begin, features_);
       });
       return;
     }
@@ -85,7 +85,7 @@ class PartsKernel final : public cpu::Kernel {
 
  private:
   std::vector<std::unique_ptr<RowRangeKernel>> parts_;
-  bool silu_mul_;
+  Gate gate_kind_;
   cpu::Features features_;
   cpu::Operand gate_, up_, y_;
   mutable cpu::SharedRanges shared_;  // each call's units, shared out among its threads
@@ -94,8 +94,8 @@ class PartsKernel final : public cpu::Kernel {
 }  // namespace
 
 std::unique_ptr<cpu::Kernel> parts_kernel(std::vector<std::unique_ptr<RowRangeKernel>> parts,
-                                          const cpu::KernelArgs& a, bool silu_mul) {
-  return std::make_unique<PartsKernel>(std::move(parts), a, silu_mul);
+                                          const cpu::KernelArgs& a, Gate gate) {
+  return std::make_unique<PartsKernel>(std::move(parts), a, gate);
 }
 
 }  // namespace iron::ops::gemm

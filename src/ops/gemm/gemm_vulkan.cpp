@@ -5,6 +5,7 @@
 #include <map>
 
 #include "devices/vulkan/kernel.hpp"
+#include "ops/elementwise/elementwise.hpp"
 #include "ops/elementwise/elementwise_vulkan.hpp"
 #include "ops/op.hpp"
 
@@ -31,7 +32,7 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
   const bool residual = p.flag("residual"), norm = p.flag("norm"), weighted = p.flag("norm_weighted");
   const bool bias = p.flag("bias");
   const bool col_maj = p.contains("b_col_maj") ? p.flag("b_col_maj") : true;
-  const bool silu_mul = p.text("then") == "silu_mul";
+  const Gate gate = gate_from(p.text("then"), op.name());
   const vulkan::Operand& x = a.in.at(0);
   const uint32_t x_kind = vulkan::float_kind(op, x);
   const vulkan::Operand* g = norm && weighted ? &a.in.back() : nullptr;
@@ -75,10 +76,11 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
     list.push_constants(push);
     list.dispatch(uint32_t(std::clamp<int64_t>(n, 1, 65535)), uint32_t(std::min<int64_t>((max_rows + tile - 1) / tile, 65535)));
   }
-  if (silu_mul) {
-    // y = silu(gate) * up over the two parts' outputs, once both are written.
+  if (gate != Gate::none) {
+    // y = silu(gate) * up (or gelu_tanh(gate) * up) over the two parts' outputs, once both are written.
     list.barrier();
-    record_elementwise(op, VulkanElementwise::silu_mul, a.out.at(0), a.out.at(1), a.out.at(2), a, list);
+    record_elementwise(op, gate == Gate::silu_mul ? VulkanElementwise::silu_mul : VulkanElementwise::gelu_tanh_mul,
+                       a.out.at(0), a.out.at(1), a.out.at(2), a, list);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/elementwise/elementwise.hpp"
 #include "devices/cpu/kernel.hpp"
 
 namespace iron::ops::gemm {
@@ -410,9 +411,9 @@ std::unique_ptr<RowRangeKernel> portable_kernel(const cpu::KernelArgs& a, const 
 std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
                                             const Isa& isa, bool bf16, bool int8 = false, bool amx = false,
                                             bool amx_int8 = false);
-/// One step over several weights (gemm_parts.cpp), a kernel per weight; `silu_mul`: two weights,
-/// and a third output silu(y0) * y1 (a.out).
+/// One step over several weights (gemm_parts.cpp), a kernel per weight; with a `gate` (a gated
+/// feed-forward's middle merged in): two weights, and a third output gate(y0) * y1 (a.out).
 std::unique_ptr<cpu::Kernel> parts_kernel(std::vector<std::unique_ptr<RowRangeKernel>> parts,
-                                          const cpu::KernelArgs& a, bool silu_mul);
+                                          const cpu::KernelArgs& a, Gate gate);
 
 }  // namespace iron::ops::gemm
