@@ -28,7 +28,7 @@ void add_info_command(CLI::App& app, bool execute) {
       "Describe a checkpoint: format and version, metadata (type and value of every key), the "
       "tensor table (name, dtype, row-major shape, bytes, offset), totals, and for Llama-family "
       "models the model configuration and tokenizer. With --devices: the compute devices");
-  CLI::Option* model = info->add_option("MODEL", options->model, "A GGUF or safetensors file (not needed with --devices)");
+  CLI::Option* model = info->add_option("MODEL", options->model, "A GGUF or safetensors file, or a Hugging Face directory (not needed with --devices)");
   info->add_flag("--devices", options->devices,
                  "List the compute devices: the CPU's features, and each Vulkan device with its memory, "
                  "features and limits, marking the one a run would use (IRON_VULKAN_DEVICE=N picks another)");

@@ -16,6 +16,8 @@
 #include "iron/io/gguf.hpp"
 #include "iron/io/mapped_file.hpp"
 #include "iron/io/safetensors.hpp"
+#include "iron/models/bert.hpp"
+#include "iron/models/encoder.hpp"
 #include "iron/models/llama_config.hpp"
 #include "iron/text/tokenizer.hpp"
 
@@ -175,7 +177,8 @@ std::string tokenizer_kind(const text::TokenizerData& d) {
 // Runs `fn`, turning an iron::Error into a line of the description.
 void section(std::ostream& out, const std::string& label, const std::function<std::string()>& fn) {
   try {
-    out << label << ": " << fn() << "\n";
+    const std::string text = fn();  // before the label: a failure prints the label once
+    out << label << ": " << text << "\n";
   } catch (const Error& e) {
     out << label << ": error: " << e.what() << "\n";
   }
@@ -240,8 +243,36 @@ void describe_safetensors(std::ostream& out, std::shared_ptr<const io::MappedFil
   write_tensors(out, rows, options);
 
   if (options.config_path.empty()) return;
-  section(out, "model config",
-          [&] { return llama_config_from_hf(io::read_json_file(options.config_path)).describe(); });
+  section(out, "model config", [&] {
+    const nlohmann::json config = io::read_json_file(options.config_path);
+    if (config.is_object() && config.value("model_type", nlohmann::json("")) == nlohmann::json("bert")) {
+      const BertConfig c = bert_config_from_hf(config);
+      return "bert: " + std::to_string(c.layers) + " layers, dim " + std::to_string(c.dim) + ", " +
+             std::to_string(c.heads) + " heads, ffn " + std::to_string(c.ffn) + ", vocab " + std::to_string(c.vocab) +
+             ", " + std::to_string(c.max_positions) + " positions";
+    }
+    return llama_config_from_hf(config).describe();
+  });
+  // A sentence encoder's directory: the sentence-transformers pipeline after the model.
+  const std::string dir = std::filesystem::path(options.config_path).parent_path().string();
+  if (is_sentence_encoder(dir.empty() ? "." : dir))
+    section(out, "sentence encoder", [&] {
+      const nlohmann::json config = io::read_json_file(options.config_path);
+      const int64_t positions = config.value("max_position_embeddings", int64_t(512)),
+                    width = config.value("hidden_size", int64_t(0));
+      const SentenceConfig s = sentence_config_from_dir(dir.empty() ? "." : dir, positions, width);
+      std::string text = s.cls_pooling ? "CLS pooling" : "mean pooling";
+      int64_t size = width;
+      for (const DenseModule& m : s.dense) text += ", dense " + std::to_string(m.in) + " -> " + std::to_string(size = m.out);
+      text += std::string(s.normalize ? ", normalised" : "") + ", vectors of " + std::to_string(size) +
+              ", sentences cut at " + std::to_string(s.max_seq_length) + " tokens";
+      if (!s.prompts.empty()) {
+        text += ", prompts:";
+        for (const auto& [name, prompt] : s.prompts) text += " " + escaped(name, 40);
+        text += s.default_prompt ? " (default " + escaped(*s.default_prompt, 40) + ")" : " (none by default)";
+      }
+      return text;
+    });
   const auto tokenizer_json =
       std::filesystem::path(options.config_path).parent_path() / "tokenizer.json";
   std::error_code ec;
@@ -257,7 +288,20 @@ void describe_safetensors(std::ostream& out, std::shared_ptr<const io::MappedFil
 
 }  // namespace
 
-std::string describe_checkpoint(const std::string& path, const DescribeOptions& options) {
+std::string describe_checkpoint(const std::string& given, const DescribeOptions& given_options) {
+  // A Hugging Face directory: its model.safetensors, described with its config.json.
+  std::string path = given;
+  DescribeOptions options = given_options;
+  std::error_code ec;
+  if (std::filesystem::is_directory(given, ec)) {
+    const std::filesystem::path dir(given);
+    if (!std::filesystem::exists(dir / "model.safetensors", ec))
+      io_error(escaped_path(given) + ": is a directory, not a regular file, and holds no model.safetensors (a "
+                                     "Hugging Face model's directory holds it, beside config.json)");
+    path = (dir / "model.safetensors").string();
+    if (options.config_path.empty() && std::filesystem::exists(dir / "config.json", ec))
+      options.config_path = (dir / "config.json").string();
+  }
   auto file = io::MappedFile::open(path);
   // A config named but unreadable is an error, not a note in the description.
   if (!options.config_path.empty()) io::require_regular_file(options.config_path, "the config");

@@ -85,6 +85,7 @@ std::string LlamaConfig::describe() const {
     out << ", " << local << " of " << layers << " layers sliding over " << sliding_window
         << " positions (rope base " << number(rope_local_base) << ")";
   if (attention_scale > 0) out << ", attention scale " << number(attention_scale);
+  if (bidirectional) out << ", attending both ways (a sentence encoder)";
   return out.str();
 }
 

@@ -19,6 +19,7 @@
 #include "iron/error.hpp"
 #include "iron/io/safetensors.hpp"
 #include "iron/models/decoder.hpp"
+#include "iron/models/describe.hpp"
 #include "iron/models/encoder.hpp"
 #include "iron/models/gemma3.hpp"
 #include "iron/models/llama_config.hpp"
@@ -293,6 +294,20 @@ TEST(Gemma3Encoder, OneWayAndTwoWayAreTold) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("sentence encoder"), std::string::npos) << e.what();
   }
+}
+
+// `iron info DIR`: the directory's safetensors, its config (attending both ways) and the
+// sentence-transformers pipeline after the model.
+TEST(Gemma3Encoder, InfoDescribesTheDirectory) {
+  TinyEncoder tiny;
+  const std::string text = describe_checkpoint(tiny.dir.string(), {.tensors = false});
+  for (const char* want : {"attending both ways (a sentence encoder)",
+                           "sentence encoder: mean pooling, dense 64 -> 128, dense 128 -> 48, normalised, vectors of 48, "
+                           "sentences cut at 64 tokens, prompts: document query (none by default)",
+                           "tokenizer: metaspace-bpe"})
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\nin:\n" << text;
+  fs::remove(tiny.dir / "model.safetensors");
+  EXPECT_THROW(describe_checkpoint(tiny.dir.string()), Error);
 }
 
 // ---- EmbeddingGemma-300M against sentence-transformers ---------------------------------------

@@ -18,7 +18,9 @@ struct DescribeOptions {
   bool tensors = true;
 };
 
-/// Describes the GGUF or safetensors file at `path`: format and version, every metadata key with
+/// Describes the GGUF or safetensors file at `path` (or a Hugging Face directory's
+/// model.safetensors with its config.json, and for a sentence encoder its sentence-transformers
+/// pipeline): format and version, every metadata key with
 /// its type and value, the tensor table (name, dtype, row-major shape, bytes, absolute offset),
 /// totals (tensors, parameters, bytes by dtype) and, for Llama-family models, the LlamaConfig
 /// line and a tokenizer summary. A config or tokenizer that cannot be read is reported in the
