@@ -16,6 +16,7 @@ import os
 from typing import Iterable, Sequence
 
 from . import _iron
+from ._aio import readable
 from .graph import Precision
 
 
@@ -44,7 +45,6 @@ class Stream:
         return self
 
     async def __anext__(self) -> str:
-        loop = asyncio.get_running_loop()
         while True:
             piece, over = self._s.poll()
             if piece:
@@ -53,13 +53,7 @@ class Stream:
                 raise StopAsyncIteration
             # The engine's thread writes the stream's eventfd when it has news (poll() cleared
             # it first, so news since then is not missed).
-            fd = self._s.fileno()
-            news = loop.create_future()
-            loop.add_reader(fd, lambda: news.done() or news.set_result(None))
-            try:
-                await news
-            finally:
-                loop.remove_reader(fd)
+            await readable(self._s.fileno())
 
     def text(self) -> str:
         """The rest of the text, waiting for the end."""
