@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from . import _iron
+from ._closing import Closing
 from ._aio import readable
 from .graph import Precision
 
@@ -80,7 +81,7 @@ class Response:
     stream: BodyStream | None = None
 
 
-class Api:
+class Api(Closing):
     """The OpenAI API over one model, as ``iron serve -m PATH`` serves it: a decoder answers
     ``POST /v1/chat/completions`` and ``/v1/completions`` (``parallel`` sequences decoding
     together, ``queue`` more waiting, None: 4 x parallel; ``context`` KV-cache rows each;
@@ -149,9 +150,3 @@ class Api:
         self._a.close()
         if self._pool is not None:
             self._pool.shutdown(wait=False)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

@@ -16,6 +16,7 @@ import os
 from typing import Iterable, Sequence
 
 from . import _iron
+from ._closing import Closing
 from ._aio import readable
 from .graph import Precision
 
@@ -90,7 +91,7 @@ class Stream:
         return self._s.stats
 
 
-class Engine:
+class Engine(Closing):
     """A model served to many requests at once: ``parallel`` sequences decode together, each in
     a KV-cache slot of its own (``context`` rows each), and up to ``queue`` more wait (None: 4 x
     parallel; a request that finds the queue full waits for a place). ``close()`` (or leaving a
@@ -155,9 +156,3 @@ class Engine:
 
     def close(self) -> None:
         self._e.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

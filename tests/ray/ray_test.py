@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 import requests
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
-from serve_test import Server, check, failures, servers, sse  # noqa: E402
+from serve_test import Server, check, kill_servers, report, sse  # noqa: E402
 
 import ray  # noqa: E402
 from ray import serve  # noqa: E402
@@ -318,17 +318,11 @@ def main():
             embed_cases(a.iron, a.minilm, cluster.address, tmp)
             generate_cases(a.iron, a.stories, cluster.address, tmp)
     finally:
-        for s in servers:
-            if s.proc.poll() is None:
-                s.proc.kill()
-                s.proc.wait()
+        kill_servers()
         ray.shutdown()
         cluster.shutdown()
     stage("done")
-    if failures:
-        print("%d FAILED: %s" % (len(failures), "; ".join(failures)))
-        sys.exit(1)
-    print("all passed")
+    report()
 
 
 if __name__ == "__main__":
