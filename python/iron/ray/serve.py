@@ -143,7 +143,8 @@ def run(model: str | os.PathLike, options: ServeOptions | None = None, *, addres
     except KeyboardInterrupt:
         pass
     print("stopping", flush=True)
-    serve.delete(app_name)
-    if address is None:
-        serve.shutdown()
+    if address is not None:
+        # Another's cluster: only this application goes (its replicas finish what they hold).
+        serve.delete(app_name)
+    # A Ray of this command's own goes whole with it (Serve's own shutdown hung there).
     ray.shutdown()
