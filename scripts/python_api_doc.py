@@ -65,6 +65,8 @@ def main():
                       and getattr(functional, n).__module__ == "iron.functional"])
     lines += section("iron.models", models, ["load", "Model"])
     lines += section("iron.Engine: serving many requests at once", iron, ["Engine", "Stream"])
+    lines += section("iron.Encoder: sentence embeddings", iron, ["Encoder"])
+    lines += section("iron.Api: iron serve's OpenAI API without HTTP", iron.api, ["Api", "Response", "BodyStream"])
     print("\n".join(l.rstrip() for l in lines).rstrip() + "\n", end="")
 
 

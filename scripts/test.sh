@@ -43,7 +43,9 @@ scripts/fetch-model.sh qwen0.5b # Qwen2.5-Coder-0.5B (Q4_K_M): its logits, token
 if [ "${IRON_FETCH_LARGE:-0}" = 1 ]; then scripts/fetch-model.sh embeddinggemma; fi
 # The Release build includes the Python extension (python/src/, one library build for both), and
 # its ctest runs the pytest suite as the test python_pytest (any pytest status but 0 fails it).
-py=$(scripts/python-env.sh nanobind numpy pytest)
+# Ray (ray[serve,data], pyarrow) and the HTTP clients for the ctest test ray_cluster
+# (tests/ray/): iron.ray on a local two-node Ray cluster; without them it skips, saying so.
+py=$(scripts/python-env.sh nanobind numpy pytest "ray[serve,data]" pyarrow openai requests)
 stage "build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DIRON_PYTHON=ON -DPython_EXECUTABLE="$py"
 cmake --build build -j "$jobs"

@@ -40,12 +40,14 @@ from .graph import (
 from . import functional
 from . import models
 from .engine import Engine, Stream
+from .encoder import Encoder
+from .api import Api
 
 f32, f16, bf16, i8, i32 = DType.f32, DType.f16, DType.bf16, DType.i8, DType.i32
 keep = DType.keep  # a param that keeps its checkpoint's (quantised) type
 
 __all__ = [
-    "AccessPattern", "Affine", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "DType", "Engine", "Graph",
+    "AccessPattern", "Affine", "Api", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "DType", "Encoder", "Engine", "Graph",
     "Handle", "Module", "Param", "Precision", "Profile", "Scratchpad", "State", "StateDict", "Stream", "Weight",
     "at", "carry",
     "clamp", "functional", "models", "on_host", "param", "state", "upto", "weight", "window",

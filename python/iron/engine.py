@@ -16,6 +16,8 @@ import os
 from typing import Iterable, Sequence
 
 from . import _iron
+from ._closing import Closing
+from ._aio import readable
 from .graph import Precision
 
 
@@ -44,7 +46,6 @@ class Stream:
         return self
 
     async def __anext__(self) -> str:
-        loop = asyncio.get_running_loop()
         while True:
             piece, over = self._s.poll()
             if piece:
@@ -53,13 +54,7 @@ class Stream:
                 raise StopAsyncIteration
             # The engine's thread writes the stream's eventfd when it has news (poll() cleared
             # it first, so news since then is not missed).
-            fd = self._s.fileno()
-            news = loop.create_future()
-            loop.add_reader(fd, lambda: news.done() or news.set_result(None))
-            try:
-                await news
-            finally:
-                loop.remove_reader(fd)
+            await readable(self._s.fileno())
 
     def text(self) -> str:
         """The rest of the text, waiting for the end."""
@@ -96,7 +91,7 @@ class Stream:
         return self._s.stats
 
 
-class Engine:
+class Engine(Closing):
     """A model served to many requests at once: ``parallel`` sequences decode together, each in
     a KV-cache slot of its own (``context`` rows each), and up to ``queue`` more wait (None: 4 x
     parallel; a request that finds the queue full waits for a place). ``close()`` (or leaving a
@@ -161,9 +156,3 @@ class Engine:
 
     def close(self) -> None:
         self._e.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

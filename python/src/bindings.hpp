@@ -2,7 +2,9 @@
 // between numpy arrays and iron::Tensor they share.
 #pragma once
 
+#include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -42,6 +44,7 @@ struct type_caster<iron::Precision> {
 
 namespace iron::models {
 struct GenerateStats;
+class LlamaRunner;
 }
 
 namespace iron::python {
@@ -55,6 +58,14 @@ void bind_functional(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_models(nb::module_& m);
 void bind_engine(nb::module_& m);
+void bind_encoder(nb::module_& m);
+void bind_api(nb::module_& m);
+
+/// A decoder opened to serve `parallel` sequences at once (a KV-cache slot each, `context` rows):
+/// what iron.Engine and iron.Api run. Call it with the GIL released.
+std::shared_ptr<models::LlamaRunner> open_serving_runner(const std::string& path, int parallel, int64_t context,
+                                                         int64_t chunk, int threads, const std::string& device,
+                                                         Precision precision);
 
 /// A generation's counts, times and stop as a dict (prompt_tokens, prompt_seconds,
 /// generated_tokens, generate_seconds, stop): what Runner.generate returns and Stream.stats holds.

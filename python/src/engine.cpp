@@ -1,13 +1,8 @@
 // iron.Engine: the library's serving engine (models::Engine) from Python. The engine's own thread
 // runs the model and never takes the GIL; a reader waits for tokens with the GIL released, or
 // (asyncio) on an eventfd the engine's thread writes when its stream has news.
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <optional>
 #include <random>
 
@@ -16,46 +11,13 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "wakeup.hpp"
 #include "iron/models/engine.hpp"
 
 namespace iron::python {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A stream's wake-up for an event loop: an eventfd, opened the first time a reader asks for it
-// (a stream read only from threads never opens one). The engine's thread signals it after each
-// piece of news; it is shared by the request's on_news and the Python stream, so whichever lets
-// go last closes it, never while the engine may still write.
-class Wakeup {
- public:
-  ~Wakeup() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int fileno() {
-    std::lock_guard lock(mutex_);
-    if (fd_ < 0) {
-      const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-      if (fd < 0) io_error(std::string("cannot make an eventfd for the stream: ") + std::strerror(errno));
-      fd_ = fd;
-    }
-    return fd_;
-  }
-  void signal() {
-    const int fd = fd_.load(std::memory_order_acquire);
-    const uint64_t one = 1;
-    if (fd >= 0) (void)!::write(fd, &one, sizeof one);
-  }
-  void clear() {
-    const int fd = fd_.load(std::memory_order_acquire);
-    uint64_t count = 0;
-    if (fd >= 0) (void)!::read(fd, &count, sizeof count);
-  }
-
- private:
-  std::mutex mutex_;
-  std::atomic<int> fd_{-1};
-};
 
 struct PyStream {
   std::shared_ptr<models::Stream> stream;
@@ -146,6 +108,19 @@ models::Request request_from(nb::handle prompt, std::optional<int64_t> max_token
 
 }  // namespace
 
+std::shared_ptr<models::LlamaRunner> open_serving_runner(const std::string& path, int parallel, int64_t context,
+                                                         int64_t chunk, int threads, const std::string& device,
+                                                         Precision precision) {
+  models::RunnerOptions o;
+  o.model.context = context;
+  o.model.chunk = chunk;
+  o.model.slots = std::max(parallel, 1);
+  o.model.precision = precision;
+  o.threads = threads;
+  o.device = device;
+  return models::LlamaRunner::open(path, o);
+}
+
 void bind_engine(nb::module_& m) {
   nb::module_ em = m.def_submodule("engine", "models::Engine (use iron.Engine).");
   nb::class_<PyStream>(em, "Stream")
@@ -181,17 +156,10 @@ void bind_engine(nb::module_& m) {
   nb::class_<PyEngine>(em, "Engine")
       .def_static("open", [](const std::string& path, int parallel, int64_t context, int64_t chunk, int queue,
                              int threads, const std::string& device, Precision precision) {
-        models::RunnerOptions o;
-        o.model.context = context;
-        o.model.chunk = chunk;
-        o.model.slots = std::max(parallel, 1);
-        o.model.precision = precision;
-        o.threads = threads;
-        o.device = device;
         auto e = std::make_unique<PyEngine>();
         {
           nb::gil_scoped_release release;
-          e->runner = models::LlamaRunner::open(path, o);
+          e->runner = open_serving_runner(path, parallel, context, chunk, threads, device, precision);
           models::LlamaRunner& runner = *e->runner;
           // The engine holds the runner alive too, however the two are let go.
           e->engine = std::shared_ptr<models::Engine>(new models::Engine(runner, parallel, queue),

@@ -16,3 +16,14 @@ def stories():
             pytest.fail(f"{STORIES} is missing (IRON_REQUIRE_SHARED=1)")
         pytest.skip(f"{STORIES} is missing")
     return STORIES
+
+
+MINILM = ROOT / "models" / "all-MiniLM-L6-v2"
+
+
+@pytest.fixture
+def minilm():
+    """all-MiniLM-L6-v2 (models/, scripts/fetch-model.sh minilm): skipped, naming it, when absent."""
+    if not (MINILM / "config.json").is_file():
+        pytest.skip(f"{MINILM} is absent (scripts/fetch-model.sh minilm)")
+    return MINILM

@@ -465,10 +465,19 @@ def main():
         if a.prompted_embed_model:
             prompt_cases(a.iron, a.prompted_embed_model)
     finally:
-        for s in servers:
-            if s.proc.poll() is None:
-                s.proc.kill()
-                s.proc.wait()
+        kill_servers()
+    report()
+
+
+def kill_servers():
+    for s in servers:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+def report():
+    """Exits 1 naming the failed checks, if any."""
     if failures:
         print("%d FAILED: %s" % (len(failures), "; ".join(failures)))
         sys.exit(1)

@@ -1,4 +1,4 @@
-// `iron serve`: the OpenAI-compatible HTTP front (cpp-httplib) over a Scheduler.
+// `iron serve`: the OpenAI API (api.hpp) over HTTP (cpp-httplib).
 #pragma once
 
 #include <cstdint>
@@ -6,19 +6,17 @@
 
 #include "iron/models/encoder.hpp"
 #include "iron/models/runner.hpp"
+#include "serve/api.hpp"
 
 namespace iron::serve {
 
-struct ServerOptions {
+/// The API's options and the HTTP server's own.
+struct ServerOptions : ApiOptions {
   std::string host = "127.0.0.1";
   int port = 8080;          // 0: any free port (printed when listening)
-  int parallel = 1;         // sequences at once
-  int queue = -1;           // requests waiting beyond them; -1: 4 x parallel
-  std::string api_key;      // empty: none asked for
   int64_t body_limit = 1 << 20;
   double read_timeout = 30;  // seconds a connection may take to send its request
   double grace = 10;         // seconds in-flight requests get after SIGTERM
-  std::string model_name;    // what /v1/models lists
 };
 
 /// Serves until SIGTERM or SIGINT (stops taking requests, lets the ones in flight finish for
