@@ -25,16 +25,15 @@ void row(const float* x, const float* weight, float* y, int64_t n, double eps) {
   const DD dd;
   const DF df;
   const int64_t lanes = int64_t(hn::Lanes(dd)), vectors = 8 / lanes;  // 1, 2, 4 (or 8) vectors: 8 sums
-  hn::Vec<DD> sum[8];
-  for (hn::Vec<DD>& v : sum) v = hn::Zero(dd);
+  // The sums live in `part` (SVE's vectors have no size, so no array of them): loaded and stored
+  // each step, which the compiler keeps in registers where the width is fixed.
+  HWY_ALIGN double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     for (int64_t v = 0; v < vectors; ++v) {
       const auto d = hn::PromoteTo(dd, hn::LoadU(df, x + i + v * lanes));
-      sum[v] = hn::Add(sum[v], hn::Mul(d, d));
+      hn::Store(hn::Add(hn::Load(dd, part + v * lanes), hn::Mul(d, d)), dd, part + v * lanes);
     }
-  HWY_ALIGN double part[8];
-  for (int64_t v = 0; v < vectors; ++v) hn::Store(sum[v], dd, part + v * lanes);
   for (; i < n; ++i) part[0] += double(x[i]) * double(x[i]);
   const double ss = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
   const double scale = 1.0 / std::sqrt(ss / double(n) + eps);
