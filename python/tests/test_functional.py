@@ -2,6 +2,8 @@
 independent float64 numpy version of its published definition."""
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -147,6 +149,43 @@ def test_copy_of_views_and_cast():
     check(One, lambda s, x: F.copy(x[2]), f64(x)[2], x, atol=0)
     got = check(One, lambda s, x: F.copy(x, iron.f16), f64(x.astype(np.float16)), x, atol=0)
     assert got.dtype == np.float16
+
+
+def bf16_rounded(x):
+    """float32 x rounded to bfloat16 (to nearest, ties to even) and back, by its bits alone."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32)
+
+
+BF16 = np.array([[1.0, 1 / 3, -2.5e-3, 1 + 2**-8, 1 + 3 * 2**-8, 65504.0]], np.float32)  # ties both ways
+
+
+def test_bf16_outputs_are_ml_dtypes_bfloat16():
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="ml_dtypes is not installed: bf16 outputs are float32")
+    v = One(lambda s, x: F.copy(x, iron.bf16)).compile(a=BF16.shape)
+    for got in (v(BF16), v(BF16, copy=False)):
+        assert got.dtype == ml_dtypes.bfloat16
+        np.testing.assert_array_equal(got.astype(np.float32), bf16_rounded(BF16))
+    # And such an array is a bf16 input, read as it is.
+    back = One(lambda s, x: F.copy(x, iron.f32)).compile(a=(BF16.shape, ml_dtypes.bfloat16))(v(BF16))
+    assert back.dtype == np.float32
+    np.testing.assert_array_equal(back, bf16_rounded(BF16))
+
+
+def test_bf16_outputs_are_float32_without_ml_dtypes():
+    # A process where importing ml_dtypes fails, as where it is not installed.
+    program = (
+        "import sys; sys.modules['ml_dtypes'] = None\n"
+        "import numpy as np, iron\n"
+        "from iron import functional as F\n"
+        "class G(iron.Graph):\n"
+        "    def body(self, x): return F.copy(x, iron.bf16)\n"
+        f"x = np.array({BF16.tolist()}, np.float32)\n"
+        "y = G().compile(x=x.shape)(x)\n"
+        "print(y.dtype.name, ' '.join(float(v).hex() for v in y.ravel()))\n")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "float32"
+    assert out[1:] == [float(v).hex() for v in bf16_rounded(BF16).ravel()]
 
 
 def test_elementwise_and_matmul():
