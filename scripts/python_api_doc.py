@@ -60,9 +60,10 @@ def main():
                                     "on_host", "CarriedLoop", "Profile", "Precision", "Handle", "Scratchpad",
                                     "Carried", "Affine", "upto", "at", "window", "AccessPattern", "CompiledGraph",
                                     "StateDict"])
+    # Its functions and classes (ConvState), not the names it imports.
     lines += section("iron.functional", functional,
-                     [n for n in functional.__dict__ if not n.startswith("_") and inspect.isfunction(getattr(functional, n))
-                      and getattr(functional, n).__module__ == "iron.functional"])
+                     [n for n, obj in functional.__dict__.items() if not n.startswith("_")
+                      and (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == "iron.functional"])
     lines += section("iron.models", models, ["load", "Model"])
     lines += section("iron.Engine: serving many requests at once", iron, ["Engine", "Stream"])
     lines += section("iron.Encoder: sentence embeddings", iron, ["Encoder"])

@@ -45,7 +45,8 @@ if [ "${IRON_FETCH_LARGE:-0}" = 1 ]; then scripts/fetch-model.sh embeddinggemma;
 # its ctest runs the pytest suite as the test python_pytest (any pytest status but 0 fails it).
 # Ray (ray[serve,data], pyarrow) and the HTTP clients for the ctest test ray_cluster
 # (tests/ray/): iron.ray on a local two-node Ray cluster; without them it skips, saying so.
-py=$(scripts/python-env.sh nanobind numpy pytest "ray[serve,data]" pyarrow openai requests)
+# ml_dtypes: bf16 outputs as ml_dtypes.bfloat16 arrays (float32 without it; both are tested).
+py=$(scripts/python-env.sh nanobind numpy pytest "ray[serve,data]" pyarrow openai requests ml_dtypes)
 stage "build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DIRON_PYTHON=ON -DPython_EXECUTABLE="$py"
 cmake --build build -j "$jobs"

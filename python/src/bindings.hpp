@@ -79,7 +79,8 @@ nb::dict stats_dict(const models::GenerateStats& s);
 using Array = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 Tensor tensor_from(nb::handle array, bool keep, std::vector<Array>* hold = nullptr);
 /// A numpy array of `t`: a copy it owns, or (copy false) a view `owner` keeps alive. bf16 comes
-/// back as float32 (numpy has no bfloat16); quantised kinds as float32 too.
+/// back as ml_dtypes.bfloat16 where ml_dtypes can be imported, else as float32 (numpy has no
+/// bfloat16); quantised kinds as float32. tensor_from() takes ml_dtypes.bfloat16 arrays as bf16.
 nb::object array_from(const Tensor& t, bool copy, nb::handle owner = nb::handle(), bool writable = false);
 
 /// Calls into the devices are serialised: the CPU device's process-wide thread pool runs one

@@ -65,6 +65,27 @@ void bind_functional(nb::module_& m) {
          int64_t window) { return F::attention(q, k_cache, v_cache, start, scale, window); },
       nb::arg("q"), nb::arg("k_cache"), nb::arg("v_cache"), nb::arg("start"), nb::arg("scale").none(), nb::arg("window"));
   f.def("copy", &F::copy, nb::arg("x"), nb::arg("dtype").none());
+
+  f.def("segment_attention", &F::segment_attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("lengths"),
+        nb::arg("segment"), nb::arg("scale").none(), nb::arg("window"), nb::arg("precision"));
+  f.def("segment_mean", &F::segment_mean, nb::arg("x"), nb::arg("lengths"), nb::arg("segment"));
+  f.def("slot_rows", &F::slot_rows, nb::arg("slots"), nb::arg("positions"), nb::arg("slots_count"),
+        nb::arg("slot_rows"));
+  f.def("slot_attention", &F::slot_attention, nb::arg("q"), nb::arg("k_cache"), nb::arg("v_cache"),
+        nb::arg("positions"), nb::arg("slots"), nb::arg("slot_rows"), nb::arg("scale").none(), nb::arg("window"),
+        nb::arg("precision"));
+  f.def("sample_rows", &F::sample_rows, nb::arg("logits"), nb::arg("settings"), nb::arg("steps"),
+        nb::arg("positions"));
+  // The row as a numpy int32 array the caller owns: it is fed to a call as an input's data.
+  f.def("sample_settings", [](double temperature, int64_t top_k, double top_p, uint64_t seed) {
+    return array_from(F::sample_settings(temperature, top_k, top_p, seed), true);
+  }, nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"));
+  // ConvState's window and tail are states: a Python iron.State passes the C++ Held it declared
+  // (python/iron/functional.py checks which kind it is), taken here as the State it is.
+  f.def("causal_conv1d", [](const Handle& x, const Handle& taps, const Handle& read, const Handle& write,
+                            const Held& window, const Held& tail) {
+    return F::causal_conv1d(x, taps, F::ConvState{read, write, State(window.resident()), State(tail.resident())});
+  }, nb::arg("x"), nb::arg("taps"), nb::arg("read"), nb::arg("write"), nb::arg("window"), nb::arg("tail"));
 }
 
 }  // namespace iron::python

@@ -238,7 +238,8 @@ void bind_graph(nb::module_& m) {
         return call_version(self, nb::cast<CompiledGraph&>(self), args, kwargs);
       }, "Calls the version with numpy arrays (taken without a copy when contiguous) and per-call "
          "values by name; returns numpy arrays cut to their bounds, copies unless copy=False (then "
-         "views valid until this version's next call).")
+         "views valid until this version's next call). bf16 outputs are ml_dtypes.bfloat16 arrays "
+         "where the ml_dtypes package can be imported, float32 otherwise (numpy has no bfloat16).")
       .def("read", [](nb::handle self, nb::handle x) {
         CompiledGraph& v = nb::cast<CompiledGraph&>(self);
         const Held& held = held_of(x, "read");

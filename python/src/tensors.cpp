@@ -40,13 +40,45 @@ DType dtype_of(const nb::dlpack::dtype& d) {
 
 namespace {
 
+/// ml_dtypes.bfloat16 as a numpy dtype, or null where ml_dtypes cannot be imported: numpy has no
+/// bfloat16 of its own, and ml_dtypes' is the one jax and torch's numpy interop use. Looked up on
+/// first need, not at `import iron`, which stays light. Called with the GIL held; no C++ lock
+/// guards it, since the import may let another thread run (which then looks it up as well).
+PyArray_Descr* bfloat16_descr() {
+  static bool looked_up = false;
+  static PyArray_Descr* descr = nullptr;
+  if (looked_up) return descr;
+  PyArray_Descr* found = nullptr;
+  try {
+    nb::object type = nb::module_::import_("ml_dtypes").attr("bfloat16");
+    if (PyArray_DescrConverter(type.ptr(), &found) != NPY_SUCCEED) {
+      PyErr_Clear();
+      found = nullptr;
+    }
+  } catch (const nb::python_error&) {
+    found = nullptr;  // not installed (or broken): bf16 arrays are float32
+  }
+  descr = found;  // a reference kept for the process's life
+  looked_up = true;
+  return descr;
+}
+
 bool numpy_dtype(int typenum, DType& t) {
   switch (typenum) {
     case NPY_FLOAT32: t = f32; return true;
     case NPY_FLOAT16: t = f16; return true;
     case NPY_INT32: t = i32; return true;
     case NPY_INT8: t = i8; return true;
-    default: return false;
+    default:
+      // A dtype registered at run time: ml_dtypes' bfloat16, if that is the one.
+      if (typenum >= NPY_USERDEF) {
+        PyArray_Descr* bf = bfloat16_descr();
+        if (bf && bf->type_num == typenum) {
+          t = bf16;
+          return true;
+        }
+      }
+      return false;
   }
 }
 
@@ -106,23 +138,33 @@ Tensor tensor_from(nb::handle array, bool keep, std::vector<Array>* hold) {
 
 nb::object array_from(const Tensor& given, bool copy, nb::handle owner, bool writable) {
   Tensor t = given;
-  if (t.dtype() != f32 && t.dtype() != f16 && t.dtype() != i32 && t.dtype() != i8) {
-    t = t.to(f32);  // numpy has no bfloat16 nor block kinds
-    copy = true;
+  PyArray_Descr* descr = t.dtype() == bf16 ? bfloat16_descr() : nullptr;
+  if (descr) {
+    Py_INCREF(descr);  // the array takes this reference
+  } else {
+    if (t.dtype() != f32 && t.dtype() != f16 && t.dtype() != i32 && t.dtype() != i8) {
+      t = t.to(f32);  // block kinds, and bf16 without ml_dtypes
+      copy = true;
+    }
+    descr = PyArray_DescrFromType(numpy_typenum(t.dtype()));
   }
   npy_intp dims[NPY_MAXDIMS];
   const int nd = t.rank();
-  if (nd > NPY_MAXDIMS) value_error("a tensor of rank " + std::to_string(nd) + " has no numpy array");
+  if (nd > NPY_MAXDIMS) {
+    Py_DECREF(descr);
+    value_error("a tensor of rank " + std::to_string(nd) + " has no numpy array");
+  }
   for (int i = 0; i < nd; ++i) dims[i] = npy_intp(t.shape()[size_t(i)]);
-  const int typenum = numpy_typenum(t.dtype());
+  // PyArray_NewFromDescr takes the reference to descr, also when it fails.
   if (copy || !owner.is_valid()) {
-    PyObject* a = PyArray_SimpleNew(nd, dims, typenum);
+    PyObject* a = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, nullptr, nullptr, 0, nullptr);
     if (!a) throw nb::python_error();
     if (t.nbytes() > 0) std::memcpy(PyArray_DATA(reinterpret_cast<PyArrayObject*>(a)), t.data(), size_t(t.nbytes()));
     return nb::steal(a);
   }
   int flags = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | (writable ? NPY_ARRAY_WRITEABLE : 0);
-  PyObject* a = PyArray_New(&PyArray_Type, nd, dims, typenum, nullptr, const_cast<void*>(t.data()), 0, flags, nullptr);
+  PyObject* a = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, nullptr, const_cast<void*>(t.data()), flags,
+                                     nullptr);
   if (!a) throw nb::python_error();
   nb::object view = nb::steal(a);
   // The owner (a version, or None for a host step's view) keeps the memory alive.
