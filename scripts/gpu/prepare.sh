@@ -4,8 +4,9 @@
 #   out/gpu/   iron and iron_tests built with the Vulkan device, llama.cpp's Vulkan llama-bench
 #              (built from the llama.cpp source PyPI's llama-cpp-python sdist carries), the
 #              shared libraries they need beyond the C and C++ runtimes, stories260K, and the
-#              head of SmolLM2's GGUF (metadata and tokenizer; run.sh writes random weights
-#              after it: the 94 MiB model does not fit, and speed does not depend on the values),
+#              heads of SmolLM2's, Gemma 3 270M's and Qwen2.5-0.5B's GGUFs (metadata and
+#              tokenizer; run.sh writes random weights after them: the models do not fit, and
+#              speed does not depend on the values),
 #              and the Vulkan loader (libvulkan.so.1: a bare machine may have only the driver)
 # Then, with the device tool, in one call of at most 6 minutes:
 #   run(command="bash scripts/gpu/run.sh", carry=["out/gpu"], timeout_s=420)
@@ -66,15 +67,21 @@ done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|lib
 # The loader: iron opens it at run time (so ldd does not list it), llama-bench links it.
 cp -L "$(ldconfig -p | awk '/libvulkan.so.1 .*x86-64/ {print $NF; exit}')" $out/lib/libvulkan.so.1
 cp ../shared/models/stories260K.gguf $out/shared/models/
-# The head of SmolLM2's file: everything before its tensor data.
-python3 - models/SmolLM2-135M-Instruct.Q4_1.gguf $out/smollm2.header <<'PY'
+# The heads of the models' files: everything before their tensor data (run.sh writes random
+# weights after each). SmolLM2 always; Gemma 3 270M and Qwen2.5-Coder-0.5B (Q4_K_M) where fetched.
+for pair in smollm2:models/SmolLM2-135M-Instruct.Q4_1.gguf gemma3:models/gemma-3-270m-q4_k_m.gguf \
+            qwen0.5b:models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf; do
+  name=${pair%%:*} file=${pair#*:}
+  [ -f "$file" ] || { echo "($file not fetched: scripts/fetch-model.sh ${name/smollm2/}; its head is left out)"; continue; }
+  python3 - "$file" $out/$name.header <<'PY'
 import sys
 sys.path.insert(0, "scripts/gpu")
 from random_weights import data_start
 src, dst = sys.argv[1], sys.argv[2]
-head = open(src, "rb").read(8 << 20)
+head = open(src, "rb").read(32 << 20)
 open(dst, "wb").write(head[:data_start(head)])
 PY
+done
 # The tests read their goldens from the source tree they were built in; run.sh links it there.
 echo "$root" > $out/source_dir
 

@@ -14,8 +14,9 @@ import os
 import struct
 import sys
 
-# Bytes of one block and elements per block of each kind a Q4_1 Llama file holds, with where
-# each block's f16 scales sit (offset in the block, value) so they can be set to sane numbers.
+# Bytes of one block and elements per block of each kind the Q4_1 and Q4_K_M files prepare.sh cuts
+# hold, with where each block's f16 scales sit (offset in the block, value) so they can be set to
+# sane numbers (a K block's sub-block scales are 6-bit integers: any bits are finite).
 KINDS = {
     0: ("F32", 4, 1, []),
     1: ("F16", 2, 1, []),
@@ -24,6 +25,8 @@ KINDS = {
     3: ("Q4_1", 20, 32, [(0, 0.01), (2, -0.08)]),
     6: ("Q5_0", 22, 32, [(0, 0.01)]),
     7: ("Q5_1", 24, 32, [(0, 0.01), (2, -0.16)]),
+    12: ("Q4_K", 144, 256, [(0, 0.001), (2, 0.001)]),
+    13: ("Q5_K", 176, 256, [(0, 0.001), (2, 0.001)]),
     14: ("Q6_K", 210, 256, [(208, 0.001)]),
 }
 VALUE_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
