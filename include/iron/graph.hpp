@@ -82,6 +82,11 @@ using Shapes = std::vector<std::pair<std::string, InputSpec>>;
 /// (the spec's Carry), in carry order.
 struct RunResult {
   std::vector<Tensor> outputs;
+  /// Each output's entries valid this call on every axis (its shape where an axis has no bound).
+  /// Outputs are cut to the first; past another (a walk's per-call `length`, a bound on an inner
+  /// axis) an output holds nothing defined: the device writes only the valid entries and leaves
+  /// the rest as its memory was, the reference leaves zeros. Python's results are cut to all.
+  std::vector<Shape> valid;
   std::vector<std::pair<std::string, int64_t>> carried;
   int64_t carried_value(std::string_view name) const;
   const Tensor& operator[](size_t i) const { return outputs.at(i); }

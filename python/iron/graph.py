@@ -473,7 +473,8 @@ class Graph(Module):
 
     def reference(self, *tensors, **values):
         """Run the body on the host, each step through its operator's reference(): numpy
-        arrays of the outputs cut to their bounds (then the Carry, if the graph carries)."""
+        arrays of the outputs cut to their bounds on every axis, as a version's call returns
+        them (then the Carry, if the graph carries)."""
         return self._graph().reference(*[_array(t) for t in tensors], **values)
 
     @property

@@ -133,10 +133,24 @@ Call call_args(const nb::args& args, const nb::kwargs& kwargs, bool accept_copy)
   return c;
 }
 
+/// Output `i` as numpy, cut to what is valid on every axis: past a bound on an inner axis (a
+/// walk's per-call length) the device leaves what its memory held, so that is no part of a result.
+nb::object output_array(const RunResult& r, size_t i, bool copy, nb::handle owner) {
+  const Tensor& t = r.outputs[i];
+  const Shape& valid = r.valid[i];
+  bool whole = true;
+  for (size_t a = 1; a < valid.size(); ++a) whole = whole && valid[a] == t.shape()[a];
+  if (whole) return array_from(t, copy, owner);
+  nb::list cut;
+  for (int64_t n : valid) cut.append(nb::steal(PySlice_New(nullptr, nb::int_(n).ptr(), nullptr)));
+  nb::object part = array_from(t, false, owner)[nb::tuple(cut)];
+  return copy ? part.attr("copy")() : part;
+}
+
 nb::object results(const RunResult& r, bool copy, nb::handle owner) {
-  if (r.outputs.size() == 1 && r.carried.empty()) return array_from(r.outputs[0], copy, owner);
+  if (r.outputs.size() == 1 && r.carried.empty()) return output_array(r, 0, copy, owner);
   nb::list out;
-  for (const Tensor& t : r.outputs) out.append(array_from(t, copy, owner));
+  for (size_t i = 0; i < r.outputs.size(); ++i) out.append(output_array(r, i, copy, owner));
   if (!r.carried.empty()) {
     nb::dict carried;
     for (const auto& [name, v] : r.carried) carried[nb::str(name.c_str())] = v;
@@ -237,7 +251,8 @@ void bind_graph(nb::module_& m) {
       .def("__call__", [](nb::handle self, nb::args args, nb::kwargs kwargs) {
         return call_version(self, nb::cast<CompiledGraph&>(self), args, kwargs);
       }, "Calls the version with numpy arrays (taken without a copy when contiguous) and per-call "
-         "values by name; returns numpy arrays cut to their bounds, copies unless copy=False (then "
+         "values by name; returns numpy arrays cut to their bounds on every axis (past a walk's per-call "
+         "length nothing is defined, so nothing is returned), copies unless copy=False (then "
          "views valid until this version's next call). bf16 outputs are ml_dtypes.bfloat16 arrays "
          "where the ml_dtypes package can be imported, float32 otherwise (numpy has no bfloat16).")
       .def("read", [](nb::handle self, nb::handle x) {

@@ -463,6 +463,24 @@ def test_handle_at_walks_in_place():
     np.testing.assert_array_equal(g.reference(x, n=2), [1, 7])
 
 
+def test_nothing_past_a_walks_length_is_returned():
+    class Walk(iron.Graph):
+        def body(self, x, *, n: iron.Scratchpad):
+            return F.copy(x.at(iron.AccessPattern(0, [4, 8], [8, 1]), (4, 8), bounds={0: 4}, length=n))
+
+    g = Walk()
+    v = g.compile(x=(4, 8))
+    x = np.arange(1, 33, dtype=np.float32).reshape(4, 8)
+    # A longer call first: the device moves only `length` entries, so a shorter call after it
+    # would find the longer one's past its length; results are cut to the length instead.
+    np.testing.assert_array_equal(v(x, n=3), x[:, :3])
+    for copy in (True, False):
+        got = v(x, n=1, copy=copy)
+        np.testing.assert_array_equal(got, x[:, :1])
+        assert got.flags.c_contiguous == copy  # a copy is dense; a view walks the version's memory
+    np.testing.assert_array_equal(g.reference(x, n=1), x[:, :1])
+
+
 def test_an_error_raised_in_body_arrives_as_itself():
     class Raises(iron.Graph):
         def body(self, x):
