@@ -543,3 +543,61 @@ def test_compile_feeds_another_version():
     assert value.tolist() == [15] and carried.position == 16
     with pytest.raises(TypeError):
         g.compile(x=(1, 4), feeds="step")
+
+
+def test_start_runs_a_call_while_python_goes_on():
+    block = Block()
+    block.load_state_dict(mlp_weights())
+    v = block.compile(x=(32, 64))
+    x = normal(32, 64, scale=1)
+    want = v(x, rows=17)
+    run = iron.Run()
+    assert not run.done()
+    assert v.start(run, x.copy(), rows=17) is None  # the run holds the array it reads
+    np.testing.assert_array_equal(run.wait(), want)
+    assert run.done()
+    want = v(x, rows=5)
+    v.start(run, x, rows=5)  # a run may be started again
+    np.testing.assert_array_equal(run.wait(copy=False), want)
+    v.start(iron.Run(), x, rows=3)  # dropped unwaited: it waits out its call first
+    with pytest.raises(TypeError, match="iron.Run"):
+        v.start(x, rows=5)
+    with pytest.raises(ValueError, match="never started"):
+        iron.Run().wait()
+
+
+def test_started_runs_run_in_order_on_the_device_thread():
+    seen = threading.Event()
+    went_on = []
+
+    class Count(iron.Graph):
+        def __init__(self):
+            super().__init__("count")
+            self.held = iron.state((1,))
+
+        def body(self, *, position: iron.Carried):
+            # A host step of a started run runs on the device's thread: it waits for Python to go
+            # on past start(), which a start() that waited would never do.
+            iron.on_host(lambda held: went_on.append(seen.wait(10)), self.held)
+            return F.scalar(position), iron.carry(position=position + 1)
+
+    g = Count()
+    v = g.compile()
+    runs = [iron.Run() for _ in range(3)]
+    v.start(runs[0], position=5)
+    for r in runs[1:]:
+        v.start(r)  # each run starts where the one before it left its carried value
+    seen.set()
+    assert [r.wait()[1].position for r in runs] == [6, 7, 8]
+    assert went_on == [True, True, True]
+
+
+def test_a_started_runs_error_arrives_at_wait():
+    g = Block()
+    g.load_state_dict(mlp_weights())
+    v = g.compile(x=(32, 64))
+    run = iron.Run()
+    v.start(run, normal(32, 64), rows=33)  # past the 32 rows x has
+    with pytest.raises(IndexError, match="rows"):
+        run.wait()
+    np.testing.assert_array_equal(v(normal(32, 64), rows=0), np.zeros((0, 64), np.float32))
