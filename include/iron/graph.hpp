@@ -182,6 +182,23 @@ class Run {
   int64_t ticket_ = -1;
 };
 
+/// While it lives, the steps recorded on this thread take their tunables from `profile` (an empty
+/// profile leaves the one in force), then the one before it again: how a graph called in another's
+/// body, and inline_(), record under their own profile; a binding recording a graph's body its own
+/// way uses it the same. `profile` outlives the scope. A type error naming `what` when no body is
+/// being recorded.
+class ProfileScope {
+ public:
+  ProfileScope(const Profile& profile, const std::string& what);
+  ~ProfileScope();
+  ProfileScope(const ProfileScope&) = delete;
+  ProfileScope& operator=(const ProfileScope&) = delete;
+
+ private:
+  void* recorder_;
+  const Profile* previous_;
+};
+
 class Graph : public Module {
  public:
   explicit Graph(std::string name = "");
@@ -260,12 +277,7 @@ class Graph : public Module {
 
  private:
   friend class CompiledGraph;
-  struct InlineGuard {
-    void* recorder;
-    const Profile* previous;
-    ~InlineGuard();
-  };
-  InlineGuard enter_inline();
+  ProfileScope enter_inline();
   std::string signature(const Shapes& shapes) const;
 
   std::string name_;

@@ -539,6 +539,16 @@ void bind_graph(nb::module_& m) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
 
+  // A child graph's call and inline() record under the child's own profile (iron.Graph's
+  // __call__ and inline run the body in Python, so the C++ Graph::operator() never sees them).
+  m.def("_record_under", [](const Profile& profile, const std::string& what, nb::callable fn) {
+    ProfileScope scope(profile, what);
+    return fn();
+  }, nb::arg("profile"), nb::arg("what"), nb::arg("fn"));
+  m.def("_profile_for_device", [](const std::string& path, const std::string& device) {
+    return Profile::load_for_device(path, device);
+  }, nb::arg("path"), nb::arg("device"));
+
   m.def("on_host", [](nb::object fn, const std::vector<Handle>& reads, const std::vector<Handle>& writes) {
     size_t n_reads = reads.size();
     on_host([fn, n_reads](std::span<Tensor> views) {

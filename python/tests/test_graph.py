@@ -601,3 +601,40 @@ def test_a_started_runs_error_arrives_at_wait():
     with pytest.raises(IndexError, match="rows"):
         run.wait()
     np.testing.assert_array_equal(v(normal(32, 64), rows=0), np.zeros((0, 64), np.float32))
+
+
+@pytest.mark.parametrize("how", ["call", "inline", "directory"])
+def test_a_child_graphs_profile_applies_where_it_is_called_or_inlined(tmp_path, how):
+    p = iron.Profile()
+    p.add("GEMM", N=8, tile_n=2)
+    p.save(str(tmp_path / "cpu.json"))
+
+    class Inner(iron.Graph):
+        def __init__(self):
+            super().__init__("inner")
+            self.w = iron.param(8, 4)
+            self.profile = str(tmp_path) if how == "directory" else p
+
+        def body(self, x):
+            return self.project(x)
+
+        def project(self, x):
+            return F.linear(x, self.w)
+
+    class Outer(iron.Graph):
+        def __init__(self):
+            super().__init__("outer")
+            self.inner = Inner()
+            self.w = iron.param(8, 4)  # the outer's own matmul, under no profile
+
+        def body(self, x, y):
+            a = self.inner.inline(self.inner.project, x) if how == "inline" else self.inner(x)
+            return a, F.linear(y, self.w)
+
+    g = Outer()
+    w = normal(8, 4, scale=1)
+    g.load_state_dict({"inner.w": w, "w": w})
+    steps = g.compile(x=(3, 4), y=(3, 4)).describe().splitlines()[1:]
+    assert [("tile_n=2" in s) for s in steps] == [True, False], steps
+    with pytest.raises(TypeError, match="records into a graph's body"):
+        g.inner.inline(g.inner.project, None)
