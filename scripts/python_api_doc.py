@@ -59,7 +59,7 @@ def main():
     lines += section("iron", iron, ["Graph", "Module", "param", "state", "weight", "carry", "Carry", "clamp",
                                     "on_host", "CarriedLoop", "Profile", "Precision", "Handle", "Scratchpad",
                                     "Carried", "Affine", "upto", "at", "window", "AccessPattern", "CompiledGraph",
-                                    "StateDict"])
+                                    "Run", "StateDict"])
     # Its functions and classes (ConvState), not the names it imports.
     lines += section("iron.functional", functional,
                      [n for n, obj in functional.__dict__.items() if not n.startswith("_")

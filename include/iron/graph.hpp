@@ -82,6 +82,11 @@ using Shapes = std::vector<std::pair<std::string, InputSpec>>;
 /// (the spec's Carry), in carry order.
 struct RunResult {
   std::vector<Tensor> outputs;
+  /// Each output's entries valid this call on every axis (its shape where an axis has no bound).
+  /// Outputs are cut to the first; past another (a walk's per-call `length`, a bound on an inner
+  /// axis) an output holds nothing defined: the device writes only the valid entries and leaves
+  /// the rest as its memory was, the reference leaves zeros. Python's results are cut to all.
+  std::vector<Shape> valid;
   std::vector<std::pair<std::string, int64_t>> carried;
   int64_t carried_value(std::string_view name) const;
   const Tensor& operator[](size_t i) const { return outputs.at(i); }
@@ -177,6 +182,23 @@ class Run {
   int64_t ticket_ = -1;
 };
 
+/// While it lives, the steps recorded on this thread take their tunables from `profile` (an empty
+/// profile leaves the one in force), then the one before it again: how a graph called in another's
+/// body, and inline_(), record under their own profile; a binding recording a graph's body its own
+/// way uses it the same. `profile` outlives the scope. A type error naming `what` when no body is
+/// being recorded.
+class ProfileScope {
+ public:
+  ProfileScope(const Profile& profile, const std::string& what);
+  ~ProfileScope();
+  ProfileScope(const ProfileScope&) = delete;
+  ProfileScope& operator=(const ProfileScope&) = delete;
+
+ private:
+  void* recorder_;
+  const Profile* previous_;
+};
+
 class Graph : public Module {
  public:
   explicit Graph(std::string name = "");
@@ -255,12 +277,7 @@ class Graph : public Module {
 
  private:
   friend class CompiledGraph;
-  struct InlineGuard {
-    void* recorder;
-    const Profile* previous;
-    ~InlineGuard();
-  };
-  InlineGuard enter_inline();
+  ProfileScope enter_inline();
   std::string signature(const Shapes& shapes) const;
 
   std::string name_;

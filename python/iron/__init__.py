@@ -15,6 +15,7 @@ from ._iron import (
     DType,
     Handle,
     Profile,
+    Run,
     Scratchpad,
     StateDict,
     at,
@@ -48,7 +49,7 @@ keep = DType.keep  # a param that keeps its checkpoint's (quantised) type
 
 __all__ = [
     "AccessPattern", "Affine", "Api", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "DType", "Encoder", "Engine", "Graph",
-    "Handle", "Module", "Param", "Precision", "Profile", "Scratchpad", "State", "StateDict", "Stream", "Weight",
+    "Handle", "Module", "Param", "Precision", "Profile", "Run", "Scratchpad", "State", "StateDict", "Stream", "Weight",
     "at", "carry",
     "clamp", "functional", "models", "on_host", "param", "state", "upto", "weight", "window",
     "f32", "f16", "bf16", "i8", "i32", "keep",

@@ -14,7 +14,7 @@ import numpy as np
 from . import _iron
 from ._iron import Handle
 from .graph import Precision, State
-from .graph import _dtype, _h
+from .graph import _HandleLike, _dtype, _h
 
 _F = _iron.functional
 
@@ -97,11 +97,26 @@ def argmax(logits) -> Handle:
     return _F.argmax(_h(logits))
 
 
-def sample(logits, temperature: float, top_k: int, top_p: float, seed: int, step, position) -> Handle:
+def _sample_fixed(logits, temperature: float, top_k: int, top_p: float, seed: int, step, position) -> Handle:
+    return _F.sample(_h(logits), float(temperature), int(top_k), float(top_p), int(seed), step, position)
+
+
+def _sample_row(logits, settings, step, position) -> Handle:
+    return _F.sample(_h(logits), _h(settings), step, position)
+
+
+def sample(logits, *args, **kwargs) -> Handle:
     """A token drawn from a row of logits (one-element int32): the ``top_k`` most likely (0:
     all), cut to the smallest set reaching ``top_p``, softmax at ``temperature`` (0: greedy),
-    one draw keyed by ``seed`` mixed with the per-call ``step`` and ``position``."""
-    return _F.sample(_h(logits), float(temperature), int(top_k), float(top_p), int(seed), step, position)
+    one draw keyed by ``seed`` mixed with the per-call ``step`` and ``position``.
+
+    ``sample(logits, temperature, top_k, top_p, seed, step, position)`` fixes the settings when
+    the graph is compiled; ``sample(logits, settings, step, position)`` reads them each call from
+    ``settings``, a ``(16,)`` int32 handle (an input fed a sample_settings() row, or a state), so
+    one version serves any settings and draws as the fixed ones would.
+    """
+    row = "settings" in kwargs or (bool(args) and isinstance(args[0], (Handle, _HandleLike)))
+    return (_sample_row if row else _sample_fixed)(logits, *args, **kwargs)
 
 
 def scalar(*terms) -> Handle:
@@ -109,11 +124,13 @@ def scalar(*terms) -> Handle:
     return _F.scalar([_iron.Affine(t) if isinstance(t, (int, _iron.PerCall)) else t for t in terms])
 
 
-def attention(q, k_cache, v_cache, start, scale: float | None = None, window: int = 0) -> Handle:
+def attention(q, k_cache, v_cache, start, scale: float | None = None, window: int = 0, *,
+              precision: Precision = Precision.HIGHEST) -> Handle:
     """Causal grouped-query attention of ``q`` ``(rows, heads, head_dim)`` over the caches
     ``(ctx, kv_heads, head_dim)``; row r of q sits at position ``start + r``. ``scale`` None is
-    ``1 / sqrt(head_dim)``; a sliding ``window`` > 0 attends to that many positions."""
-    return _F.attention(_h(q), _h(k_cache), _h(v_cache), start, scale, int(window))
+    ``1 / sqrt(head_dim)``; a sliding ``window`` > 0 attends to that many positions. At MEDIUM the
+    CPU may round a decode step's queries to q8_0 blocks over q8_0 caches (int8 products)."""
+    return _F.attention(_h(q), _h(k_cache), _h(v_cache), start, scale, int(window), Precision(precision))
 
 
 def copy(x, dtype=None) -> Handle:

@@ -313,7 +313,9 @@ class Graph(Module):
     ``iron.Carried``), its return the outputs (then ``iron.carry(...)``). Weights and states
     are what it holds, by attribute path (``self.layers[3].q`` is ``layers.3.q``). Held as
     another graph's attribute, its params are that graph's at that path, and calling it in
-    that graph's body records its body there.
+    that graph's body records its body there. Its ``profile`` attribute, an ``iron.Profile`` or
+    a file or directory of ``<device>.json``, gives its steps' tunables, in its own versions and
+    where another graph calls or inlines it (that graph's profile gives the rest).
     """
 
     def __init__(self, name: str | None = None):
@@ -421,7 +423,29 @@ class Graph(Module):
                 args[n] = default
         if given:
             raise TypeError(f"{self.name}: no per-call value {sorted(given)}")
-        return self.body(*inputs, **args)
+        return self._record_under_own_profile(f"{self.name}: a call of a graph", self.body, *inputs, **args)
+
+    def _own_profile(self) -> _iron.Profile:
+        """``profile`` as an iron.Profile: one given, or the CPU's of a file or directory of
+        ``<device>.json`` (loaded once); an empty one where there is none."""
+        profile = vars(self).get("profile")
+        if isinstance(profile, _iron.Profile):
+            return profile
+        if isinstance(profile, (str, os.PathLike)):
+            path = os.fspath(profile)
+            loaded = vars(self).get("_profile_loaded")
+            if loaded is None or loaded[0] != path:
+                loaded = self._profile_loaded = (path, _iron._profile_for_device(path, "cpu"))
+            return loaded[1]
+        if profile is not None:
+            raise TypeError(f"{self.name}: profile is an iron.Profile or a file or directory of <device>.json, "
+                            f"not {type(profile).__name__}")
+        return _iron.Profile()
+
+    def _record_under_own_profile(self, what, fn, /, *args, **kwargs):
+        """``fn(*args, **kwargs)`` recorded into the graph being recorded under this graph's profile
+        (where it has one); TypeError naming ``what`` when no body is being recorded."""
+        return _iron._record_under(self._own_profile(), what, lambda: fn(*args, **kwargs))
 
     # -- weights --
 
@@ -473,7 +497,8 @@ class Graph(Module):
 
     def reference(self, *tensors, **values):
         """Run the body on the host, each step through its operator's reference(): numpy
-        arrays of the outputs cut to their bounds (then the Carry, if the graph carries)."""
+        arrays of the outputs cut to their bounds on every axis, as a version's call returns
+        them (then the Carry, if the graph carries)."""
         return self._graph().reference(*[_array(t) for t in tensors], **values)
 
     @property
@@ -488,9 +513,10 @@ class Graph(Module):
         self._graph().release()
 
     def inline(self, method, /, *args, **kwargs):
-        """Record ``method``, one of this graph's, into the graph being recorded (its steps
-        join that graph's, under that graph's profile)."""
-        return method(*args, **kwargs)
+        """Record ``method(*args, **kwargs)``, one of this graph's methods, into the graph being
+        recorded: its steps join that graph's, under this graph's profile where it has one (else
+        under that graph's). TypeError when no graph's body is being recorded."""
+        return self._record_under_own_profile(f"{self.name}: inline()", method, *args, **kwargs)
 
     def body(self, *args, **kwargs):  # pragma: no cover - subclasses define it
         raise NotImplementedError(f"{type(self).__name__} defines no body")

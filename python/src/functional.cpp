@@ -58,12 +58,8 @@ void bind_functional(nb::module_& m) {
   f.def("sample", nb::overload_cast<const Handle&, double, int64_t, double, uint64_t, const Affine&, const Affine&>(&F::sample));
   f.def("sample", nb::overload_cast<const Handle&, const Handle&, const Affine&, const Affine&>(&F::sample));
   f.def("scalar", &F::scalar);
-  // At highest (the binding takes no precision).
-  f.def(
-      "attention",
-      [](const Handle& q, const Handle& k_cache, const Handle& v_cache, const Affine& start, std::optional<double> scale,
-         int64_t window) { return F::attention(q, k_cache, v_cache, start, scale, window); },
-      nb::arg("q"), nb::arg("k_cache"), nb::arg("v_cache"), nb::arg("start"), nb::arg("scale").none(), nb::arg("window"));
+  f.def("attention", &F::attention, nb::arg("q"), nb::arg("k_cache"), nb::arg("v_cache"), nb::arg("start"),
+        nb::arg("scale").none(), nb::arg("window"), nb::arg("precision"));
   f.def("copy", &F::copy, nb::arg("x"), nb::arg("dtype").none());
 
   f.def("segment_attention", &F::segment_attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("lengths"),

@@ -115,11 +115,12 @@ struct Call {
   bool copy = true;
 };
 
-Call call_args(const nb::args& args, const nb::kwargs& kwargs, bool accept_copy) {
+/// The tensors are args from `first` on (start() takes its run first).
+Call call_args(const nb::args& args, const nb::kwargs& kwargs, bool accept_copy, size_t first = 0) {
   Call c;
   c.tensors.reserve(args.size());
   c.arrays.reserve(args.size());
-  for (nb::handle a : args) c.tensors.push_back(tensor_from(a, false, &c.arrays));
+  for (size_t i = first; i < args.size(); ++i) c.tensors.push_back(tensor_from(args[i], false, &c.arrays));
   for (auto [k, v] : kwargs) {
     const char* name = nb::borrow<nb::str>(k).c_str();
     if (accept_copy && std::strcmp(name, "copy") == 0) {
@@ -133,10 +134,24 @@ Call call_args(const nb::args& args, const nb::kwargs& kwargs, bool accept_copy)
   return c;
 }
 
+/// Output `i` as numpy, cut to what is valid on every axis: past a bound on an inner axis (a
+/// walk's per-call length) the device leaves what its memory held, so that is no part of a result.
+nb::object output_array(const RunResult& r, size_t i, bool copy, nb::handle owner) {
+  const Tensor& t = r.outputs[i];
+  const Shape& valid = r.valid[i];
+  bool whole = true;
+  for (size_t a = 1; a < valid.size(); ++a) whole = whole && valid[a] == t.shape()[a];
+  if (whole) return array_from(t, copy, owner);
+  nb::list cut;
+  for (int64_t n : valid) cut.append(nb::steal(PySlice_New(nullptr, nb::int_(n).ptr(), nullptr)));
+  nb::object part = array_from(t, false, owner)[nb::tuple(cut)];
+  return copy ? part.attr("copy")() : part;
+}
+
 nb::object results(const RunResult& r, bool copy, nb::handle owner) {
-  if (r.outputs.size() == 1 && r.carried.empty()) return array_from(r.outputs[0], copy, owner);
+  if (r.outputs.size() == 1 && r.carried.empty()) return output_array(r, 0, copy, owner);
   nb::list out;
-  for (const Tensor& t : r.outputs) out.append(array_from(t, copy, owner));
+  for (size_t i = 0; i < r.outputs.size(); ++i) out.append(output_array(r, i, copy, owner));
   if (!r.carried.empty()) {
     nb::dict carried;
     for (const auto& [name, v] : r.carried) carried[nb::str(name.c_str())] = v;
@@ -169,6 +184,87 @@ Shapes shapes_from(const nb::list& given) {
   }
   return s;
 }
+
+/// The spec's Run: a call of a version started without waiting for it (CompiledGraph.start). It
+/// holds what the call reads (the arrays, the version) until the call is waited for, and waits it
+/// out when dropped, so no array is freed under a run that reads it.
+class PyRun {
+ public:
+  PyRun() = default;
+  PyRun(const PyRun&) = delete;
+  PyRun& operator=(const PyRun&) = delete;
+  ~PyRun() {
+    try {
+      settle();
+    } catch (const std::exception&) {
+      // Its failure belongs to wait(), which nobody called; the run is over either way.
+    }
+  }
+
+  /// `given`: the arrays `call` views where they were contiguous (call holds the copies made
+  /// of the others).
+  void start(nb::handle version_object, CompiledGraph& version, Call call, nb::handle given) {
+    settle();  // a run started again first finishes its last call, whose arrays it holds
+    {
+      DeviceTurn turn;
+      run_ = version.start(call.tensors, call.values);
+    }
+    version_ = nb::borrow(version_object);
+    given_ = nb::borrow(given);
+    call_ = std::move(call);
+    pending_ = true;
+  }
+
+  /// Waits with the GIL released; the outputs as results() gives them, with this run's carried
+  /// values (the version's outputs are its last completed run's).
+  nb::object wait(bool copy) {
+    if (!version_.is_valid()) value_error("wait() on a run never started (CompiledGraph.start(run, ...))");
+    const RunResult* r;
+    try {
+      DeviceTurn turn;
+      r = &run_.wait();
+    } catch (...) {
+      release_call();
+      throw;
+    }
+    release_call();
+    RunResult mine = *r;
+    for (auto& [name, value] : mine.carried) value = run_.carried_value(name);
+    return results(mine, copy, version_);
+  }
+
+  bool done() const { return version_.is_valid() && run_.done(); }
+
+  void cancel() {
+    DeviceTurn turn;
+    run_.cancel();
+  }
+
+ private:
+  /// Waits out a started call that nobody waited for, dropping what it held.
+  void settle() {
+    if (!pending_) return;
+    try {
+      DeviceTurn turn;
+      run_.wait();
+    } catch (...) {
+      release_call();
+      throw;
+    }
+    release_call();
+  }
+  void release_call() {
+    pending_ = false;
+    call_ = Call();
+    given_ = nb::object();
+  }
+
+  Run run_;
+  nb::object version_;  // keeps the version, and through it its graph, alive
+  Call call_;           // the tensors the call reads, and the copies made of strided arrays
+  nb::object given_;    // the arrays as given
+  bool pending_ = false;
+};
 
 /// A CarriedLoop's steps as a Python iterator; each step waits with the GIL released.
 class PySteps {
@@ -237,7 +333,8 @@ void bind_graph(nb::module_& m) {
       .def("__call__", [](nb::handle self, nb::args args, nb::kwargs kwargs) {
         return call_version(self, nb::cast<CompiledGraph&>(self), args, kwargs);
       }, "Calls the version with numpy arrays (taken without a copy when contiguous) and per-call "
-         "values by name; returns numpy arrays cut to their bounds, copies unless copy=False (then "
+         "values by name; returns numpy arrays cut to their bounds on every axis (past a walk's per-call "
+         "length nothing is defined, so nothing is returned), copies unless copy=False (then "
          "views valid until this version's next call). bf16 outputs are ml_dtypes.bfloat16 arrays "
          "where the ml_dtypes package can be imported, float32 otherwise (numpy has no bfloat16).")
       .def("read", [](nb::handle self, nb::handle x) {
@@ -265,7 +362,38 @@ void bind_graph(nb::module_& m) {
       .def("reads", &CompiledGraph::reads)
       .def("report", &CompiledGraph::report)
       .def("describe", [](const CompiledGraph& v) { return v.describe().str(); })
-      .def("emit_to", &CompiledGraph::emit_to);
+      .def("emit_to", &CompiledGraph::emit_to)
+      .def("start", [](nb::handle self, nb::args args, nb::kwargs kwargs) {
+        // run is positional only, as the spec's start(run, /, *tensors, **values): a per-call
+        // value may be named run.
+        if (args.size() == 0 || !nb::isinstance<PyRun>(args[0]))
+          type_error("start(run, /, *tensors, **values): run is an iron.Run");
+        PyRun& run = nb::cast<PyRun&>(args[0]);
+        run.start(self, nb::cast<CompiledGraph&>(self), call_args(args, kwargs, false, 1),
+                  // the arrays alone: holding run itself would be a cycle no collector sees
+                  nb::steal(PyTuple_GetSlice(args.ptr(), 1, Py_ssize_t(args.size()))));
+      }, nb::sig("def start(self, run: Run, /, *tensors, **values) -> None"),
+         "Starts a call of this version on run (an iron.Run) without waiting for it: run.wait() gives its "
+         "result. Runs of a graph's versions run in order on the device's own thread while Python goes on; "
+         "a call of the graph waits out the runs started before it. The arrays are read when the run runs: "
+         "run holds them until it is waited for (leave them unchanged until then). Unlike the spec's, a "
+         "version with a host step may be started: its host steps run on the device's thread. ValueError "
+         "while a CarriedLoop's steps run on the graph.");
+
+  nb::class_<PyRun>(m, "Run", "A call of a version started without waiting for it (CompiledGraph.start): the spec's run of a full "
+                         "ELF, here a task on the graph's run queue, which the device's thread runs in order.")
+      .def(nb::init<>())
+      .def("wait", &PyRun::wait, nb::arg("copy") = true,
+           "Waits (the GIL released) until the call is complete and returns its result as a call's: "
+           "numpy arrays cut to their bounds, copies unless copy=False (then views valid until the "
+           "version's next run completes), then the Carry of this run's carried values. The outputs are "
+           "those the version's last completed run left: wait before starting the version again to read "
+           "this run's. Raises what "
+           "stopped the run; a run started after a failed one on the same graph fails with its error.")
+      .def("done", &PyRun::done, "Whether the call is complete (False for a run never started).")
+      .def("cancel", &PyRun::cancel,
+           "Drops this call and those started after it on the same graph that the device has not begun: "
+           "they complete without running, and their wait() raises ValueError saying so.");
 
   nb::class_<StateDict>(m, "StateDict", "Named tensors as a checkpoint holds them (quantised kinds included).")
       .def("keys", [](const StateDict& d) {
@@ -410,6 +538,16 @@ void bind_graph(nb::module_& m) {
     for (int64_t i = 0; i < n; ++i) v(c.tensors, c.values);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
+
+  // A child graph's call and inline() record under the child's own profile (iron.Graph's
+  // __call__ and inline run the body in Python, so the C++ Graph::operator() never sees them).
+  m.def("_record_under", [](const Profile& profile, const std::string& what, nb::callable fn) {
+    ProfileScope scope(profile, what);
+    return fn();
+  }, nb::arg("profile"), nb::arg("what"), nb::arg("fn"));
+  m.def("_profile_for_device", [](const std::string& path, const std::string& device) {
+    return Profile::load_for_device(path, device);
+  }, nb::arg("path"), nb::arg("device"));
 
   m.def("on_host", [](nb::object fn, const std::vector<Handle>& reads, const std::vector<Handle>& writes) {
     size_t n_reads = reads.size();

@@ -154,7 +154,8 @@ void bind_handles(nb::module_& m) {
          nb::arg("repeat").none() = nb::none(), nb::arg("length").none() = nb::none(),
          "What tap walks, seen as shape (a slice when contiguous, else a strided view); bounds {axis: n} "
          "gives per-call bounds, repeat runs the walk's first dimension that many times per call and "
-         "length takes that many entries of its second.")
+         "length takes that many entries of its second. Past the length nothing is defined (the device "
+         "moves only those entries): results are cut to it, as to any bound.")
       .def("bounded", &Handle::bounded, nb::arg("axis"), nb::arg("n"),
            "The same handle with a per-call bound on axis: its leading n entries are valid this call.")
       .def("__add__", [](const Handle& a, const Handle& b) { return a + b; }, nb::is_operator())

@@ -457,3 +457,45 @@ def test_sample_rows_draw_as_sample_of_each_row_alone():
         step, position = int(steps[b]), int(positions[b])
         alone = run(One, lambda s, x: F.sample(x, t, k, p, seed, step, position), logits[b:b + 1])
         assert got[b] == alone[0], b
+
+
+def test_sample_reads_its_settings_row_each_call():
+    # One version, any settings: each call draws as sample() with those settings fixed would.
+    class Row(iron.Graph):
+        def body(self, x, settings, *, step: iron.Scratchpad, position: iron.Scratchpad):
+            return F.sample(x, settings, step, position)
+
+    g = Row()
+    logits = rand(1, 30, scale=2.0)
+    v = g.compile(x=logits.shape, settings=((16,), np.int32))
+    for t, k, p, seed in [(0.0, 0, 1.0, 1), (1.0, 0, 1.0, 11), (0.8, 5, 0.9, 12), (1.5, 0, 0.7, 2**63 + 5)]:
+        for step, position in [(0, 0), (3, 4), (7, 1)]:
+            fixed = run(One, lambda s, x: F.sample(x, t, k, p, seed, step, position), logits)
+            got = v(logits, F.sample_settings(t, k, p, seed), step=step, position=position)
+            assert got.tolist() == fixed.tolist(), (t, k, p, seed, step, position)
+    assert g.versions == 1
+    assert g.reference(logits, F.sample_settings(0.0, 0, 1.0, 1), step=0, position=0).tolist() == [np.argmax(logits)]
+
+
+def test_attention_takes_a_precision():
+    # At MEDIUM a decode step over q8_0 caches may round its query to q8_0 blocks too.
+    ctx, heads, kv, hd = 8, 4, 2, 64
+
+    class Cached(iron.Graph):
+        def __init__(self, precision):
+            super().__init__("cached")
+            self.k, self.v = iron.state((ctx, kv, hd), "q8_0"), iron.state((ctx, kv, hd), "q8_0")
+            self.precision = precision
+
+        def body(self, q, k, v, *, start: iron.Scratchpad):
+            self.k[:] = k
+            self.v[:] = v
+            return F.attention(q, self.k, self.v, start, precision=self.precision)
+
+    q, k, v = rand(1, heads, hd), rand(ctx, kv, hd), rand(ctx, kv, hd)
+    got = {}
+    for precision in (iron.Precision.HIGHEST, iron.Precision.MEDIUM):
+        version = Cached(precision).compile(q=q.shape, k=k.shape, v=v.shape)
+        assert version.describe().splitlines()[-1].split(": ")[0].endswith(f" {precision}")
+        got[precision] = version(q, k, v, start=5)
+    np.testing.assert_allclose(got[iron.Precision.MEDIUM], got[iron.Precision.HIGHEST], atol=0.05)

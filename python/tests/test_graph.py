@@ -463,6 +463,24 @@ def test_handle_at_walks_in_place():
     np.testing.assert_array_equal(g.reference(x, n=2), [1, 7])
 
 
+def test_nothing_past_a_walks_length_is_returned():
+    class Walk(iron.Graph):
+        def body(self, x, *, n: iron.Scratchpad):
+            return F.copy(x.at(iron.AccessPattern(0, [4, 8], [8, 1]), (4, 8), bounds={0: 4}, length=n))
+
+    g = Walk()
+    v = g.compile(x=(4, 8))
+    x = np.arange(1, 33, dtype=np.float32).reshape(4, 8)
+    # A longer call first: the device moves only `length` entries, so a shorter call after it
+    # would find the longer one's past its length; results are cut to the length instead.
+    np.testing.assert_array_equal(v(x, n=3), x[:, :3])
+    for copy in (True, False):
+        got = v(x, n=1, copy=copy)
+        np.testing.assert_array_equal(got, x[:, :1])
+        assert got.flags.c_contiguous == copy  # a copy is dense; a view walks the version's memory
+    np.testing.assert_array_equal(g.reference(x, n=1), x[:, :1])
+
+
 def test_an_error_raised_in_body_arrives_as_itself():
     class Raises(iron.Graph):
         def body(self, x):
@@ -525,3 +543,98 @@ def test_compile_feeds_another_version():
     assert value.tolist() == [15] and carried.position == 16
     with pytest.raises(TypeError):
         g.compile(x=(1, 4), feeds="step")
+
+
+def test_start_runs_a_call_while_python_goes_on():
+    block = Block()
+    block.load_state_dict(mlp_weights())
+    v = block.compile(x=(32, 64))
+    x = normal(32, 64, scale=1)
+    want = v(x, rows=17)
+    run = iron.Run()
+    assert not run.done()
+    assert v.start(run, x.copy(), rows=17) is None  # the run holds the array it reads
+    np.testing.assert_array_equal(run.wait(), want)
+    assert run.done()
+    want = v(x, rows=5)
+    v.start(run, x, rows=5)  # a run may be started again
+    np.testing.assert_array_equal(run.wait(copy=False), want)
+    v.start(iron.Run(), x, rows=3)  # dropped unwaited: it waits out its call first
+    with pytest.raises(TypeError, match="iron.Run"):
+        v.start(x, rows=5)
+    with pytest.raises(ValueError, match="never started"):
+        iron.Run().wait()
+
+
+def test_started_runs_run_in_order_on_the_device_thread():
+    seen = threading.Event()
+    went_on = []
+
+    class Count(iron.Graph):
+        def __init__(self):
+            super().__init__("count")
+            self.held = iron.state((1,))
+
+        def body(self, *, position: iron.Carried):
+            # A host step of a started run runs on the device's thread: it waits for Python to go
+            # on past start(), which a start() that waited would never do.
+            iron.on_host(lambda held: went_on.append(seen.wait(10)), self.held)
+            return F.scalar(position), iron.carry(position=position + 1)
+
+    g = Count()
+    v = g.compile()
+    runs = [iron.Run() for _ in range(3)]
+    v.start(runs[0], position=5)
+    for r in runs[1:]:
+        v.start(r)  # each run starts where the one before it left its carried value
+    seen.set()
+    assert [r.wait()[1].position for r in runs] == [6, 7, 8]
+    assert went_on == [True, True, True]
+
+
+def test_a_started_runs_error_arrives_at_wait():
+    g = Block()
+    g.load_state_dict(mlp_weights())
+    v = g.compile(x=(32, 64))
+    run = iron.Run()
+    v.start(run, normal(32, 64), rows=33)  # past the 32 rows x has
+    with pytest.raises(IndexError, match="rows"):
+        run.wait()
+    np.testing.assert_array_equal(v(normal(32, 64), rows=0), np.zeros((0, 64), np.float32))
+
+
+@pytest.mark.parametrize("how", ["call", "inline", "directory"])
+def test_a_child_graphs_profile_applies_where_it_is_called_or_inlined(tmp_path, how):
+    p = iron.Profile()
+    p.add("GEMM", N=8, tile_n=2)
+    p.save(str(tmp_path / "cpu.json"))
+
+    class Inner(iron.Graph):
+        def __init__(self):
+            super().__init__("inner")
+            self.w = iron.param(8, 4)
+            self.profile = str(tmp_path) if how == "directory" else p
+
+        def body(self, x):
+            return self.project(x)
+
+        def project(self, x):
+            return F.linear(x, self.w)
+
+    class Outer(iron.Graph):
+        def __init__(self):
+            super().__init__("outer")
+            self.inner = Inner()
+            self.w = iron.param(8, 4)  # the outer's own matmul, under no profile
+
+        def body(self, x, y):
+            a = self.inner.inline(self.inner.project, x) if how == "inline" else self.inner(x)
+            return a, F.linear(y, self.w)
+
+    g = Outer()
+    w = normal(8, 4, scale=1)
+    g.load_state_dict({"inner.w": w, "w": w})
+    steps = g.compile(x=(3, 4), y=(3, 4)).describe().splitlines()[1:]
+    assert [("tile_n=2" in s) for s in steps] == [True, False], steps
+    with pytest.raises(TypeError, match="records into a graph's body"):
+        g.inner.inline(g.inner.project, None)

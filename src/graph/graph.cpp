@@ -360,14 +360,16 @@ Outputs Graph::operator()(std::vector<Handle> inputs, std::vector<std::pair<std:
   return body();
 }
 
-Graph::InlineGuard Graph::enter_inline() {
-  Recorder& r = Recorder::require(name_ + ": inline()");
-  const Profile* previous = r.profile();
-  if (!profile_.empty()) r.set_profile(&profile_);
-  return InlineGuard{&r, previous};
+ProfileScope Graph::enter_inline() { return ProfileScope(profile_, name_ + ": inline()"); }
+
+ProfileScope::ProfileScope(const Profile& profile, const std::string& what) {
+  Recorder& r = Recorder::require(what);
+  recorder_ = &r;
+  previous_ = r.profile();
+  if (!profile.empty()) r.set_profile(&profile);
 }
 
-Graph::InlineGuard::~InlineGuard() { static_cast<Recorder*>(recorder)->set_profile(previous); }
+ProfileScope::~ProfileScope() { static_cast<Recorder*>(recorder_)->set_profile(previous_); }
 
 void Graph::release() {
   settle();

@@ -211,12 +211,16 @@ void Image::fill_result(CompiledGraph::Result& result) {
   const std::vector<View>& outputs = plan_.outputs();
   output_copies_.resize(outputs.size());
   result.outputs.resize(outputs.size());
+  result.valid.resize(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     const View& o = outputs[i];
     Tensor& t = result.outputs[i];
+    Shape& valid = result.valid[i];
+    valid.resize(o.shape.size());  // sized on the first call: no allocation after it
+    for (size_t a = 0; a < o.shape.size(); ++a) valid[a] = o.valid[a].get(words_.data());
     // Cut to the rows valid this call, as the reference's outputs are. The host reads the
     // device's memory, or the copy made of it now.
-    const int64_t rows = o.shape.empty() ? 0 : o.valid[0].get(words_.data());
+    const int64_t rows = o.shape.empty() ? 0 : valid[0];
     const char* at = host_bytes(o.place, byte_offset(o), storage_bytes(o.dtype, element_count(o.shape)), output_copies_[i]);
     if (t.data() != at || (!o.shape.empty() && t.shape()[0] != rows)) {
       t = Tensor::borrow(at, o.shape, o.dtype);

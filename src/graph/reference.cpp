@@ -125,6 +125,9 @@ RunResult run_reference(const Recording& recording, std::span<const Tensor> tens
     Shape shape = h.shape();
     if (!shape.empty() && h.valid(0)) shape[0] = h.valid(0)->eval(words);
     out.outputs.push_back(Tensor::from(std::vector<float>(from, from + element_count(shape)), shape));
+    Shape& valid = out.valid.emplace_back(h.shape());
+    for (int a = 0; a < h.rank(); ++a)
+      if (h.valid(a)) valid[size_t(a)] = h.valid(a)->eval(words);
   }
   // The carried values' next values, as the Emit step writes them: an expression of this call's
   // values, or the one element of a handle.

@@ -111,4 +111,28 @@ TEST(Profile, AGraphsProfileReachesItsSteps) {
   EXPECT_EQ(net.compile({{"x", {3, 4}}}).recording().steps[0].op->tunables().integer("tile_n"), 2);
 }
 
+// What a binding recording a graph's body its own way (Python's child graphs) uses: the steps
+// recorded inside the scope take its profile, those after it the graph's again.
+TEST(Profile, AProfileScopeReachesTheStepsRecordedInIt) {
+  struct Net : Graph {
+    Input x = input("x");
+    Param w = param("w", {8, 4});
+    Profile inner;
+    Outputs body() override {
+      Handle a;
+      {
+        ProfileScope scope(inner, "net");
+        a = functional::linear(x, w);
+      }
+      return {a, functional::linear(x + x, w)};
+    }
+  } net;
+  net.inner.add("GEMM", {{"N", int64_t(8)}, {"tile_n", int64_t(2)}});
+  net.load_state_dict({{"w", iron::testing::random_tensor({8, 4})}});
+  const auto& steps = net.compile({{"x", {3, 4}}}).recording().steps;
+  EXPECT_EQ(steps.front().op->tunables().integer("tile_n"), 2);
+  EXPECT_NE(steps.back().op->tunables().integer("tile_n"), 2);
+  expect_error([&] { ProfileScope scope(net.inner, "outside"); }, ErrorKind::type, {"outside", "graph's body"});
+}
+
 }  // namespace
