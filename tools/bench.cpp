@@ -31,6 +31,23 @@ Spread spread(const std::vector<double>& xs) {
   return s;
 }
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+// The bytes a run maps: the file, or a Hugging Face directory's safetensors (never throws: the
+// figures were measured by the time it is asked).
+double mapped_bytes(const std::string& model) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_directory(model, error)) {
+    const auto bytes = fs::file_size(model, error);
+    return error ? 0.0 : double(bytes);
+  }
+  double total = 0;
+  for (const auto& entry : fs::directory_iterator(model, error))
+    if (entry.path().extension() == ".safetensors" && entry.is_regular_file(error)) {
+      const auto bytes = entry.file_size(error);
+      if (!error) total += double(bytes);
+    }
+  return total;
+}
 double median(std::vector<double> xs) {
   std::sort(xs.begin(), xs.end());
   return xs.empty() ? 0 : xs[xs.size() / 2];
@@ -216,7 +233,7 @@ void add_bench_command(CLI::App& app, bool execute) {
                   100.0 * fractions[fractions.size() / 2], fractions.size());
     }
     std::printf("\npeak memory: %.1f MiB (mapped file %.1f MiB + states %.1f MiB + arena %.1f MiB)\n",
-                mib(peak), mib(double(std::filesystem::file_size(o->common.model))),
+                mib(peak), mib(mapped_bytes(o->common.model)),
                 mib(double(runner->state_bytes())), mib(double(runner->scratch_bytes())));
     if (!o->trace.empty()) {
       trace::start();
