@@ -142,12 +142,13 @@ def run(model: str | os.PathLike, options: ServeOptions | None = None, *, addres
             time.sleep(0.2)
     except KeyboardInterrupt:
         pass
-    print("stopping", flush=True)
     # A second Ctrl-C (or the SIGINT a terminal sends the whole group, forwarded by a wrapper too)
     # would interrupt the shutdown with a traceback and leave Ray half torn down: once stopping,
-    # the signals have nothing more to ask.
+    # the signals have nothing more to ask. Ignored before "stopping" is said, so that nothing
+    # that reads the line can signal into the gap.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("stopping", flush=True)
     if address is not None:
         # Another's cluster: only this application goes (its replicas finish what they hold).
         serve.delete(app_name)
