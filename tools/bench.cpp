@@ -31,22 +31,14 @@ Spread spread(const std::vector<double>& xs) {
   return s;
 }
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
-// The bytes a run maps: the file, or a Hugging Face directory's safetensors (never throws: the
-// figures were measured by the time it is asked).
+// The bytes of the file a run maps: the GGUF, or a Hugging Face directory's model.safetensors
+// (LlamaRunner::open's rule). Never throws: the figures were measured by the time it is asked.
 double mapped_bytes(const std::string& model) {
   namespace fs = std::filesystem;
   std::error_code error;
-  if (!fs::is_directory(model, error)) {
-    const auto bytes = fs::file_size(model, error);
-    return error ? 0.0 : double(bytes);
-  }
-  double total = 0;
-  for (const auto& entry : fs::directory_iterator(model, error))
-    if (entry.path().extension() == ".safetensors" && entry.is_regular_file(error)) {
-      const auto bytes = entry.file_size(error);
-      if (!error) total += double(bytes);
-    }
-  return total;
+  const fs::path file = fs::is_directory(model, error) ? fs::path(model) / "model.safetensors" : fs::path(model);
+  const auto bytes = fs::file_size(file, error);
+  return error ? 0.0 : double(bytes);
 }
 double median(std::vector<double> xs) {
   std::sort(xs.begin(), xs.end());
