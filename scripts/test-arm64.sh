@@ -64,12 +64,16 @@ qemu=(qemu-aarch64)
 # runs, and the vector extensions QEMU gives), the tests, then the greedy ids.
 run_on() {
   local name=$1 cpu=$2 features=$3 t
+  # The two processors run at once: each gets its own temporary folder, so no test's scratch
+  # file is written by the other between its write and its read.
+  local tmp="$build/tmp-$name"
+  rm -rf "$tmp" && mkdir -p "$tmp"
   {
     echo "--- $name: qemu-aarch64 -cpu $cpu"
     t=$SECONDS
     "${qemu[@]}" -cpu "$cpu" "$build/iron" info --devices | tee "$build/$name.info"
     grep -qF "features: $features" "$build/$name.info" || { echo "expected features: $features" >&2; return 1; }
-    "${qemu[@]}" -cpu "$cpu" "$build/tests/iron_tests" --gtest_filter="$filter" --gtest_brief=1
+    TMPDIR="$tmp" "${qemu[@]}" -cpu "$cpu" "$build/tests/iron_tests" --gtest_filter="$filter" --gtest_brief=1
     echo "--- $name: tests took $((SECONDS - t)) s"
     if [ -f "$stories" ]; then
       t=$SECONDS

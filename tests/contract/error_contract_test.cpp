@@ -59,7 +59,7 @@ struct Row {
 };
 
 std::string temp_file(const std::string& name, const std::vector<uint8_t>& bytes) {
-  auto path = (std::filesystem::temp_directory_path() / ("iron_contract_" + name)).string();
+  auto path = (std::filesystem::temp_directory_path() / ("iron_contract_" + std::to_string(::getpid()) + "_" + name)).string();
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   return path;
 }

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "graph/recording.hpp"
 #include "iron/iron.hpp"
@@ -66,7 +67,7 @@ TEST(Profile, SaveLoadRoundTripsOneEntryALine) {
   Profile p;
   p.add("GEMM", {{"N", int64_t(576)}, {"tile_n", int64_t(32)}});
   p.add("ProjectionGEMM", {{"epilogue", std::string("silu")}, {"tile_n", int64_t(8)}});
-  auto dir = std::filesystem::temp_directory_path() / "iron_profile_test";
+  auto dir = std::filesystem::temp_directory_path() / ("iron_profile_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto path = (dir / "cpu.json").string();
   p.save(path);
@@ -86,7 +87,7 @@ TEST(Profile, SaveLoadRoundTripsOneEntryALine) {
 }
 
 TEST(Profile, LoadNamesWhatIsWrong) {
-  auto path = (std::filesystem::temp_directory_path() / "iron_bad_profile.json").string();
+  auto path = (std::filesystem::temp_directory_path() / ("iron_bad_profile_" + std::to_string(::getpid()) + ".json")).string();
   auto write = [&](const std::string& text) { std::ofstream(path) << text; };
   write("[1, 2]");
   expect_error([&] { Profile::load(path); }, ErrorKind::value, {path, "a profile is {\"entries\": [...]}"});

@@ -210,7 +210,7 @@ TEST(SmolLM2Tokenizer, HuggingFaceTokenizerJsonLoadsTheSameTokenizer) {
                 {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}})}}},
         {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
     const auto dir = std::filesystem::temp_directory_path() /
-                     ("iron_hf_json_test_" + std::to_string(pair_merges));
+                     ("iron_hf_json_test_" + std::to_string(::getpid()) + "_" + std::to_string(pair_merges));
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "tokenizer.json") << root.dump();
     std::ofstream(dir / "tokenizer_config.json") << json{

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -363,7 +364,7 @@ TEST(ChatTemplate, UnknownTemplatesAreRefusedUnlessAFallbackIsChosen) {
 }
 
 std::string write_temp(const std::string& name, const std::string& content) {
-  const auto dir = std::filesystem::temp_directory_path() / "iron_tokenizer_test";
+  const auto dir = std::filesystem::temp_directory_path() / ("iron_tokenizer_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto path = dir / name;
   std::ofstream(path) << content;
