@@ -1,7 +1,8 @@
 // The GEMM family's CPU kernels, shared by gemm.cpp (the ops and the dispatch), gemm_portable.cpp
 // (plain loops for every layout and dtype), gemm_fast.cpp (threading, activation conversion,
-// epilogues) and the instruction-set files gemm_avx512.cpp / gemm_avx2.cpp, which export only
-// the plain functions of an `Isa` (no inline library code, so nothing built for a wider
+// epilogues), gemm_hwy.cpp (the vector loops every width shares, written once with Highway) and
+// the instruction-set files gemm_avx512.cpp / gemm_avx2.cpp / int8_avx2.cpp / gemm_amx.cpp,
+// which export only plain functions (no inline library code, so nothing built for a wider
 // instruction set can be linked into a baseline caller).
 #pragma once
 
@@ -374,8 +375,25 @@ inline bool int8_weight(DType t) {
          int8_k(t);
 }
 
+/// The two x86 instruction sets (gemm_hwy.cpp): Highway's copies of the shared loops for their
+/// width, beside their own files' loops.
 const Isa& avx512_isa();
 const Isa& avx2_isa();
+/// What the x86 files give them: the K-quants' f32 loops in their width (quant_blocks.hpp;
+/// false for another kind), and AVX-512's bf16 and int8 loops.
+namespace avx2 {
+bool quant_gemv(const GemvArgs&);
+bool quant_dequantise(DType, const char* w, int64_t k, float* out);
+}  // namespace avx2
+namespace avx512 {
+bool quant_gemv(const GemvArgs&);
+bool quant_dequantise(DType, const char* w, int64_t k, float* out);
+void pack_bf16(const PackBf16Args&);
+void rows_bf16(const RowsBf16Args&);
+void tile_bf16(const TileBf16Args&);
+void quantise_x8(const QuantiseX8Args&);
+void gemm_int8(const GemmInt8Args&);
+}  // namespace avx512
 /// The int8 path on AVX2 (int8_avx2.cpp: vpmaddubsw and vpmaddwd where VNNI has vpdpbusd): the
 /// AVX2 Isa's quantise_x8 and gemm_int8.
 void quantise_x8_avx2(const QuantiseX8Args&);

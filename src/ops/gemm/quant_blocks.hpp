@@ -6,8 +6,9 @@
 //     (Halves false: s0 == s1), q 32 int8 values, x 32 floats;
 //   store32<Halves>(q, s0, s1, offset, out): out_i = q_i s_(i / 16) + offset.
 // Everything here has internal linkage (an anonymous namespace), so each file's copy is built
-// for that file's instruction set alone. (q5_0 and q5_1, blocks of 32, take the ISA files' loops
-// of q4_0 and q4_1, which add the fifth bits to their lanes, and their int8 layout.)
+// for that file's instruction set alone; gemm_hwy.cpp's copy of each width calls its file's.
+// (q5_0 and q5_1, blocks of 32, take gemm_hwy.cpp's loops of q4_0 and q4_1, which add the fifth
+// bits to their lanes, and their int8 layout.)
 //
 // Every kind decodes the same way: a super-block of 256 weights is 8 sub-blocks of 32, each 32
 // signed int8 quants q (one 256-bit register, built with AVX2 byte operations) with

@@ -1,0 +1,614 @@
+// The matmul loops every vector target shares, written once with Highway (devices/cpu/highway.hpp):
+//   GEMV: four rows of W at a time share each load of x (f32, bf16, f16, q8_0 and the blocks of
+//     4 or 5 bits; the K-quants through the x86 files' loops, below); GEMV over several rows of x
+//     reads each block of W once for all of them, each row's sums those GEMV gives it alone;
+//   pack: a tile of W's rows (dequantised to f32 first where they are not) transposed, so the
+//     tile reads one row of `kNR` columns per step of k;
+//   tiles: kMR rows of a x two vectors of packed W in 2 kMR accumulators.
+// Built here for AVX-512 (Highway's AVX3: 16 lanes) and AVX2 (8), which gemm.cpp picks by the
+// processor's features; the NEON copy is compiled, not yet picked. Where the two x86 widths chose
+// different algorithms they still do, by the width (kTable): nothing else differs.
+//
+// What stays beside this file, each for an instruction Highway 1.0.3 does not express:
+// gemm_avx512.cpp's bf16 tiles (vdpbf16ps) and int8 loops (vpdpbusd), int8_avx2.cpp's
+// (vpmaddubsw), gemm_amx.cpp's tiles, and the K-quants' decoding (quant_blocks.hpp: AVX2 byte
+// shuffles), which the x86 files build once per width.
+#include <cstdint>
+#include <cstring>
+
+#include "ops/gemm/kernels.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/gemm/gemm_hwy.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace iron::ops::gemm {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// SVE's vectors have no size at compile time, and these loops keep arrays of accumulators (an
+// array of sizeless vectors is not allowed): the SVE copies are not built until an SVE kernel
+// is written with named accumulators. No SVE target is picked (devices/cpu/highway.hpp), nor
+// Highway's one-lane fallback (its own, with no lanes to shuffle), which is not built either.
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+
+using D = hn::CappedTag<float, 16>;  // 16 lanes at most: a block of 32 is a whole number of vectors
+using V = hn::Vec<D>;
+constexpr int kN = int(hn::MaxLanes(D()));  // lanes of a vector
+constexpr int kNR = 2 * kN;                 // columns of a packed tile
+// Rows of a in one tile pass: 2 kMR accumulators, two rows of W and one value of a in registers
+// (x86 before AVX-512 has 16 vector registers; AVX-512, NEON and SVE 32).
+constexpr int kMR = (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3) ? 6 : 8;
+// GEMV prefetches the rows this many rows ahead (two groups of four): a single thread reading
+// memory-mapped weights is otherwise bound by the latency of its misses, not the bandwidth.
+constexpr int64_t kAhead = 8;
+// Wide vectors turn a block of 4- or 5-bit quants into its weights through a table of the
+// block's 16 (32) values, one lookup a vector (the weights then meet x directly); narrower ones
+// convert the quants and meet the block's offset with its sum of x.
+constexpr bool kTable = kN >= 16;
+
+// The K-quants' loops (quant_blocks.hpp), built in the x86 file of this width; none elsewhere.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr auto kQuantGemv = &avx512::quant_gemv;
+constexpr auto kQuantDequantise = &avx512::quant_dequantise;
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+constexpr auto kQuantGemv = &avx2::quant_gemv;
+constexpr auto kQuantDequantise = &avx2::quant_dequantise;
+#else
+constexpr bool (*kQuantGemv)(const GemvArgs&) = nullptr;
+constexpr bool (*kQuantDequantise)(DType, const char*, int64_t, float*) = nullptr;
+#endif
+
+HWY_INLINE float half(const char* p) {
+  const hn::CappedTag<float, 1> d1;
+  const hn::Rebind<hwy::float16_t, decltype(d1)> h1;
+  return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(h1, reinterpret_cast<const hwy::float16_t*>(p))));
+}
+
+// A block's f16 scale d (the first 2 bytes at p) and, `Minimum`, the f16 m after it, each in
+// every lane (m zero without one): one load and one conversion for both.
+template <bool Minimum>
+HWY_INLINE void scales(const char* p, V& d, V& m) {
+  const D df;
+  const hn::RebindToUnsigned<D> du;
+  const hn::Repartition<hwy::float16_t, D> dh;
+  uint32_t word = 0;
+  std::memcpy(&word, p, Minimum ? 4 : 2);
+  const V both = hn::PromoteTo(df, hn::LowerHalf(hn::BitCast(dh, hn::Set(du, word))));  // d, m, d, m, ...
+  d = hn::DupEven(both);
+  m = hn::DupOdd(both);
+}
+
+template <DType T>
+constexpr int64_t elem_bytes() {
+  return T == DType::f32 ? 4 : 2;
+}
+
+// kN values of a float kind from p.
+template <DType T>
+HWY_INLINE V load_w(const char* p) {
+  const D d;
+  if constexpr (T == DType::f32) {
+    return hn::LoadU(d, reinterpret_cast<const float*>(p));
+  } else if constexpr (T == DType::bf16) {
+    const hn::Rebind<hwy::bfloat16_t, D> db;
+    return hn::PromoteTo(d, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(p)));
+  } else {
+    const hn::Rebind<hwy::float16_t, D> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  }
+}
+// The first n < kN values, zeros after them: copied out first, so nothing past the n is read
+// (the last row of a weight can end its mapping).
+template <DType T>
+HWY_INLINE V load_w_tail(const char* p, int64_t n) {
+  HWY_ALIGN char buffer[kN * 4] = {};
+  std::memcpy(buffer, p, size_t(n * elem_bytes<T>()));
+  return load_w<T>(buffer);
+}
+
+// Quants 32 values of a block of 4 or 5 bits: q4_0 / q5_0 (Q1 false: value (q - 8) d or
+// (q - 16) d) and q4_1 / q5_1 (Q1 true: value q d + m); `Fifth`: 4 bytes of fifth bits (bit i:
+// element i's) between the header and the nibbles (element i < 16 the low nibble of byte i, the
+// others the high nibble of byte i - 16).
+template <bool Q1, bool Fifth>
+struct Blocks32 {
+  static constexpr int64_t kBytes = (Q1 ? 20 : 18) + (Fifth ? 4 : 0), kQuants = kBytes - 16;
+  static constexpr float kOffset = Fifth ? -16.0f : -8.0f;  // without a minimum
+  // f(v, q) for each vector v of the block's quants (elements v kN .. v kN + kN - 1) as unsigned
+  // 32-bit values: each load of kN bytes gives two vectors, its low and its high nibbles.
+  template <class F>
+  static HWY_INLINE void quants(const char* blk, F&& f) {
+    const hn::RebindToUnsigned<D> du;
+    const hn::Rebind<uint8_t, decltype(du)> d8;
+    [[maybe_unused]] uint32_t bits = 0;
+    if constexpr (Fifth) std::memcpy(&bits, blk + kQuants - 4, 4);
+    // Lane i of vector v meets bit v kN + i, moved to bit 4.
+    auto fifth = [&](auto q, int v) {
+      if constexpr (!Fifth) return q;
+      const auto bit = hn::And(hn::Shr(hn::Set(du, bits >> (v * kN)), hn::Iota(du, 0)), hn::Set(du, 1));
+      return hn::Or(q, hn::ShiftLeft<4>(bit));
+    };
+    for (int v = 0; v < 16 / kN; ++v) {
+      const auto bytes = hn::PromoteTo(du, hn::LoadU(d8, reinterpret_cast<const uint8_t*>(blk + kQuants + v * kN)));
+      f(v, fifth(hn::And(bytes, hn::Set(du, 0x0f)), v));
+      f(v + 16 / kN, fifth(hn::ShiftRight<4>(bytes), v + 16 / kN));
+    }
+  }
+  // The same as f32 values.
+  template <class F>
+  static HWY_INLINE void quants_f(const char* blk, F&& f) {
+    const D d;
+    quants(blk, [&](int v, auto q) { f(v, hn::ConvertTo(d, hn::BitCast(hn::RebindToSigned<D>(), q))); });
+  }
+};
+
+// kTable: a block's weights as f32, the values to_f32 gives them (d q + m, or d (q - 8) /
+// d (q - 16)), from a table of the kind's 16 (32 with a fifth bit) values for this block's d and
+// m: d q is exact in f32 (an f16 d times a 4- or 5-bit q), so each entry is the dequantised weight
+// rounded once, as to_f32 rounds it. `f(v, weights)` for each vector of 16.
+template <bool Q1, bool Fifth, class F>
+HWY_INLINE void weights32(const char* blk, F&& f) {
+  using B = Blocks32<Q1, Fifth>;
+  const D d;
+  const hn::RebindToSigned<D> di;
+  V dv, m;
+  scales<Q1>(blk, dv, m);
+  const V values = hn::Iota(d, Q1 ? 0.0f : B::kOffset);  // the quants' values, less 8 (16) without a minimum
+  auto table = [&](V v) { return Q1 ? hn::MulAdd(v, dv, m) : hn::Mul(v, dv); };
+  const V t0 = table(values);
+  if constexpr (!Fifth) {
+    B::quants(blk, [&](int v, auto q) { f(v, hn::TableLookupLanes(t0, hn::IndicesFromVec(d, hn::BitCast(di, q)))); });
+  } else {
+    const V t1 = table(hn::Add(values, hn::Set(d, 16.0f)));
+    const hn::RebindToUnsigned<D> du;
+    B::quants(blk, [&](int v, auto q) {
+      const auto low = hn::IndicesFromVec(d, hn::BitCast(di, hn::And(q, hn::Set(du, 15))));
+      const auto high = hn::RebindMask(d, hn::TestBit(q, hn::Set(du, 16)));
+      f(v, hn::IfThenElse(high, hn::TableLookupLanes(t1, low), hn::TableLookupLanes(t0, low)));
+    });
+  }
+}
+
+template <class F>
+bool with_blocks32(DType t, F&& f) {
+  switch (t) {
+    case DType::q4_0:
+      return f(std::false_type{}, std::false_type{}), true;
+    case DType::q4_1:
+      return f(std::true_type{}, std::false_type{}), true;
+    case DType::q5_0:
+      return f(std::false_type{}, std::true_type{}), true;
+    case DType::q5_1:
+      return f(std::true_type{}, std::true_type{}), true;
+    default:
+      return false;
+  }
+}
+
+// The sums of each 32 values of x (blocks of 4 or 5 bits without the table meet their offsets
+// with them).
+void block_sums(const float* x, int64_t k, float* xsum) {
+  const D d;
+  for (int64_t b = 0; b < k / 32; ++b) {
+    V s = hn::LoadU(d, x + b * 32);
+    for (int e = kN; e < 32; e += kN) s = hn::Add(s, hn::LoadU(d, x + b * 32 + e));
+    xsum[b] = hn::GetLane(hn::SumOfLanes(d, s));
+  }
+}
+
+// ---- GEMV ---------------------------------------------------------------------------------
+// Each kind's step over one block (or vector) of a row of W and x, shared by gemv (several rows
+// of W against one x) and gemv_many (one row of W against several x), so that both give a row
+// the same operations in the same order: a row's outputs are the same bits either way.
+
+// q8_0: the block's 32 quants times x, then scaled by d.
+struct Q8Block {
+  V q[32 / kN];
+  V d;
+  HWY_INLINE explicit Q8Block(const char* blk) {
+    const D df;
+    const hn::RebindToSigned<D> di;
+    const hn::Rebind<int8_t, D> d8;
+    for (int v = 0; v < 32 / kN; ++v)
+      q[v] = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(blk + 2 + v * kN))));
+    V zero;
+    scales<false>(blk, d, zero);
+  }
+  HWY_INLINE V times(const float* x, V acc) const {
+    const D df;
+    V t = hn::Mul(q[0], hn::LoadU(df, x));
+    for (int v = 1; v < 32 / kN; ++v) t = hn::MulAdd(q[v], hn::LoadU(df, x + v * kN), t);
+    return hn::MulAdd(t, d, acc);
+  }
+};
+
+// A block of 4 or 5 bits: with the table, its weights meet x directly; else its quants do,
+// scaled by d, and the offset m (or -8 d, -16 d) meets x's block sum (`corr`).
+template <bool Q1, bool Fifth>
+struct Q4Block {
+  using B = Blocks32<Q1, Fifth>;
+  V w[32 / kN];
+  V d;
+  float offset = 0;
+  HWY_INLINE explicit Q4Block(const char* blk) {
+    const D df;
+    if constexpr (kTable) {
+      weights32<Q1, Fifth>(blk, [&](int v, V weights) { w[v] = weights; });
+    } else {
+      B::quants_f(blk, [&](int v, V q) { w[v] = q; });
+      const float dd = half(blk);
+      d = hn::Set(df, dd);
+      offset = Q1 ? half(blk + 2) : B::kOffset * dd;
+    }
+  }
+  HWY_INLINE V times(const float* x, float xs, V acc, float& corr) const {
+    const D df;
+    if constexpr (kTable) {
+      for (int v = 0; v < 32 / kN; ++v) acc = hn::MulAdd(w[v], hn::LoadU(df, x + v * kN), acc);
+      return acc;
+    } else {
+      V t = hn::Mul(w[0], hn::LoadU(df, x));
+      for (int v = 1; v < 32 / kN; ++v) t = hn::MulAdd(w[v], hn::LoadU(df, x + v * kN), t);
+      corr += offset * xs;
+      return hn::MulAdd(t, d, acc);
+    }
+  }
+};
+
+template <DType T, int R>
+void gemv_float(const GemvArgs& g, const char* w, float* y) {
+  const D d;
+  V acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + kN <= g.k; i += kN) {
+    const V x = hn::LoadU(d, g.x + i);
+    for (int r = 0; r < R; ++r) acc[r] = hn::MulAdd(load_w<T>(w + r * g.row_bytes + i * elem_bytes<T>()), x, acc[r]);
+  }
+  if (i < g.k) {
+    const V x = load_w_tail<DType::f32>(reinterpret_cast<const char*>(g.x + i), g.k - i);
+    for (int r = 0; r < R; ++r)
+      acc[r] = hn::MulAdd(load_w_tail<T>(w + r * g.row_bytes + i * elem_bytes<T>(), g.k - i), x, acc[r]);
+  }
+  for (int r = 0; r < R; ++r) y[r] = hn::GetLane(hn::SumOfLanes(d, acc[r]));
+}
+
+template <int R>
+void gemv_q8_0(const GemvArgs& g, const char* w, float* y) {
+  const D d;
+  V acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(d);
+  for (int64_t b = 0; b < g.k / 32; ++b)
+    for (int r = 0; r < R; ++r) {
+      const char* blk = w + r * g.row_bytes + b * 34;
+      hwy::Prefetch(blk + kAhead * g.row_bytes);
+      acc[r] = Q8Block(blk).times(g.x + b * 32, acc[r]);
+    }
+  for (int r = 0; r < R; ++r) y[r] = hn::GetLane(hn::SumOfLanes(d, acc[r]));
+}
+
+template <bool Q1, bool Fifth, int R>
+void gemv_q4(const GemvArgs& g, const char* w, float* y) {
+  using B = Blocks32<Q1, Fifth>;
+  const D d;
+  V acc[R];
+  float corr[R];
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(d), corr[r] = 0;
+  for (int64_t b = 0; b < g.k / 32; ++b)
+    for (int r = 0; r < R; ++r) {
+      const char* blk = w + r * g.row_bytes + b * B::kBytes;
+      hwy::Prefetch(blk + kAhead * g.row_bytes);
+      acc[r] = Q4Block<Q1, Fifth>(blk).times(g.x + b * 32, kTable ? 0.0f : g.xsum[b], acc[r], corr[r]);
+    }
+  for (int r = 0; r < R; ++r) y[r] = hn::GetLane(hn::SumOfLanes(d, acc[r])) + corr[r];
+}
+
+template <int R>
+void gemv_rows(const GemvArgs& g, const char* w, float* y) {
+  switch (g.dtype) {
+    case DType::f32:
+      return gemv_float<DType::f32, R>(g, w, y);
+    case DType::bf16:
+      return gemv_float<DType::bf16, R>(g, w, y);
+    case DType::f16:
+      return gemv_float<DType::f16, R>(g, w, y);
+    case DType::q8_0:
+      return gemv_q8_0<R>(g, w, y);
+    default:
+      with_blocks32(g.dtype, [&](auto q1, auto fifth) { gemv_q4<q1, fifth, R>(g, w, y); });
+      return;
+  }
+}
+
+void gemv(const GemvArgs& g) {
+  if (kQuantGemv && kQuantGemv(g)) return;
+  if (!kTable && with_blocks32(g.dtype, [](auto, auto) {})) block_sums(g.x, g.k, g.xsum);
+  int64_t r = 0;
+  for (; r + 4 <= g.rows; r += 4) gemv_rows<4>(g, g.w + r * g.row_bytes, g.y + r);
+  for (; r < g.rows; ++r) gemv_rows<1>(g, g.w + r * g.row_bytes, g.y + r);
+}
+
+// ---- GEMV over several rows of x (a batched decode step at highest) -----------------------
+// One row of W at a time: each block is loaded and converted once, then meets every row of x
+// through the same step gemv takes, into that row's own accumulators.
+
+template <DType T, int M>
+void many_float(const GemvManyArgs& g) {
+  const D d;
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const char* w = g.w + r * g.row_bytes;
+    V acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = hn::Zero(d);
+    int64_t i = 0;
+    for (; i + kN <= g.k; i += kN) {
+      const V wv = load_w<T>(w + i * elem_bytes<T>());
+      for (int m = 0; m < M; ++m) acc[m] = hn::MulAdd(wv, hn::LoadU(d, g.x + m * g.ldx + i), acc[m]);
+    }
+    if (i < g.k) {
+      const V wv = load_w_tail<T>(w + i * elem_bytes<T>(), g.k - i);
+      for (int m = 0; m < M; ++m)
+        acc[m] = hn::MulAdd(wv, load_w_tail<DType::f32>(reinterpret_cast<const char*>(g.x + m * g.ldx + i), g.k - i), acc[m]);
+    }
+    for (int m = 0; m < M; ++m) g.y[m * g.ldy + r] = hn::GetLane(hn::SumOfLanes(d, acc[m]));
+  }
+}
+
+template <int M>
+void many_q8_0(const GemvManyArgs& g) {
+  const D d;
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const char* row = g.w + r * g.row_bytes;
+    V acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = hn::Zero(d);
+    for (int64_t b = 0; b < g.k / 32; ++b) {
+      const char* blk = row + b * 34;
+      hwy::Prefetch(blk + kAhead * g.row_bytes);
+      const Q8Block block(blk);
+      for (int m = 0; m < M; ++m) acc[m] = block.times(g.x + m * g.ldx + b * 32, acc[m]);
+    }
+    for (int m = 0; m < M; ++m) g.y[m * g.ldy + r] = hn::GetLane(hn::SumOfLanes(d, acc[m]));
+  }
+}
+
+template <bool Q1, bool Fifth, int M>
+void many_q4(const GemvManyArgs& g) {
+  using B = Blocks32<Q1, Fifth>;
+  const D d;
+  const int64_t blocks = g.k / 32;
+  if constexpr (!kTable)
+    for (int m = 0; m < M; ++m) block_sums(g.x + m * g.ldx, g.k, g.xsum + m * blocks);
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const char* row = g.w + r * g.row_bytes;
+    V acc[M];
+    float corr[M];
+    for (int m = 0; m < M; ++m) acc[m] = hn::Zero(d), corr[m] = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const char* blk = row + b * B::kBytes;
+      hwy::Prefetch(blk + kAhead * g.row_bytes);
+      const Q4Block<Q1, Fifth> block(blk);
+      for (int m = 0; m < M; ++m)
+        acc[m] = block.times(g.x + m * g.ldx + b * 32, kTable ? 0.0f : g.xsum[m * blocks + b], acc[m], corr[m]);
+    }
+    for (int m = 0; m < M; ++m) g.y[m * g.ldy + r] = hn::GetLane(hn::SumOfLanes(d, acc[m])) + corr[m];
+  }
+}
+
+template <int M>
+bool many_rows(const GemvManyArgs& g) {
+  switch (g.dtype) {
+    case DType::f32:
+      return many_float<DType::f32, M>(g), true;
+    case DType::bf16:
+      return many_float<DType::bf16, M>(g), true;
+    case DType::f16:
+      return many_float<DType::f16, M>(g), true;
+    case DType::q8_0:
+      return many_q8_0<M>(g), true;
+    default:
+      return with_blocks32(g.dtype, [&](auto q1, auto fifth) { many_q4<q1, fifth, M>(g); });
+  }
+}
+
+// The K-quants are not taken: their rows go through gemv() one at a time. One row is gemv()'s
+// own call (the caller takes gemv_many for two rows or more).
+bool gemv_many(const GemvManyArgs& g) {
+  switch (g.m) {
+    case 2:
+      return many_rows<2>(g);
+    case 3:
+      return many_rows<3>(g);
+    case 4:
+      return many_rows<4>(g);
+    case 5:
+      return many_rows<5>(g);
+    case 6:
+      return many_rows<6>(g);
+    case 7:
+      return many_rows<7>(g);
+    case 8:
+      return many_rows<8>(g);
+    default:
+      return false;
+  }
+}
+
+// ---- packing ------------------------------------------------------------------------------
+
+// One row of W (k values) as f32.
+void dequantise(DType t, const char* w, int64_t k, float* out) {
+  if (kQuantDequantise && kQuantDequantise(t, w, k, out)) return;
+  const D d;
+  auto floats = [&](auto kind) {
+    constexpr DType T = decltype(kind)::value;
+    int64_t i = 0;
+    for (; i + kN <= k; i += kN) hn::StoreU(load_w<T>(w + i * elem_bytes<T>()), d, out + i);
+    if (i < k) {
+      HWY_ALIGN float tail[kN];
+      hn::Store(load_w_tail<T>(w + i * elem_bytes<T>(), k - i), d, tail);
+      std::memcpy(out + i, tail, size_t(k - i) * 4);
+    }
+  };
+  switch (t) {
+    case DType::bf16:
+      return floats(std::integral_constant<DType, DType::bf16>{});
+    case DType::f16:
+      return floats(std::integral_constant<DType, DType::f16>{});
+    case DType::q8_0:
+      for (int64_t b = 0; b < k / 32; ++b, w += 34, out += 32) {
+        const Q8Block block(w);
+        for (int v = 0; v < 32 / kN; ++v) hn::StoreU(hn::Mul(block.q[v], block.d), d, out + v * kN);
+      }
+      return;
+    default:
+      with_blocks32(t, [&](auto q1, auto fifth) {
+        using B = Blocks32<q1, fifth>;
+        for (int64_t b = 0; b < k / 32; ++b, w += B::kBytes, out += 32) {
+          const float dd = half(w);
+          const V dv = hn::Set(d, dd), m = hn::Set(d, q1 ? half(w + 2) : B::kOffset * dd);
+          B::quants_f(w, [&](int v, V q) { hn::StoreU(hn::MulAdd(q, dv, m), d, out + v * kN); });
+        }
+      });
+      return;
+  }
+}
+
+// dst[j * ld + i] = src[i][k0 + j] for i, j < kN: 4 x 4 transposes inside each 128-bit block,
+// then the blocks transposed (2 x 2 on AVX2, 4 x 4 on AVX-512). (A template, N = kN, so that
+// only the width's own branch is built.)
+template <int N>
+void transpose(const float* const* src, int64_t k0, float* dst, int64_t ld) {
+  const D d;
+  const hn::Repartition<double, D> dd;
+  constexpr int kGroups = N / 4;  // of four rows; also blocks of a vector
+  // u[g][c], block b: rows 4g .. 4g + 3 at k0 + 4b + c.
+  V u[kGroups][4];
+  for (int g = 0; g < kGroups; ++g) {
+    const V r0 = hn::LoadU(d, src[4 * g] + k0), r1 = hn::LoadU(d, src[4 * g + 1] + k0);
+    const V r2 = hn::LoadU(d, src[4 * g + 2] + k0), r3 = hn::LoadU(d, src[4 * g + 3] + k0);
+    const auto a = hn::BitCast(dd, hn::InterleaveLower(d, r0, r1)), b = hn::BitCast(dd, hn::InterleaveUpper(d, r0, r1));
+    const auto c = hn::BitCast(dd, hn::InterleaveLower(d, r2, r3)), e = hn::BitCast(dd, hn::InterleaveUpper(d, r2, r3));
+    u[g][0] = hn::BitCast(d, hn::InterleaveLower(dd, a, c));
+    u[g][1] = hn::BitCast(d, hn::InterleaveUpper(dd, a, c));
+    u[g][2] = hn::BitCast(d, hn::InterleaveLower(dd, b, e));
+    u[g][3] = hn::BitCast(d, hn::InterleaveUpper(dd, b, e));
+  }
+  for (int c = 0; c < 4; ++c) {
+    if constexpr (kGroups == 1) {
+      hn::Store(u[0][c], d, dst + c * ld);
+    } else {
+      // Blocks of adjacent groups paired: x0 = (u0 b0, u1 b0, u0 b2, u1 b2), x1 = (u0 b1, u1 b1, ...).
+      auto pair = [&](int g, V& x0, V& x1) {
+        x0 = hn::OddEvenBlocks(hn::SwapAdjacentBlocks(u[g + 1][c]), u[g][c]);
+        x1 = hn::OddEvenBlocks(u[g + 1][c], hn::SwapAdjacentBlocks(u[g][c]));
+      };
+      V x0, x1;
+      pair(0, x0, x1);
+      if constexpr (kGroups == 2) {
+        hn::Store(x0, d, dst + c * ld);
+        hn::Store(x1, d, dst + (4 + c) * ld);
+      } else {
+        static_assert(kGroups == 4, "vectors of 4, 8 or 16 lanes");
+        V y0, y1;
+        pair(2, y0, y1);
+        hn::Store(hn::ConcatLowerLower(d, y0, x0), d, dst + c * ld);
+        hn::Store(hn::ConcatLowerLower(d, y1, x1), d, dst + (4 + c) * ld);
+        hn::Store(hn::ConcatUpperUpper(d, y0, x0), d, dst + (8 + c) * ld);
+        hn::Store(hn::ConcatUpperUpper(d, y1, x1), d, dst + (12 + c) * ld);
+      }
+    }
+  }
+}
+
+void pack(const PackArgs& p) {
+  const float* src[kNR];
+  for (int j = 0; j < kNR; ++j) {
+    if (j >= p.rows) {
+      src[j] = p.zeros;
+    } else if (p.dtype == DType::f32) {
+      src[j] = reinterpret_cast<const float*>(p.w + j * p.row_bytes);
+    } else {
+      dequantise(p.dtype, p.w + j * p.row_bytes, p.k, p.rowbuf + j * p.k);
+      src[j] = p.rowbuf + j * p.k;
+    }
+  }
+  int64_t k0 = 0;
+  for (; k0 + kN <= p.k; k0 += kN)
+    for (int h = 0; h < 2; ++h) transpose<kN>(src + kN * h, k0, p.packed + k0 * kNR + kN * h, kNR);
+  for (; k0 < p.k; ++k0)
+    for (int j = 0; j < kNR; ++j) p.packed[k0 * kNR + j] = src[j][k0];
+}
+
+// ---- tiles --------------------------------------------------------------------------------
+
+// The accumulators stay in registers only when the loops over r are unrolled before GCC splits
+// the arrays into scalars: without the pragmas it kept them in registers and also stored all of
+// them to the stack every step of kk, which halved the tile's speed (objdump showed the stores).
+template <int MR>
+void tile_rows(const TileArgs& t, const float* a, float* c) {
+  const D d;
+  const int64_t k = t.k, lda = t.lda;
+  V c0[MR], c1[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) c0[r] = hn::Zero(d), c1[r] = hn::Zero(d);
+  const float* p = t.packed;
+  for (int64_t kk = 0; kk < k; ++kk, p += kNR) {
+    const V b0 = hn::Load(d, p), b1 = hn::Load(d, p + kN);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const V av = hn::Set(d, a[r * lda + kk]);
+      c0[r] = hn::MulAdd(av, b0, c0[r]);
+      c1[r] = hn::MulAdd(av, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    hn::StoreU(c0[r], d, c + r * t.ldc);
+    hn::StoreU(c1[r], d, c + r * t.ldc + kN);
+  }
+}
+
+template <int MR>
+void tile_rest(const TileArgs& t, int64_t rest, const float* a, float* c) {
+  if constexpr (MR > 0) {
+    if (rest == MR) return tile_rows<MR>(t, a, c);
+    tile_rest<MR - 1>(t, rest, a, c);
+  }
+}
+
+void tile(const TileArgs& t) {
+  int64_t m = 0;
+  for (; m + kMR <= t.m; m += kMR) tile_rows<kMR>(t, t.a + m * t.lda, t.c + m * t.ldc);
+  tile_rest<kMR - 1>(t, t.m - m, t.a + m * t.lda, t.c + m * t.ldc);
+}
+
+#endif  // !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+
+}  // namespace HWY_NAMESPACE
+}  // namespace iron::ops::gemm
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace iron::ops::gemm {
+
+// The instruction sets gemm.cpp chooses among (select_isa), each Highway's copy of the shared
+// loops for its width beside the loops of its own file.
+#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX3) && (HWY_TARGETS & HWY_AVX2)
+const Isa& avx512_isa() {
+  static const Isa isa{"avx512", N_AVX3::kNR, &N_AVX3::gemv, &N_AVX3::pack, &N_AVX3::tile,
+                       &avx512::pack_bf16, &avx512::rows_bf16, &avx512::tile_bf16, &avx512::quantise_x8,
+                       &avx512::gemm_int8, &N_AVX3::gemv_many};
+  return isa;
+}
+const Isa& avx2_isa() {
+  static const Isa isa{"avx2", N_AVX2::kNR, &N_AVX2::gemv, &N_AVX2::pack, &N_AVX2::tile, nullptr, nullptr,
+                       nullptr, &quantise_x8_avx2, &gemm_int8_avx2, &N_AVX2::gemv_many};
+  return isa;
+}
+#endif
+
+}  // namespace iron::ops::gemm
+#endif
