@@ -4,6 +4,7 @@ exactly (and is what `iron chat`'s /save writes); a turn left early keeps its an
 it got; asyncio reads a turn as threads do; bad input is a Python exception naming it."""
 
 import asyncio
+import importlib.util
 import json
 import os
 import pathlib
@@ -208,3 +209,19 @@ def test_bad_input_is_a_python_exception_naming_it(stories):
     engine.close()
     with pytest.raises(ValueError, match="the engine is closed"):
         conv.say("Hi")
+
+
+def test_the_chat_example_saves_loads_and_continues(stories, tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("chat", ROOT / "examples" / "chat.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    saved = tmp_path / "chat.json"
+    conv = example.chat(stories, lines=["Once upon a time", f"/save {saved}", "/clear", f"/load {saved}", "The cat"],
+                        temperature=0, max_tokens=24)
+    out = capsys.readouterr().out
+    # The first answer, printed as it came, saved, and loaded back: a conversation's own.
+    first = conv.messages[1]["content"]
+    assert out.startswith(first + "\n(loaded 2 messages)\n")
+    with iron.Engine(stories, parallel=1, context=2048) as engine:
+        assert iron.Conversation(engine).reply("Once upon a time", 24, temperature=0) == first
+    assert [m["role"] for m in conv.messages] == ["user", "assistant"] * 2
