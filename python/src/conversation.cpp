@@ -139,7 +139,12 @@ void bind_conversation(nb::module_& m) {
         if (f.empty()) return std::nullopt;
         return f;
       })
-      .def_prop_ro("tokens", [](const PyTurn& t) { return t.state->ids; })
+      .def_prop_ro("tokens", [](const PyTurn& t) {
+        // Under the lock: a reader on another thread may be taking more into them.
+        nb::gil_scoped_release release;
+        std::lock_guard lock(t.core->mutex);
+        return t.state->ids;
+      })
       .def_prop_ro("prompt_tokens", [](const PyTurn& t) { return t.state->stream->prompt_tokens(); })
       .def_prop_ro("stats", [](const PyTurn& t) -> nb::object {
         // Read under the lock: the conversation may be ending the turn on another thread.
