@@ -64,8 +64,9 @@ def main():
     lines += section("iron.functional", functional,
                      [n for n, obj in functional.__dict__.items() if not n.startswith("_")
                       and (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == "iron.functional"])
-    lines += section("iron.models", models, ["load", "Model"])
+    lines += section("iron.models", models, ["load", "Model", "BatchDecoder", "Prompt", "Row", "Sampling"])
     lines += section("iron.Engine: serving many requests at once", iron, ["Engine", "Stream"])
+    lines += section("iron.Conversation: a chat that keeps its cache", iron, ["Conversation", "Turn"])
     lines += section("iron.Encoder: sentence embeddings", iron, ["Encoder"])
     lines += section("iron.Api: iron serve's OpenAI API without HTTP", iron.api, ["Api", "Response", "BodyStream"])
     print("\n".join(l.rstrip() for l in lines).rstrip() + "\n", end="")

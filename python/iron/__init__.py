@@ -41,6 +41,7 @@ from .graph import (
 from . import functional
 from . import models
 from .engine import Engine, Stream
+from .conversation import Conversation, Turn
 from .encoder import Encoder
 from .api import Api
 
@@ -48,8 +49,8 @@ f32, f16, bf16, i8, i32 = DType.f32, DType.f16, DType.bf16, DType.i8, DType.i32
 keep = DType.keep  # a param that keeps its checkpoint's (quantised) type
 
 __all__ = [
-    "AccessPattern", "Affine", "Api", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "DType", "Encoder", "Engine", "Graph",
-    "Handle", "Module", "Param", "Precision", "Profile", "Run", "Scratchpad", "State", "StateDict", "Stream", "Weight",
+    "AccessPattern", "Affine", "Api", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "Conversation", "DType", "Encoder", "Engine", "Graph",
+    "Handle", "Module", "Param", "Precision", "Profile", "Run", "Scratchpad", "State", "StateDict", "Stream", "Turn", "Weight",
     "at", "carry",
     "clamp", "functional", "models", "on_host", "param", "state", "upto", "weight", "window",
     "f32", "f16", "bf16", "i8", "i32", "keep",

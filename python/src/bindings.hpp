@@ -58,6 +58,8 @@ void bind_functional(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_models(nb::module_& m);
 void bind_engine(nb::module_& m);
+/// After bind_engine: iron.Conversation's classes, in its submodule.
+void bind_conversation(nb::module_& m);
 void bind_encoder(nb::module_& m);
 void bind_api(nb::module_& m);
 

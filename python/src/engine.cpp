@@ -11,8 +11,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "engine.hpp"
 #include "wakeup.hpp"
-#include "iron/models/engine.hpp"
 
 namespace iron::python {
 namespace {
@@ -38,19 +38,6 @@ struct PyStream {
     }
     if (!more && stream->failure()) std::rethrow_exception(stream->failure());
     return more;
-  }
-};
-
-// The engine is shared with the calls using it (a submit waiting for a place, a generate()), so
-// that close() on another thread never destroys it under them: it cancels what is in flight,
-// and the last user lets it go. The runner outlives every engine over it.
-struct PyEngine {
-  std::shared_ptr<models::LlamaRunner> runner;
-  std::shared_ptr<models::Engine> engine;
-  std::shared_ptr<models::Engine> get() const {
-    std::shared_ptr<models::Engine> e = engine;
-    if (!e) value_error("the engine is closed");
-    return e;
   }
 };
 
@@ -87,12 +74,6 @@ decltype(models::Request::prompt) prompt_from(nb::handle p) {
              nb::cast<std::string>(nb::str(p.type())));
 }
 
-// Seeds for requests that name none; used under the GIL.
-std::mt19937_64& seeds() {
-  static std::mt19937_64 generator{std::random_device{}()};
-  return generator;
-}
-
 models::Request request_from(nb::handle prompt, std::optional<int64_t> max_tokens, double temperature, int64_t top_k,
                              double top_p, std::optional<uint64_t> seed, const std::vector<std::string>& stop,
                              bool ignore_eos) {
@@ -100,13 +81,18 @@ models::Request request_from(nb::handle prompt, std::optional<int64_t> max_token
   r.prompt = prompt_from(prompt);
   r.max_tokens = max_tokens;
   // No seed: one of the engine's own, so that two requests at a temperature differ (as a server's).
-  r.sampling = {temperature, top_k, top_p, seed ? *seed : seeds()()};
+  r.sampling = {temperature, top_k, top_p, seed ? *seed : fresh_seed()};
   r.stop = stop;
   r.stop_at_end = !ignore_eos;
   return r;
 }
 
 }  // namespace
+
+uint64_t fresh_seed() {
+  static std::mt19937_64 generator{std::random_device{}()};
+  return generator();
+}
 
 std::shared_ptr<models::LlamaRunner> open_serving_runner(const std::string& path, int parallel, int64_t context,
                                                          int64_t chunk, int threads, const std::string& device,

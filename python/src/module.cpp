@@ -12,6 +12,7 @@ NB_MODULE(_iron, m) {
   iron::python::bind_graph(m);
   iron::python::bind_models(m);
   iron::python::bind_engine(m);
+  iron::python::bind_conversation(m);
   iron::python::bind_encoder(m);
   iron::python::bind_api(m);
 }

@@ -2,6 +2,7 @@
 #include "iron/models/conversation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "iron/error.hpp"
@@ -22,11 +23,13 @@ Conversation::Conversation(Engine& engine, const std::string& system) : engine_(
 }
 
 void Conversation::set_system(const std::string& system) {
+  refuse_in_turn("change the system message");
   if (!messages_.empty() && messages_[0].role == "system") messages_.erase(messages_.begin());
   if (!system.empty()) messages_.insert(messages_.begin(), {"system", system, {}});
 }
 
 void Conversation::clear() {
+  refuse_in_turn("clear the conversation");
   std::erase_if(messages_, [](const ConversationMessage& m) { return m.role != "system"; });
   cached_ = 0;
   fresh_ = true;
@@ -74,14 +77,14 @@ std::vector<int32_t> Conversation::render(const std::vector<ConversationMessage>
   return ids;
 }
 
-TurnStats Conversation::reply(const std::string& user, int64_t max_tokens,
-                              const std::function<void(const std::string&)>& on_text,
-                              const std::atomic<bool>* interrupt) {
-  TurnStats stats;
+std::shared_ptr<Stream> Conversation::begin_turn(const std::string& user, const TurnOptions& options, bool wait) {
+  refuse_in_turn("begin another");
+  auto turn = std::make_unique<Turn>();
+  const int64_t max_tokens = options.max_tokens;
   const int64_t context = runner_.options().model.context;
   // Room the answer needs: what was asked for, held to half the context; a quarter when unbounded.
   const int64_t room = max_tokens > 0 ? std::min(max_tokens, context / 2) : std::max<int64_t>(1, context / 4);
-  // The conversation as it will be; it replaces this one only once it fits.
+  // The conversation as it will be; it replaces this one only once its request is queued.
   std::vector<ConversationMessage> next = messages_;
   next.push_back({"user", user, {}});
   std::vector<int32_t> prompt = render(next, true);
@@ -93,33 +96,44 @@ TurnStats Conversation::reply(const std::string& user, int64_t max_tokens,
     // The oldest exchange goes (a user message and the answer after it).
     const size_t drop = next.size() - first_turn >= 3 && next[first_turn + 1].role == "assistant" ? 2 : 1;
     next.erase(next.begin() + std::ptrdiff_t(first_turn), next.begin() + std::ptrdiff_t(first_turn + drop));
-    stats.dropped_messages += int64_t(drop);
+    turn->dropped += int64_t(drop);
     prompt = render(next, true);
   }
-  messages_ = std::move(next);
   // Only what the cache does not hold is prefilled: the engine finds it in the slot (Request::
   // reuse_cache), unless this conversation was just begun or loaded.
   Request request;
   request.prompt = prompt;
-  request.sampling = runner_.options().model.sampling;
+  request.sampling = options.sampling ? *options.sampling : runner_.options().model.sampling;
   if (max_tokens >= 0) request.max_tokens = max_tokens;
   request.skip_special = true;
   request.reuse_cache = !fresh_;
-  const std::shared_ptr<Stream> stream = engine_.submit(std::move(request), /*wait=*/true);
-  if (!stream) value_error("the engine is stopping: no more turns");
-  std::vector<int32_t> answer;
-  for (bool more = true; more;) {
-    std::string piece;
-    more = stream->take(piece, &answer, std::chrono::milliseconds(20));
-    if (!piece.empty()) on_text(piece);
-    if (interrupt && interrupt->load(std::memory_order_relaxed)) stream->cancel();
+  request.on_news = options.on_news;
+  turn->prompt = int64_t(prompt.size());
+  turn->stream = engine_.submit(std::move(request), wait);
+  if (!turn->stream) {
+    if (wait) value_error("the engine is stopping: no more turns");
+    return nullptr;
   }
+  messages_ = std::move(next);
+  turn_ = std::move(turn);
+  return turn_->stream;
+}
+
+TurnStats Conversation::end_turn(std::vector<int32_t> answer) {
+  if (!turn_) value_error("no turn is in progress to end");
+  // The turn is over whatever happens next: a failure below leaves no turn half open.
+  const std::unique_ptr<Turn> turn = std::move(turn_);
+  const std::shared_ptr<Stream>& stream = turn->stream;
+  std::string rest;
+  while (stream->take(rest, &answer, std::chrono::milliseconds(20))) rest.clear();
   if (stream->failure()) std::rethrow_exception(stream->failure());
   fresh_ = false;
+  TurnStats stats;
   const GenerateStats g = stream->stats();
-  stats.prefilled = int64_t(prompt.size()) - stream->reused_tokens();
+  stats.prefilled = turn->prompt - stream->reused_tokens();
+  stats.dropped_messages = turn->dropped;
   // The cache holds the prompt and every answer token but the last (sampled, never fed back).
-  cached_ = int64_t(prompt.size()) + std::max<int64_t>(int64_t(answer.size()) - 1, 0);
+  cached_ = turn->prompt + std::max<int64_t>(int64_t(answer.size()) - 1, 0);
   const text::Tokenizer& t = runner_.tokenizer();
   if (!answer.empty() && t.is_end(answer.back())) answer.pop_back();
   messages_.push_back({"assistant", t.decode(answer, {.skip_special = true}), answer});
@@ -128,6 +142,40 @@ TurnStats Conversation::reply(const std::string& user, int64_t max_tokens,
   stats.stop = g.stop;
   stats.cached = cached_;
   return stats;
+}
+
+TurnStats Conversation::reply(const std::string& user, int64_t max_tokens,
+                              const std::function<void(const std::string&)>& on_text,
+                              const std::atomic<bool>* interrupt) {
+  TurnOptions options;
+  options.max_tokens = max_tokens;
+  const std::shared_ptr<Stream> stream = begin_turn(user, options);
+  std::vector<int32_t> answer;
+  try {
+    for (bool more = true; more;) {
+      std::string piece;
+      more = stream->take(piece, &answer, std::chrono::milliseconds(20));
+      if (!piece.empty()) on_text(piece);
+      if (interrupt && interrupt->load(std::memory_order_relaxed)) stream->cancel();
+    }
+  } catch (...) {
+    // A reader that failed (on_text threw) ends the turn as far as it got, so the next can begin.
+    stream->cancel();
+    try {
+      end_turn(std::move(answer));
+    } catch (...) {
+    }
+    throw;
+  }
+  return end_turn(std::move(answer));
+}
+
+Conversation::~Conversation() {
+  if (turn_) turn_->stream->cancel();
+}
+
+void Conversation::refuse_in_turn(const char* what) const {
+  if (turn_) value_error(std::string("a turn is in progress: end it before you ") + what);
 }
 
 nlohmann::json Conversation::to_json() const {
@@ -169,6 +217,7 @@ std::vector<ConversationMessage> conversation_from_json(const nlohmann::json& co
 }
 
 void Conversation::load_json(const nlohmann::json& conversation) {
+  refuse_in_turn("load another conversation");
   std::vector<ConversationMessage> loaded = conversation_from_json(conversation, runner_.config().vocab);
   render(loaded, false);  // a template that refuses this conversation says so now, not at the next turn
   messages_ = std::move(loaded);

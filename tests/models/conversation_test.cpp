@@ -2,6 +2,7 @@
 // saved conversation continues exactly, a full context drops the oldest turns.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "io/io_test_util.hpp"
@@ -149,6 +150,59 @@ TEST(Conversation, MalformedSavedConversationsAreNamed) {
   io::testing::expect_error(
       [&] { c.load_json({{"messages", {{{"role", "user"}, {"content", "x"}}, {{"role", "system"}, {"content", "s"}}}}}); },
       "a system message comes first");
+}
+
+// begin_turn() and end_turn(): the answer is reply()'s, whoever takes the stream and however
+// much of it; while the turn is open nothing else changes the conversation; a turn's own
+// sampling settings are the ones it draws with, and settings the engine refuses leave the
+// conversation as it was.
+TEST(Conversation, ATurnInTwoHalvesAnswersAsReply) {
+  IRON_NEEDS_STORIES();
+  RunnerOptions o;
+  o.model.context = 128;
+  auto runner = LlamaRunner::open(io::testing::stories_path(), o);
+  models::Engine engine(*runner);
+  Conversation whole(engine);
+  whole.reply("Once", 12, [](const std::string&) {});
+  Conversation halves(engine);
+  models::TurnOptions options;
+  options.max_tokens = 12;
+  const std::shared_ptr<models::Stream> stream = halves.begin_turn("Once", options);
+  ASSERT_TRUE(stream && halves.in_turn());
+  io::testing::expect_error([&] { halves.clear(); }, "a turn is in progress");
+  io::testing::expect_error([&] { halves.begin_turn("Twice", options); }, "a turn is in progress");
+  // Some of it taken here, the rest by end_turn().
+  std::string text;
+  std::vector<int32_t> taken;
+  stream->take(text, &taken, std::chrono::milliseconds(1000));
+  halves.end_turn(taken);
+  EXPECT_FALSE(halves.in_turn());
+  ASSERT_EQ(halves.messages().size(), 2u);
+  EXPECT_EQ(halves.messages().back().ids, whole.messages().back().ids);
+  EXPECT_EQ(halves.messages().back().content, whole.messages().back().content);
+  io::testing::expect_error([&] { halves.end_turn({}); }, "no turn is in progress");
+
+  // Seeded draws at a temperature: the same answer twice, and for some seed not the greedy one.
+  auto drawn = [&](uint64_t seed) {
+    Conversation c(engine);
+    models::TurnOptions t;
+    t.max_tokens = 12;
+    t.sampling = Sampling{1.0, 0, 1.0, seed};
+    c.begin_turn("Once", t);
+    c.end_turn({});
+    return c.messages().back().ids;
+  };
+  bool differs = false;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    EXPECT_EQ(drawn(seed), drawn(seed)) << seed;
+    differs = differs || drawn(seed) != whole.messages().back().ids;
+  }
+  EXPECT_TRUE(differs) << "four seeds at temperature 1 all drew the greedy answer";
+  models::TurnOptions bad;
+  bad.sampling = Sampling{-1.0, 40, 0.95, 0};
+  io::testing::expect_error([&] { halves.begin_turn("Again", bad); }, "temperature");
+  EXPECT_EQ(halves.messages().size(), 2u);
+  EXPECT_FALSE(halves.in_turn());
 }
 
 }  // namespace

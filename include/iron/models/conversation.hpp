@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,12 +40,26 @@ struct TurnStats {
   std::string stop;             // as GenerateStats::stop
 };
 
+/// A turn's settings.
+struct TurnOptions {
+  /// Tokens of the answer at most; < 0: until the model ends its turn or the context is full.
+  int64_t max_tokens = -1;
+  /// How the answer is sampled; none: with the runner's settings (its options().model.sampling).
+  std::optional<Sampling> sampling;
+  /// As Request::on_news: a wake-up for a reader that waits elsewhere than in Stream::take.
+  std::function<void()> on_news;
+};
+
 class Conversation {
  public:
   /// Over `engine` (best with one slot: a turn's cache is found again when no other sequence
   /// took its slot meanwhile); `system`: a system message first (none when empty). Turns sample
   /// with the runner's settings (its options().model.sampling).
   explicit Conversation(Engine& engine, const std::string& system = {});
+  /// Cancels a turn still in progress.
+  ~Conversation();
+  Conversation(const Conversation&) = delete;
+  Conversation& operator=(const Conversation&) = delete;
 
   /// Adds the user's message and answers it, handing the answer's text to `on_text` piece by
   /// piece as it is generated (whole UTF-8 characters; the end-of-turn token not written).
@@ -56,7 +71,23 @@ class Conversation {
   TurnStats reply(const std::string& user, int64_t max_tokens, const std::function<void(const std::string&)>& on_text,
                   const std::atomic<bool>* interrupt = nullptr);
 
-  /// A new conversation (the system message kept) and an empty cache.
+  /// reply() in two halves, for a reader that takes the answer's stream itself (on another
+  /// thread, or woken by an event loop through `options.on_news`): adds the user's message
+  /// (dropping the oldest ones as reply() does) and submits the answer's request, waiting for a
+  /// place in the engine's queue with `wait`, else returning null when it is full (then nothing
+  /// changed). The caller takes the stream's text with its ids, cancels it if it wants, and hands
+  /// the ids to end_turn(). A value error while a turn is in progress, or when the engine is
+  /// stopping; a request the engine refuses leaves the conversation as it was.
+  std::shared_ptr<Stream> begin_turn(const std::string& user, const TurnOptions& options, bool wait = true);
+  /// Ends the turn begun: `answer` the ids taken from its stream so far; what is left is taken
+  /// here (its text dropped), waiting for the stream's end. The answer joins the conversation as
+  /// far as it got; a failed stream's error is rethrown (the user's message stays, unanswered).
+  TurnStats end_turn(std::vector<int32_t> answer);
+  /// Whether a turn was begun and not ended.
+  bool in_turn() const { return turn_ != nullptr; }
+
+  /// A new conversation (the system message kept) and an empty cache. These three are value
+  /// errors while a turn is in progress (its answer would land in another conversation).
   void clear();
   /// Sets (or, empty, removes) the system message; the rest of the conversation stays.
   void set_system(const std::string& system);
@@ -76,12 +107,20 @@ class Conversation {
   /// The ids of a whole conversation, and with `generation_prompt` the start of the
   /// assistant's turn.
   std::vector<int32_t> render(const std::vector<ConversationMessage>& messages, bool generation_prompt) const;
+  void refuse_in_turn(const char* what) const;
+
+  // A turn begun and not ended: its stream, its prompt's length and the messages it dropped.
+  struct Turn {
+    std::shared_ptr<Stream> stream;
+    int64_t prompt = 0, dropped = 0;
+  };
 
   Engine& engine_;
   LlamaRunner& runner_;
   std::vector<ConversationMessage> messages_;
   int64_t cached_ = 0;  // the tokens of this conversation the cache holds, from position 0
   bool fresh_ = true;   // the next turn prefills the whole conversation (nothing in the cache is its)
+  std::unique_ptr<Turn> turn_;
 };
 
 }  // namespace iron::models
