@@ -106,22 +106,29 @@ constexpr int64_t kAmxPanel = 256, kAmxChunk = 64;
 // Floats of per-thread scratch, each region starting on a 64-byte boundary.
 int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
 
-// W (n rows of k) as the bf16 tiles the tile loops read (pack, then pack_bf16: tile t's pairs *
-// nr * 2 values after tile t - 1's, columns past n zero), made once per weight and shared through
-// its prepared forms, so a call packs nothing: at batch 1 packing W took as long as the products.
-// Null where the operand is not a float weight at a fixed place (a block kind's bf16 copy would
-// take 2 to 4 times its bytes; they take the int8 path at medium). The file's rows stay (one row of
-// x still reads them, in the GEMV loop): an f32 weight then takes half as many bytes again, an
-// f16 or bf16 one as many again.
-std::shared_ptr<const uint16_t> packed_bf16(const cpu::Operand& w, const Isa& isa, int64_t n, int64_t k) {
-  if (!w.prepared || w.offset.per_call() || info(w.dtype).quantised) return nullptr;
+// W (n rows of k) as the tile loops read it, made once per weight and shared through its prepared
+// forms, so a call packs nothing: at batch 1 packing W took as long as the products. `Bf16`: the
+// bf16 tiles' pairs (pack, then pack_bf16: tile t's pairs * nr * 2 values after tile t - 1's);
+// else the f32 tiles (pack: tile t's k * nr floats after tile t - 1's); columns past n zero.
+// Null where the operand is not a float weight at a fixed place (a block kind's copy would take
+// 2 to 8 times its bytes; they take the int8 path at medium), and for f32 tiles where it is not
+// f32 (a bf16 or f16 weight's f32 copy would take twice its bytes: those pack per call). The
+// file's rows stay (one row of x still reads them, in the GEMV loop): an f32 weight then takes
+// as many bytes again in f32 tiles and half as many in bf16 tiles, an f16 or bf16 one as many
+// again in bf16 tiles.
+template <bool Bf16>
+auto packed_tiles(const cpu::Operand& w, const Isa& isa, int64_t n, int64_t k) {
+  using Value = std::conditional_t<Bf16, uint16_t, float>;
+  if (!w.prepared || w.offset.per_call() || info(w.dtype).quantised || (!Bf16 && w.dtype != f32))
+    return std::shared_ptr<const Value>();
   const char* source = w.address(nullptr);
-  const int64_t nr = isa.nr, pairs = (k + 1) / 2, tiles = (n + nr - 1) / nr, tile_values = pairs * nr * 2;
-  const std::string key = "bf16x" + std::to_string(nr) + " " + std::to_string(source - w.base) + " " +
-                          std::to_string(n) + "x" + std::to_string(k);
+  const int64_t nr = isa.nr, pairs = (k + 1) / 2, tiles = (n + nr - 1) / nr;
+  const int64_t tile_values = Bf16 ? pairs * nr * 2 : k * nr;
+  const std::string key = (Bf16 ? "bf16x" : "f32x") + std::to_string(nr) + " " + std::to_string(source - w.base) +
+                          " " + std::to_string(n) + "x" + std::to_string(k);
   auto form = w.prepared->get(key, [&]() -> PreparedForms::Form {
-    std::shared_ptr<char> bytes = cpu::weight_memory(size_t(tiles * tile_values * 2));
-    auto* out = reinterpret_cast<uint16_t*>(bytes.get());
+    std::shared_ptr<char> bytes = cpu::weight_memory(size_t(tiles * tile_values) * sizeof(Value));
+    auto* out = reinterpret_cast<Value*>(bytes.get());
     // 64-byte aligned scratch for one tile (pack and pack_bf16 load whole vectors).
     std::vector<float> buffer(size_t(2 * padded(nr * k) + padded(k) + 16), 0.0f);
     float* base = buffer.data() + ((64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64) / 4;
@@ -129,12 +136,17 @@ std::shared_ptr<const uint16_t> packed_bf16(const cpu::Operand& w, const Isa& is
     const DTypeInfo& wi = info(w.dtype);
     const int64_t row_bytes = k / wi.block * wi.bytes;
     for (int64_t t = 0; t < tiles; ++t) {
-      isa.pack({w.dtype, source + t * nr * row_bytes, row_bytes, k, std::min(nr, n - t * nr), rowbuf, zeros, tile});
-      isa.pack_bf16({tile, k, out + t * tile_values});
+      const char* rows = source + t * nr * row_bytes;
+      if constexpr (Bf16) {
+        isa.pack({w.dtype, rows, row_bytes, k, std::min(nr, n - t * nr), rowbuf, zeros, tile});
+        isa.pack_bf16({tile, k, out + t * tile_values});
+      } else {
+        isa.pack({w.dtype, rows, row_bytes, k, std::min(nr, n - t * nr), rowbuf, zeros, out + t * tile_values});
+      }
     }
-    return std::shared_ptr<const uint16_t>(bytes, out);
+    return std::shared_ptr<const Value>(bytes, out);
   });
-  return std::static_pointer_cast<const uint16_t>(form);
+  return std::static_pointer_cast<const Value>(form);
 }
 
 class FastKernel final : public RowRangeKernel {
@@ -166,7 +178,8 @@ class FastKernel final : public RowRangeKernel {
     chunk_rows_ = std::max<int64_t>(8, kAloneChunkBytes / std::max<int64_t>(1, row_bytes_) / 8 * 8);
     // AMX takes whole 32-column tiles (nr 32) and k in steps of 32; a's rows are padded to 16.
     amx_ = amx && bf16_ && tiles_ && nr == 32 && k % 32 == 0;
-    if (bf16_ && tiles_) w16_ = packed_bf16(b_, isa_, c_.n, k);
+    if (bf16_ && tiles_) w16_ = packed_tiles<true>(b_, isa_, c_.n, k);
+    if (!bf16_ && tiles_) w32_ = packed_tiles<false>(b_, isa_, c_.n, k);
     const int64_t a16_rows = amx_ ? (max_rows_ + kAmxRows - 1) / kAmxRows * kAmxRows : max_rows_;
     // Per thread, in floats, each region on a 64-byte boundary. First what prepare() makes,
     // which depends on `a` alone (so kernels of one step over it lay it out alike): a's rows as
@@ -332,6 +345,8 @@ class FastKernel final : public RowRangeKernel {
         auto* b16 = reinterpret_cast<uint16_t*>(rowbuf);
         isa_.pack_bf16({packed, k, b16});
         isa_.tile_bf16({reinterpret_cast<const uint16_t*>(base + a16_), 2 * pairs, rows, b16, pairs, cbuf, nr});
+      } else if (w32_) {
+        isa_.tile({a, k, rows, w32_.get() + n0 / nr * k * nr, k, cbuf, nr});
       } else {
         isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zero_row_, packed});
         isa_.tile({a, k, rows, packed, k, cbuf, nr});
@@ -373,6 +388,7 @@ class FastKernel final : public RowRangeKernel {
   bool bf16_;
   std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken
   std::shared_ptr<const uint16_t> w16_;   // the bf16 tiles' W, packed once: null where packed per call
+  std::shared_ptr<const float> w32_;      // the f32 tiles' W, packed once: null where packed per call
   bool int8_;
   bool amx_int8_;  // the int8 path's whole tiles of 16 rows on AMX-INT8
   RowsOfA rows_of_a_;
