@@ -74,10 +74,13 @@ template <bool Minimum>
 HWY_INLINE void scales(const char* p, V& d, V& m) {
   const D df;
   const hn::RebindToUnsigned<D> du;
-  const hn::Repartition<hwy::float16_t, D> dh;
+  const hn::Repartition<uint16_t, D> du16;  // twice the lanes
+  const hn::Rebind<hwy::float16_t, D> dh;
   uint32_t word = 0;
   std::memcpy(&word, p, Minimum ? 4 : 2);
-  const V both = hn::PromoteTo(df, hn::LowerHalf(hn::BitCast(dh, hn::Set(du, word))));  // d, m, d, m, ...
+  // The halves as u16 before they become f16: Highway 1.0.3's NEON LowerHalf does not build for f16.
+  const auto halves = hn::LowerHalf(hn::BitCast(du16, hn::Set(du, word)));
+  const V both = hn::PromoteTo(df, hn::BitCast(dh, halves));  // d, m, d, m, ...
   d = hn::DupEven(both);
   m = hn::DupOdd(both);
 }
