@@ -11,7 +11,7 @@
 #include <string>
 
 #include "commands.hpp"
-#include "devices/device.hpp"
+#include "graph/device.hpp"
 #include "iron/cpu.hpp"
 #include "iron/models/runner.hpp"
 #include "iron/trace.hpp"

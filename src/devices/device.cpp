@@ -1,4 +1,4 @@
-#include "devices/device.hpp"
+#include "graph/device.hpp"
 
 #include "iron/error.hpp"
 

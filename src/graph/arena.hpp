@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "devices/device.hpp"
+#include "graph/device.hpp"
 #include "graph/recording.hpp"
 
 namespace iron {

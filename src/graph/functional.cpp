@@ -4,7 +4,6 @@
 #include <limits>
 
 #include "graph/recording.hpp"
-#include "ops/sample/sample.hpp"
 #include "iron/error.hpp"
 
 namespace iron {
@@ -72,18 +71,8 @@ Handle matmul(const Handle& row, const Handle& matrix) {
   return step("GEMM", p, {row, matrix}, out, activation_dtype(row), row.bounds());
 }
 
-// The one sampling type's checks and its row (include/iron/sampling.hpp).
-void Sampling::check() const {
-  if (!(temperature >= 0) || std::isinf(temperature))
-    value_error("sampling temperature is a finite number >= 0, got " + std::to_string(temperature));
-  if (top_k < 0 || top_k > INT32_MAX) value_error("sampling top_k is in [0, 2^31), got " + std::to_string(top_k));
-  if (!(top_p > 0 && top_p <= 1)) value_error("sampling top_p is in (0, 1], got " + std::to_string(top_p));
-}
-
-SamplingRow::SamplingRow(const Sampling& s) {
-  s.check();
-  ops::encode_settings(s, words.data());
-}
+// Sampling::check() and SamplingRow, whose words are the Sample operator's settings operand,
+// are defined beside that operator (ops/sample/settings.cpp).
 
 namespace functional {
 
@@ -217,7 +206,6 @@ Handle sample(const Handle& logits, const Handle& settings, const Affine& step_c
   if (!settings.defined() || settings.dtype() != i32 || settings.numel() != kSampleSettingsWords)
     value_error("sample(): settings " + (settings.defined() ? settings.str() : std::string("(none)")) + " are not " +
                 std::to_string(kSampleSettingsWords) + " i32 words (functional::sample_settings)");
-  static_assert(kSampleSettingsWords == ops::kSettingsWords);
   return step("Sample", {{"N", logits.shape().back()}}, {logits, settings.reshape({kSampleSettingsWords})}, {1}, i32,
               {}, Precision::highest, {step_count, position});
 }

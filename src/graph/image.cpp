@@ -5,10 +5,10 @@
 #include <cstring>
 #include <sstream>
 
-#include "devices/cpu/thread_pool.hpp"
+#include "core/roundoff.hpp"
+#include "core/threads.hpp"
 #include "graph/reference.hpp"
 #include "iron/error.hpp"
-#include "ops/op.hpp"
 
 namespace iron::detail {
 
@@ -18,7 +18,7 @@ Image::Image(Arena& arena, const Recording& recording,
              const std::vector<std::optional<int64_t>>& defaults, CompileOptions options)
     : arena_(arena), recording_(recording), defaults_(defaults), options_(options), plan_(recording),
       device_(arena.device()) {
-  if (options_.threads <= 0) options_.threads = cpu::available_cpus();
+  if (options_.threads <= 0) options_.threads = available_cpus();
   if (plan_.output_bytes() > 0) output_memory_ = device_.allocate(plan_.output_bytes(), recording_.graph + "'s outputs");
   arena_.reserve_scratch(plan_.scratch_bytes());
   link();
@@ -352,7 +352,7 @@ void Image::check_step(size_t i) {
     // so that rounding is allowed on top of the operator's contract.
     Tolerance tol = contract;
     const DType out = step.out[k].dtype();
-    if (out != f32 && info(out).floating) tol.rtol += 2 * ops::unit_roundoff(out);
+    if (out != f32 && info(out).floating) tol.rtol += 2 * unit_roundoff(out);
     std::vector<float> got = snapshot(step.out[k]);
     for (size_t e = 0; e < got.size(); ++e) {
       if (!tol.admits(got[e], before_out[k][e])) {

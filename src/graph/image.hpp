@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "devices/device.hpp"
+#include "graph/device.hpp"
 #include "graph/arena.hpp"
 #include "graph/plan.hpp"
 #include "graph/recording.hpp"

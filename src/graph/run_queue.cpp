@@ -5,7 +5,7 @@
 
 #include <system_error>
 
-#include "devices/cpu/thread_pool.hpp"
+#include "core/threads.hpp"
 #include "iron/error.hpp"
 #include "iron/graph.hpp"
 
@@ -80,7 +80,7 @@ void RunQueue::cancel(int64_t ticket) {
 // about once per half window instead of once a run, and the host's wake-up (100 us and more
 // in a VM) overlaps the runs still queued instead of stalling the device.
 void RunQueue::device() {
-  cpu::block_asynchronous_signals();  // the application's handlers (libedit's) run on its threads
+  block_asynchronous_signals();  // the application's handlers (libedit's) run on its threads
   using Clock = std::chrono::steady_clock;
   constexpr auto kNotifyEvery = std::chrono::milliseconds(2);  // short next to what a person notices
   auto notified_at = Clock::now();

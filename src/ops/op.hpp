@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 
+#include "core/roundoff.hpp"
 #include "devices/cpu/kernel.hpp"
 #include "devices/cpu/kernel_table.hpp"
 #include "devices/cpu/thread_pool.hpp"
@@ -68,18 +69,6 @@ OpEntry entry(const Declaration& d, std::vector<CpuTarget> cpu, vulkan::KernelRe
           std::move(cpu),
           &make_cpu_kernel<Op>,
           vulkan};
-}
-
-/// The unit roundoff of a dtype: what rounding once to it may change, relatively.
-inline double unit_roundoff(DType t) {
-  switch (t) {
-    case DType::bf16:
-      return 1.0 / 256;
-    case DType::f16:
-      return 1.0 / 2048;
-    default:
-      return 1.2e-7;
-  }
 }
 
 /// Valid rows times the elements of one row: what a rowwise operand covers this call.

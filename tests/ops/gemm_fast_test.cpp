@@ -110,7 +110,7 @@ void check(const Case& c, const cpu::Features& features) {
           ASSERT_EQ(got[e], round_to(out, sentinel)) << "row " << m << " is past the valid rows";
           continue;
         }
-        const double want = ref[e], slack = 2 * ops::unit_roundoff(out) * std::abs(want);
+        const double want = ref[e], slack = 2 * iron::unit_roundoff(out) * std::abs(want);
         ASSERT_LE(std::abs(double(got[e]) - want), tol.atol + tol.rtol * std::abs(want) + slack)
             << "row " << m << " column " << j << ": " << got[e] << " vs " << want;
       }

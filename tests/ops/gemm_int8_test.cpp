@@ -151,7 +151,7 @@ double check(const Case& c, const cpu::Features& features) {
         }
         const double want = o.ref[e];
         const double allowed =
-            o.tol.atol + o.tol.rtol * std::abs(want) + 2 * ops::unit_roundoff(f32) * std::abs(want);
+            o.tol.atol + o.tol.rtol * std::abs(want) + 2 * iron::unit_roundoff(f32) * std::abs(want);
         const double err = std::abs(double(v) - want);
         worst = std::max(worst, err / allowed);
         EXPECT_LE(err, allowed) << "row " << m << " column " << j << ": " << v << " vs " << want

@@ -242,7 +242,7 @@ inline bool admits(const Tolerance& tol, DType dtype, double got, double ref) {
   if (std::isnan(ref)) return std::isnan(got);
   if (std::isinf(ref)) return got == ref;
   double slack =
-      tol.atol + tol.rtol * std::abs(ref) + 2 * ops::unit_roundoff(dtype) * std::abs(ref);
+      tol.atol + tol.rtol * std::abs(ref) + 2 * iron::unit_roundoff(dtype) * std::abs(ref);
   return std::abs(got - ref) <= slack;
 }
 

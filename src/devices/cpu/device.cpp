@@ -5,7 +5,7 @@
 #include "devices/cpu/kernel.hpp"
 #include "devices/cpu/kernel_table.hpp"
 #include "devices/cpu/program.hpp"
-#include "devices/device.hpp"
+#include "graph/device.hpp"
 #include "iron/error.hpp"
 
 namespace iron::cpu {

@@ -23,7 +23,7 @@ namespace iron::cpu_device {
 
 std::string features() { return cpu::Features::host().str(); }
 
-int available_cpus() { return cpu::available_cpus(); }
+int available_cpus() { return iron::available_cpus(); }
 
 int threads_now(int wanted) {
   cpu::ThreadPool& pool = cpu::ThreadPool::shared(1);

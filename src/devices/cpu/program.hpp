@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "devices/cpu/kernel.hpp"
-#include "devices/device.hpp"
+#include "graph/device.hpp"
 
 namespace iron::cpu {
 

@@ -18,14 +18,12 @@
 #include <thread>
 #include <vector>
 
+#include "core/threads.hpp"
+
 namespace iron::cpu {
 
-/// The CPUs this process may run on (sched_getaffinity), at least 1: the default thread count.
-int available_cpus();
-/// Blocks the asynchronous signals (Ctrl-C, a hang-up, a terminal resize, ...) on the calling
-/// thread, so that handlers run on the application's threads only: every thread IRON starts
-/// (the pool's workers, a graph's run queue) calls it first.
-void block_asynchronous_signals();
+// available_cpus() and block_asynchronous_signals(), which the pool uses too, are the
+// operating system's (core/threads.hpp): the graph layer's run queue needs them as well.
 
 /// A thread's place at a Barrier: its sense and how many waits it has arrived at this run.
 struct BarrierSeat {

@@ -10,7 +10,7 @@
 #include <optional>
 #include <span>
 
-#include "devices/device.hpp"
+#include "graph/device.hpp"
 #include "devices/vulkan/commands.hpp"
 #include "devices/vulkan/device.hpp"
 #include "devices/vulkan/kernel.hpp"

@@ -6,7 +6,7 @@
 
 #include <optional>
 
-#include "devices/device.hpp"
+#include "graph/device.hpp"
 #include "devices/vulkan/device.hpp"
 
 namespace iron::vulkan {

@@ -2,7 +2,9 @@
 // and the commands of a version lowered from its plan (graph/plan.hpp). The graph layer, the
 // planner and the models are the same for every device; each device (devices/cpu/,
 // devices/vulkan/) implements this behind it, as IREE's HAL keeps devices behind an allocator,
-// command buffers and executables.
+// command buffers and executables. It lives in graph/, not devices/, because it is the graph
+// layer's side of the contract: graph/ includes nothing from devices/ (tests/graph/
+// layering_test.cpp), and the devices include this to implement it.
 #pragma once
 
 #include <cstdint>
