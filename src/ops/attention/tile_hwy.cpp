@@ -1,8 +1,8 @@
-// The Attention tile (tile.hpp) in vector lanes, written once with Highway (devices/cpu/highway.hpp)
-// for every target it has here: the AVX-512 and AVX2 copies are picked today; the NEON and SVE
-// ones compile for the day the kernel table takes them. A vector holds N floats (16 on AVX-512, 8
-// on AVX2, 4 on 128-bit targets and on SVE, whose width is known only at run time), and a block
-// of keys is N keys: one vector of scores. Two loops over blocks:
+// The Attention tile (tile.hpp) in vector lanes, written once with Highway
+// (devices/cpu/highway.hpp) for every target it has here: the AVX-512 and AVX2 copies are picked
+// today; the NEON and SVE ones compile for the day the kernel table takes them. A vector holds N
+// floats (16 on AVX-512, 8 on AVX2, 4 on 128-bit targets and on SVE, whose width is known only at
+// run time), and a block of keys is N keys: one vector of scores. Two loops over blocks:
 // - the register tile: each key and value vector converted from the cache straight into
 //   registers and used by up to 4 query vectors at once (3 where there are 16 registers). Every
 //   decode step runs it, and so does a prefill where N < 16 (AVX2: the cache's conversion, a
@@ -21,8 +21,8 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention/tile_hwy.cpp"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/cache_control.h>
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include "devices/cpu/hwy_exp-inl.h"
@@ -51,7 +51,8 @@ using D = hn::CappedTag<float, 16>;  // no more lanes than a block of scores (kK
 #endif
 using V = hn::Vec<D>;
 constexpr int kN = int(hn::MaxLanes(D()));
-static_assert(kN >= 4 && kN <= kKeyBlock && kKeyBlock % kN == 0, "a block of keys is one vector of scores");
+static_assert(kN >= 4 && kN <= kKeyBlock && kKeyBlock % kN == 0,
+              "a block of keys is one vector of scores");
 
 // How many query vectors share each key and value vector, and how many sums they keep in
 // registers, from the registers the target has (x86 before AVX-512: 16).
@@ -72,7 +73,9 @@ inline int64_t smaller(int64_t a, int64_t b) { return a < b ? a : b; }
 // Every loop over a constant count of vectors held in Vecs is unrolled (#pragma GCC unroll), so
 // that they stay in registers: GCC 12 left some rolled and kept the running sums in memory,
 // stored and reloaded every step (124 spills in the f16 decode block for 3 query vectors). The
-// loops over a row's vectors (up to 64 on 128-bit targets) are left to the compiler.
+// loops over a row's vectors (up to 64 on 128-bit targets) are left to the compiler. A loop
+// annotated has a constant bound alone (a part chunk of a row is an `if` inside): at -O1 (the
+// ARM64 build) GCC drops the annotation of a loop with a compound condition, and warns.
 
 // `Count` vectors, indexed by constants once the loops over them are unrolled: an array of
 // vectors, which the compiler keeps in registers; on SVE, whose vectors have no size (no arrays
@@ -83,7 +86,8 @@ class Vecs {
   // Defined here, within the target's attributes: an implicit one is not, and may not call
   // NEON's vector constructors.
   HWY_INLINE Vecs() {}
-#if HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE2 || HWY_TARGET == HWY_SVE_256 || HWY_TARGET == HWY_SVE2_128
+#if HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE2 || HWY_TARGET == HWY_SVE_256 || \
+    HWY_TARGET == HWY_SVE2_128
   HWY_INLINE V get(int i) const { return hn::Load(D(), lanes_ + i * kN); }
   HWY_INLINE void set(int i, V v) { hn::Store(v, D(), lanes_ + i * kN); }
 
@@ -150,10 +154,12 @@ HWY_INLINE V load_part(const char* buffer, int64_t e, int64_t count) {
   static_assert(T != DType::q8_0, "q8_0 rows are whole vectors");
   const D d;
   if constexpr (T == DType::f32) {
-    return hn::MaskedLoad(hn::FirstN(d, size_t(count)), d, reinterpret_cast<const float*>(buffer) + e);
+    return hn::MaskedLoad(hn::FirstN(d, size_t(count)), d,
+                          reinterpret_cast<const float*>(buffer) + e);
   } else {
     const hn::Rebind<uint16_t, D> du;
-    const auto bits = hn::MaskedLoad(hn::FirstN(du, size_t(count)), du, reinterpret_cast<const uint16_t*>(buffer) + e);
+    const auto bits = hn::MaskedLoad(hn::FirstN(du, size_t(count)), du,
+                                     reinterpret_cast<const uint16_t*>(buffer) + e);
     if constexpr (T == DType::f16)
       return hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits));
     else
@@ -208,16 +214,32 @@ constexpr int64_t byte_of(int64_t e) {
 // with 8 lanes two quads make the scores (pair_quads), with 16 two pairs of quads do (sum_pairs).
 // There the quads are formed in the key order of key_quad (keys 0-3, 8-11, 4-7, 12-15), which
 // sum_pairs' swap and blend put back in order. Each key's sum: per 128-bit block, (l0 + l2) +
-// (l1 + l3); then the blocks', (b0 + b2) + (b1 + b3).
+// (l1 + l3) (8 lanes: (l0 + l1) + (l2 + l3)); then the blocks', (b0 + b2) + (b1 + b3).
 
 // 128-bit block k of the result, lane i: the sum over block k of x_i.
 HWY_INLINE V quad4(V x0, V x1, V x2, V x3) {
   const D d;
   const hn::Repartition<uint64_t, D> d64;
+  if constexpr (kN == 8) {
+    // 8 lanes pair a block's lanes as AVX2's own tile did (vhaddps: (l0 + l1) + (l2 + l3)), so
+    // its copy gives that tile's bits: the whole-model tests' bounds were set on them (Gemma 3
+    // at medium through the AVX2 path missed one more clear top-1 with the other pairing, 5
+    // where llama.cpp's own count, the bound, is 4).
+    const auto lo01 = hn::BitCast(d64, hn::InterleaveLower(d, x0, x1)),
+               lo23 = hn::BitCast(d64, hn::InterleaveLower(d, x2, x3));
+    const auto hi01 = hn::BitCast(d64, hn::InterleaveUpper(d, x0, x1)),
+               hi23 = hn::BitCast(d64, hn::InterleaveUpper(d, x2, x3));
+    const V first = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, lo01, lo23)),
+                            hn::BitCast(d, hn::InterleaveUpper(d64, lo01, lo23)));
+    const V second = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, hi01, hi23)),
+                             hn::BitCast(d, hn::InterleaveUpper(d64, hi01, hi23)));
+    return hn::Add(first, second);
+  }
   const V a = hn::Add(hn::InterleaveLower(d, x0, x1), hn::InterleaveUpper(d, x0, x1));
   const V b = hn::Add(hn::InterleaveLower(d, x2, x3), hn::InterleaveUpper(d, x2, x3));
   const auto a64 = hn::BitCast(d64, a), b64 = hn::BitCast(d64, b);
-  return hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, a64, b64)), hn::BitCast(d, hn::InterleaveUpper(d64, a64, b64)));
+  return hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, a64, b64)),
+                 hn::BitCast(d, hn::InterleaveUpper(d64, a64, b64)));
 }
 
 // Two quads' blocks added in pairs: [q0's b0 + b2, its b1 + b3, q1's b0 + b2, its b1 + b3] (16
@@ -230,7 +252,8 @@ HWY_INLINE V pair_quads(V q0, V q1) {
 // 16 lanes: two pairs of quads (quads 0 and 1, 2 and 3) to [quad 0's keys, quad 2's, quad 1's,
 // quad 3's].
 HWY_INLINE V sum_pairs(V p01, V p23) {
-  const V a = hn::Add(p01, hn::SwapAdjacentBlocks(p01)), b = hn::Add(p23, hn::SwapAdjacentBlocks(p23));
+  const V a = hn::Add(p01, hn::SwapAdjacentBlocks(p01)),
+          b = hn::Add(p23, hn::SwapAdjacentBlocks(p23));
   return hn::OddEvenBlocks(b, a);
 }
 
@@ -280,7 +303,8 @@ inline Kept kept(const Tile& a, int64_t m, int64_t j0, int64_t n) {
   return {first, valid};
 }
 
-// ---- the scratch tile -----------------------------------------------------------------------------
+// ---- the scratch tile
+// -----------------------------------------------------------------------------
 //
 // For each block: the block's key and value rows are converted to f32 (copied, for f32) into
 // scratch, whole cache rows in order, which keeps the memory streaming (reading values piecewise
@@ -293,7 +317,8 @@ inline Kept kept(const Tile& a, int64_t m, int64_t j0, int64_t n) {
 // The accumulators of value_vectors(B) vectors of the row at a time stay in registers over the
 // block: enough independent sums that the FMAs never wait on each other.
 template <int C, int B>
-HWY_INLINE void add_values(const float* values, int64_t n, const float* p, float* acc, int64_t width) {
+HWY_INLINE void add_values(const float* values, int64_t n, const float* p, float* acc,
+                           int64_t width) {
   constexpr int W = C * kN, G = C < value_vectors(B) ? C : value_vectors(B);
   const D d;
 #pragma GCC unroll 64
@@ -302,33 +327,37 @@ HWY_INLINE void add_values(const float* values, int64_t n, const float* p, float
 #pragma GCC unroll 64
     for (int i = 0; i < B; ++i)
 #pragma GCC unroll 64
-      for (int c = 0; c < G && c0 + c < C; ++c) sum.set(i * G + c, hn::Load(d, acc + i * width + (c0 + c) * kN));
+      for (int c = 0; c < G; ++c)
+        if (c0 + c < C) sum.set(i * G + c, hn::Load(d, acc + i * width + (c0 + c) * kN));
     for (int64_t j = 0; j < n; ++j)
 #pragma GCC unroll 64
-      for (int c = 0; c < G && c0 + c < C; ++c) {
-        const V v = hn::Load(d, values + j * W + (c0 + c) * kN);
+      for (int c = 0; c < G; ++c)
+        if (c0 + c < C) {
+          const V v = hn::Load(d, values + j * W + (c0 + c) * kN);
 #pragma GCC unroll 64
-        for (int i = 0; i < B; ++i)
-          sum.set(i * G + c, hn::MulAdd(hn::Set(d, p[i * kKeyBlock + j]), v, sum.get(i * G + c)));
-      }
+          for (int i = 0; i < B; ++i)
+            sum.set(i * G + c, hn::MulAdd(hn::Set(d, p[i * kKeyBlock + j]), v, sum.get(i * G + c)));
+        }
 #pragma GCC unroll 64
     for (int i = 0; i < B; ++i)
 #pragma GCC unroll 64
-      for (int c = 0; c < G && c0 + c < C; ++c) hn::Store(sum.get(i * G + c), d, acc + i * width + (c0 + c) * kN);
+      for (int c = 0; c < G; ++c)
+        if (c0 + c < C) hn::Store(sum.get(i * G + c), d, acc + i * width + (c0 + c) * kN);
   }
 }
 
 // Rows [j0, j0 + n) of a cache (every kv head of each, from element e0 of row 0) as f32: row j's
 // kv head h at out + (h * N + j) * W; rows past n repeat row n - 1. Whole cache rows, in order.
 template <DType T, int C>
-void convert(const char* buffer, int64_t e0, int64_t stride, int64_t heads, int64_t d, int64_t j0, int64_t n,
-             int64_t tail, float* out) {
+void convert(const char* buffer, int64_t e0, int64_t stride, int64_t heads, int64_t d, int64_t j0,
+             int64_t n, int64_t tail, float* out) {
   constexpr int W = C * kN;
   for (int64_t j = 0; j < kN; ++j) {
     const int64_t e = e0 + (j0 + (j < n ? j : n - 1)) * stride;
     for (int64_t h = 0; h < heads; ++h)
       for (int c = 0; c < C; ++c)
-        hn::Store(row_vector<T, C>(buffer, e + h * d, c, tail), D(), out + (h * kN + j) * W + c * kN);
+        hn::Store(row_vector<T, C>(buffer, e + h * d, c, tail), D(),
+                  out + (h * kN + j) * W + c * kN);
   }
 }
 
@@ -362,7 +391,8 @@ void scratch_tile(const Tile& a) {
       for (int c = 0; c < C; ++c) {
         const V qc = hn::Load(d, q + c * kN);
 #pragma GCC unroll 64
-        for (int j = 0; j < kN; ++j) s.set(j, hn::MulAdd(hn::Load(d, k + j * W + c * kN), qc, s.get(j)));
+        for (int j = 0; j < kN; ++j)
+          s.set(j, hn::MulAdd(hn::Load(d, k + j * W + c * kN), qc, s.get(j)));
       }
       const auto mask = keys_kept(keep.first, keep.valid);
       const V scores = hn::IfThenElse(mask, sum_each(s), hn::Set(d, -INFINITY));
@@ -371,10 +401,12 @@ void scratch_tile(const Tile& a) {
         const float shrink = std::exp(a.max[m] - top);
         a.sum[m] *= shrink;
         float* acc = a.acc + m * width;
-        for (int c = 0; c < C; ++c) hn::Store(hn::Mul(hn::Load(d, acc + c * kN), hn::Set(d, shrink)), d, acc + c * kN);
+        for (int c = 0; c < C; ++c)
+          hn::Store(hn::Mul(hn::Load(d, acc + c * kN), hn::Set(d, shrink)), d, acc + c * kN);
         a.max[m] = top;
       }
-      const V e = hn::IfThenElseZero(mask, cpu::hwy_math::HWY_NAMESPACE::Exp(d, hn::Sub(scores, hn::Set(d, a.max[m]))));
+      const V e = hn::IfThenElseZero(
+          mask, cpu::hwy_math::HWY_NAMESPACE::Exp(d, hn::Sub(scores, hn::Set(d, a.max[m]))));
       a.sum[m] += hn::GetLane(hn::SumOfLanes(d, e));
       hn::Store(e, d, p);
     }
@@ -382,18 +414,27 @@ void scratch_tile(const Tile& a) {
       const float* v = values + h * kN * W;
       const int64_t end = (h + 1) * per;
       int64_t m = h * per;
-      for (; m + 4 <= end; m += 4) add_values<C, 4>(v, n, weights + m * kKeyBlock, a.acc + m * width, width);
+      for (; m + 4 <= end; m += 4)
+        add_values<C, 4>(v, n, weights + m * kKeyBlock, a.acc + m * width, width);
       switch (end - m) {
-        case 3: add_values<C, 3>(v, n, weights + m * kKeyBlock, a.acc + m * width, width); break;
-        case 2: add_values<C, 2>(v, n, weights + m * kKeyBlock, a.acc + m * width, width); break;
-        case 1: add_values<C, 1>(v, n, weights + m * kKeyBlock, a.acc + m * width, width); break;
-        default: break;
+        case 3:
+          add_values<C, 3>(v, n, weights + m * kKeyBlock, a.acc + m * width, width);
+          break;
+        case 2:
+          add_values<C, 2>(v, n, weights + m * kKeyBlock, a.acc + m * width, width);
+          break;
+        case 1:
+          add_values<C, 1>(v, n, weights + m * kKeyBlock, a.acc + m * width, width);
+          break;
+        default:
+          break;
       }
     }
   }
 }
 
-// ---- the register tile ----------------------------------------------------------------------------
+// ---- the register tile
+// ----------------------------------------------------------------------------
 //
 // The scratch tile converts each block of keys and values once and reads it back for every query
 // vector: right for a prefill tile's dozens, but a decode step has only the group's (3 for
@@ -408,8 +449,8 @@ void scratch_tile(const Tile& a) {
 // n - 1; the caller masks them): J keys' sums at a time (B * J registers), each four summed to a
 // quad as they are done. Each sum adds the row's vectors in order.
 template <DType T, int C, int B, bool P>
-HWY_INLINE void register_scores(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, int64_t tail,
-                                Vecs<B>& scores) {
+HWY_INLINE void register_scores(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n,
+                                int64_t tail, Vecs<B>& scores) {
   constexpr int J = keys_at_once(B);
   static_assert(B <= kMaxQueries && kN % J == 0 && J % 4 == 0, "whole quads of keys in a group");
   const D d;
@@ -440,11 +481,13 @@ HWY_INLINE void register_scores(const Tile& a, int64_t h, int64_t m, int64_t j0,
         load_vectors<T, C, P>(a.k, e[j], c, tail, k0, k1);
 #pragma GCC unroll 64
         for (int i = 0; i < B; ++i)
-          s.set(i * J + j, hn::MulAdd(k0, hn::Load(d, a.q + (m + i) * a.width + c * kN), s.get(i * J + j)));
+          s.set(i * J + j,
+                hn::MulAdd(k0, hn::Load(d, a.q + (m + i) * a.width + c * kN), s.get(i * J + j)));
         if constexpr (P)
 #pragma GCC unroll 64
           for (int i = 0; i < B; ++i)
-            s.set(i * J + j, hn::MulAdd(k1, hn::Load(d, a.q + (m + i) * a.width + (c + 1) * kN), s.get(i * J + j)));
+            s.set(i * J + j, hn::MulAdd(k1, hn::Load(d, a.q + (m + i) * a.width + (c + 1) * kN),
+                                        s.get(i * J + j)));
       }
 #pragma GCC unroll 64
     for (int i = 0; i < B; ++i)
@@ -452,7 +495,8 @@ HWY_INLINE void register_scores(const Tile& a, int64_t h, int64_t m, int64_t j0,
       for (int g = 0; g < J / 4; ++g) {
         V h0 = held.get(i), p0 = pair.get(i), s0 = scores.get(i);
         const int k = i * J + 4 * g;
-        reduce(group * (J / 4) + g, quad4(s.get(k), s.get(k + 1), s.get(k + 2), s.get(k + 3)), h0, p0, s0);
+        reduce(group * (J / 4) + g, quad4(s.get(k), s.get(k + 1), s.get(k + 2), s.get(k + 3)), h0,
+               p0, s0);
         held.set(i, h0);
         pair.set(i, p0);
         scores.set(i, s0);
@@ -464,8 +508,8 @@ HWY_INLINE void register_scores(const Tile& a, int64_t h, int64_t m, int64_t j0,
 // into the accumulators of B query vectors from m: value_vectors(B) of a row's vectors at a time
 // in registers (an even count where P), added key by key as the scratch tile adds them.
 template <DType T, int C, int B, bool P>
-HWY_INLINE void register_values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, int64_t tail,
-                                const float* p) {
+HWY_INLINE void register_values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n,
+                                int64_t tail, const float* p) {
   constexpr int G = (C < value_vectors(B) ? C : value_vectors(B)) & (P ? ~1 : ~0);
   static_assert(G > 0, "a pair of vectors at least where P");
   const D d;
@@ -476,28 +520,31 @@ HWY_INLINE void register_values(const Tile& a, int64_t h, int64_t m, int64_t j0,
 #pragma GCC unroll 64
     for (int i = 0; i < B; ++i)
 #pragma GCC unroll 64
-      for (int c = 0; c < G && c0 + c < C; ++c)
-        sum.set(i * G + c, hn::Load(d, a.acc + (m + i) * a.width + (c0 + c) * kN));
+      for (int c = 0; c < G; ++c)
+        if (c0 + c < C) sum.set(i * G + c, hn::Load(d, a.acc + (m + i) * a.width + (c0 + c) * kN));
     for (int64_t j = 0; j < n; ++j) {
       Vecs<B> weight;
 #pragma GCC unroll 64
       for (int i = 0; i < B; ++i) weight.set(i, hn::Set(d, p[i * kKeyBlock + j]));
 #pragma GCC unroll 64
-      for (int c = 0; c < G && c0 + c < C; c += P ? 2 : 1) {
-        V v0, v1;
-        load_vectors<T, C, P>(a.v, e0 + j * a.stride, c0 + c, tail, v0, v1);
+      for (int c = 0; c < G; c += P ? 2 : 1)
+        if (c0 + c < C) {
+          V v0, v1;
+          load_vectors<T, C, P>(a.v, e0 + j * a.stride, c0 + c, tail, v0, v1);
 #pragma GCC unroll 64
-        for (int i = 0; i < B; ++i) sum.set(i * G + c, hn::MulAdd(weight.get(i), v0, sum.get(i * G + c)));
-        if constexpr (P)
+          for (int i = 0; i < B; ++i)
+            sum.set(i * G + c, hn::MulAdd(weight.get(i), v0, sum.get(i * G + c)));
+          if constexpr (P)
 #pragma GCC unroll 64
-          for (int i = 0; i < B; ++i) sum.set(i * G + c + 1, hn::MulAdd(weight.get(i), v1, sum.get(i * G + c + 1)));
-      }
+            for (int i = 0; i < B; ++i)
+              sum.set(i * G + c + 1, hn::MulAdd(weight.get(i), v1, sum.get(i * G + c + 1)));
+        }
     }
 #pragma GCC unroll 64
     for (int i = 0; i < B; ++i)
 #pragma GCC unroll 64
-      for (int c = 0; c < G && c0 + c < C; ++c)
-        hn::Store(sum.get(i * G + c), d, a.acc + (m + i) * a.width + (c0 + c) * kN);
+      for (int c = 0; c < G; ++c)
+        if (c0 + c < C) hn::Store(sum.get(i * G + c), d, a.acc + (m + i) * a.width + (c0 + c) * kN);
   }
 }
 
@@ -505,12 +552,13 @@ HWY_INLINE void register_values(const Tile& a, int64_t h, int64_t m, int64_t j0,
 // gather of each block's first four bytes, the scale kept. Scalar loads into a buffer read back
 // as one vector stall on store forwarding (bench_attention 1 3 hot 'q8_0 2048' medium: SmolLM2
 // 10.4 GB/s that way, 11.4 this).
-HWY_INLINE V q8_0_scales(const char* base, hn::Vec<hn::RebindToSigned<D>> offset) {
+HWY_INLINE V q8_0_scales(const char* base, hn::Vec<hn::RebindToSigned<D> > offset) {
   const hn::RebindToSigned<D> di;
   const hn::RebindToUnsigned<D> du;
   const hn::Rebind<uint16_t, D> du16;
   const auto words = hn::GatherOffset(di, reinterpret_cast<const int32_t*>(base), offset);
-  return hn::PromoteTo(D(), hn::BitCast(hn::Rebind<hwy::float16_t, D>(), hn::TruncateTo(du16, hn::BitCast(du, words))));
+  return hn::PromoteTo(D(), hn::BitCast(hn::Rebind<hwy::float16_t, D>(),
+                                        hn::TruncateTo(du16, hn::BitCast(du, words))));
 }
 
 // register_values for q8_0 rows of whole blocks at medium (with the int8 scores): each block's
@@ -518,7 +566,8 @@ HWY_INLINE V q8_0_scales(const char* base, hn::Vec<hn::RebindToSigned<D>> offset
 // value element, so a value vector is its int8 elements converted, nothing more; the products
 // round otherwise than highest's (weight x scale, then x element), which medium allows.
 template <int C, int B>
-HWY_INLINE void scaled_weight_values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, const float* p) {
+HWY_INLINE void scaled_weight_values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n,
+                                     const float* p) {
   constexpr int Blocks = C * kN / 32, G = (C < value_vectors(B) ? C : value_vectors(B)) & ~1;
   const D d;
   const hn::RebindToSigned<D> di;
@@ -531,7 +580,8 @@ HWY_INLINE void scaled_weight_values(const Tile& a, int64_t h, int64_t m, int64_
   for (int b = 0; b < Blocks; ++b) {
     const V scale = q8_0_scales(a.v + ((e0 + b * 32) >> 5) * 34, offset);
 #pragma GCC unroll 64
-    for (int i = 0; i < B; ++i) hn::Store(hn::Mul(hn::Load(d, p + i * kKeyBlock), scale), d, w + (i * Blocks + b) * kN);
+    for (int i = 0; i < B; ++i)
+      hn::Store(hn::Mul(hn::Load(d, p + i * kKeyBlock), scale), d, w + (i * Blocks + b) * kN);
   }
 #pragma GCC unroll 64
   for (int c0 = 0; c0 < C; c0 += G) {
@@ -539,26 +589,27 @@ HWY_INLINE void scaled_weight_values(const Tile& a, int64_t h, int64_t m, int64_
 #pragma GCC unroll 64
     for (int i = 0; i < B; ++i)
 #pragma GCC unroll 64
-      for (int c = 0; c < G && c0 + c < C; ++c)
-        sum.set(i * G + c, hn::Load(d, a.acc + (m + i) * a.width + (c0 + c) * kN));
+      for (int c = 0; c < G; ++c)
+        if (c0 + c < C) sum.set(i * G + c, hn::Load(d, a.acc + (m + i) * a.width + (c0 + c) * kN));
     for (int64_t j = 0; j < n; ++j)
 #pragma GCC unroll 64
-      for (int c = 0; c < G && c0 + c < C; c += 2) {
-        const int64_t at = e0 + j * a.stride + (c0 + c) * kN;
-        const char* block = a.v + (at >> 5) * 34 + 2 + (at & 31);
-        const V lo = int8_lanes(block), hi = int8_lanes(block + kN);
+      for (int c = 0; c < G; c += 2)
+        if (c0 + c < C) {
+          const int64_t at = e0 + j * a.stride + (c0 + c) * kN;
+          const char* block = a.v + (at >> 5) * 34 + 2 + (at & 31);
+          const V lo = int8_lanes(block), hi = int8_lanes(block + kN);
 #pragma GCC unroll 64
-        for (int i = 0; i < B; ++i) {
-          const V weight = hn::Set(d, w[(i * Blocks + (c0 + c) * kN / 32) * kN + j]);
-          sum.set(i * G + c, hn::MulAdd(weight, lo, sum.get(i * G + c)));
-          sum.set(i * G + c + 1, hn::MulAdd(weight, hi, sum.get(i * G + c + 1)));
+          for (int i = 0; i < B; ++i) {
+            const V weight = hn::Set(d, w[(i * Blocks + (c0 + c) * kN / 32) * kN + j]);
+            sum.set(i * G + c, hn::MulAdd(weight, lo, sum.get(i * G + c)));
+            sum.set(i * G + c + 1, hn::MulAdd(weight, hi, sum.get(i * G + c + 1)));
+          }
         }
-      }
 #pragma GCC unroll 64
     for (int i = 0; i < B; ++i)
 #pragma GCC unroll 64
-      for (int c = 0; c < G && c0 + c < C; ++c)
-        hn::Store(sum.get(i * G + c), d, a.acc + (m + i) * a.width + (c0 + c) * kN);
+      for (int c = 0; c < G; ++c)
+        if (c0 + c < C) hn::Store(sum.get(i * G + c), d, a.acc + (m + i) * a.width + (c0 + c) * kN);
   }
 }
 
@@ -584,8 +635,8 @@ struct Ahead {
 // e^x's ulps. Where I (medium, q8_0, AVX512-VNNI), the scores are int8 products of the rounded
 // queries (int8_scores.hpp).
 template <DType T, int C, int B, bool P, bool I>
-void register_block(const Tile& a, const RoundedQueries& rq, int64_t h, int64_t m, int64_t j0, int64_t n,
-                    int64_t tail, const Ahead& ahead) {
+void register_block(const Tile& a, const RoundedQueries& rq, int64_t h, int64_t m, int64_t j0,
+                    int64_t n, int64_t tail, const Ahead& ahead) {
   const D d;
   Vecs<B> scores;
   const int64_t half = (ahead.begin + ahead.end) / 2;
@@ -606,7 +657,8 @@ void register_block(const Tile& a, const RoundedQueries& rq, int64_t h, int64_t 
 #pragma GCC unroll 64
   for (int i = 0; i < B; ++i) {
     keep[i] = kept(a, m + i, j0, n);
-    const V s = hn::IfThenElse(keys_kept(keep[i].first, keep[i].valid), scores.get(i), hn::Set(d, -INFINITY));
+    const V s = hn::IfThenElse(keys_kept(keep[i].first, keep[i].valid), scores.get(i),
+                               hn::Set(d, -INFINITY));
     scores.set(i, s);
     before[i] = a.max[m + i];
     top[i] = keep[i].valid > 0 ? hn::GetLane(hn::MaxOfLanes(d, s)) : -INFINITY;
@@ -616,7 +668,8 @@ void register_block(const Tile& a, const RoundedQueries& rq, int64_t h, int64_t 
     // e^(before - after) for the queries whose maximum rises: a query's first keys (before =
     // -inf) give ~1e-38, scaling its zeros.
     const V b = hn::Load(d, before);
-    hn::Store(cpu::hwy_math::HWY_NAMESPACE::Exp(d, hn::Sub(b, hn::Max(hn::Load(d, top), b))), d, shrink);
+    hn::Store(cpu::hwy_math::HWY_NAMESPACE::Exp(d, hn::Sub(b, hn::Max(hn::Load(d, top), b))), d,
+              shrink);
 #pragma GCC unroll 64
     for (int i = 0; i < B; ++i) {
       if (!(top[i] > before[i])) continue;
@@ -630,8 +683,9 @@ void register_block(const Tile& a, const RoundedQueries& rq, int64_t h, int64_t 
   float* weights = a.work;
 #pragma GCC unroll 64
   for (int i = 0; i < B; ++i) {
-    const V e = hn::IfThenElseZero(keys_kept(keep[i].first, keep[i].valid),
-                                   cpu::hwy_math::HWY_NAMESPACE::Exp(d, hn::Sub(scores.get(i), hn::Set(d, a.max[m + i]))));
+    const V e = hn::IfThenElseZero(
+        keys_kept(keep[i].first, keep[i].valid),
+        cpu::hwy_math::HWY_NAMESPACE::Exp(d, hn::Sub(scores.get(i), hn::Set(d, a.max[m + i]))));
     a.sum[m + i] += hn::GetLane(hn::SumOfLanes(d, e));
     hn::Store(e, d, weights + i * kKeyBlock);
   }
@@ -650,7 +704,8 @@ void register_tile(const Tile& a) {
   // allow, else of at most 3, as even as they go: a pass converts every key, so fewer passes
   // convert less (passes of 2 + 2 ran Gemma's q8_0 at 6.0 GB/s on AVX-512 where the scratch
   // tile ran 6.9).
-  const int64_t width = kMaxQueries == 4 && per % 4 == 0 ? 4 : 3, passes = (per + width - 1) / width;
+  const int64_t width = kMaxQueries == 4 && per % 4 == 0 ? 4 : 3,
+                passes = (per + width - 1) / width;
   const int64_t block_bytes = byte_of<T>(a.stride * kN);
   RoundedQueries rq{};
   if constexpr (I) rq = attention::round_queries_avx512(a);
@@ -677,11 +732,18 @@ void register_tile(const Tile& a) {
         next.end = share * (h + 1) / a.heads;
         switch (b) {
           case 4:
-            if constexpr (kMaxQueries >= 4) register_block<T, C, 4, P, I>(a, rq, h, m, j0, n, tail, next);
+            if constexpr (kMaxQueries >= 4)
+              register_block<T, C, 4, P, I>(a, rq, h, m, j0, n, tail, next);
             break;
-          case 3: register_block<T, C, 3, P, I>(a, rq, h, m, j0, n, tail, next); break;
-          case 2: register_block<T, C, 2, P, I>(a, rq, h, m, j0, n, tail, next); break;
-          default: register_block<T, C, 1, P, I>(a, rq, h, m, j0, n, tail, next); break;
+          case 3:
+            register_block<T, C, 3, P, I>(a, rq, h, m, j0, n, tail, next);
+            break;
+          case 2:
+            register_block<T, C, 2, P, I>(a, rq, h, m, j0, n, tail, next);
+            break;
+          default:
+            register_block<T, C, 1, P, I>(a, rq, h, m, j0, n, tail, next);
+            break;
         }
         m += b;
       }
@@ -693,7 +755,8 @@ void register_tile(const Tile& a) {
 template <int C>
 void register_tile_q8_0(const Tile& a) {
   if constexpr (C % 2 == 0) {
-    if (a.d % 32 == 0 && a.k0 % 32 == 0 && a.v0 % 32 == 0) return register_tile<DType::q8_0, C, true>(a);
+    if (a.d % 32 == 0 && a.k0 % 32 == 0 && a.v0 % 32 == 0)
+      return register_tile<DType::q8_0, C, true>(a);
   }
   register_tile<DType::q8_0, C, false>(a);
 }
@@ -743,34 +806,54 @@ attention::Tiles for_rows(int64_t d, bool int8) {
   if ((T == DType::q8_0 || !kPartVectors) && d % kN) return {};
   const int64_t c = (d + kN - 1) / kN;
   switch (c) {
-    case 1: return tiles_of<T, 1>(int8);
-    case 2: return tiles_of<T, 2>(int8);
-    case 3: return tiles_of<T, 3>(int8);
-    case 4: return tiles_of<T, 4>(int8);
-    case 5: return tiles_of<T, 5>(int8);
-    case 6: return tiles_of<T, 6>(int8);
-    case 7: return tiles_of<T, 7>(int8);
-    case 8: return tiles_of<T, 8>(int8);
-    case 9: return tiles_of<T, 9>(int8);
-    case 10: return tiles_of<T, 10>(int8);
-    default: break;
+    case 1:
+      return tiles_of<T, 1>(int8);
+    case 2:
+      return tiles_of<T, 2>(int8);
+    case 3:
+      return tiles_of<T, 3>(int8);
+    case 4:
+      return tiles_of<T, 4>(int8);
+    case 5:
+      return tiles_of<T, 5>(int8);
+    case 6:
+      return tiles_of<T, 6>(int8);
+    case 7:
+      return tiles_of<T, 7>(int8);
+    case 8:
+      return tiles_of<T, 8>(int8);
+    case 9:
+      return tiles_of<T, 9>(int8);
+    case 10:
+      return tiles_of<T, 10>(int8);
+    default:
+      break;
   }
   if (d % kN) return {};
   switch (d) {
-    case 96: return tiles_of<T, 96 / kN>(int8);
-    case 128: return tiles_of<T, 128 / kN>(int8);
-    case 256: return tiles_of<T, 256 / kN>(int8);
-    default: return {};
+    case 96:
+      return tiles_of<T, 96 / kN>(int8);
+    case 128:
+      return tiles_of<T, 128 / kN>(int8);
+    case 256:
+      return tiles_of<T, 256 / kN>(int8);
+    default:
+      return {};
   }
 }
 
 attention::Tiles tiles(DType cache, int64_t d, bool int8) {
   switch (cache) {
-    case DType::f32: return for_rows<DType::f32>(d, false);
-    case DType::f16: return for_rows<DType::f16>(d, false);
-    case DType::bf16: return for_rows<DType::bf16>(d, false);
-    case DType::q8_0: return for_rows<DType::q8_0>(d, int8);
-    default: return {};
+    case DType::f32:
+      return for_rows<DType::f32>(d, false);
+    case DType::f16:
+      return for_rows<DType::f16>(d, false);
+    case DType::bf16:
+      return for_rows<DType::bf16>(d, false);
+    case DType::q8_0:
+      return for_rows<DType::q8_0>(d, int8);
+    default:
+      return {};
   }
 }
 
