@@ -293,7 +293,7 @@ TEST(Attention, SegmentsAtMediumOnEveryPath) {
 }
 
 // At medium, a decode step over q8_0 caches on a host with AVX512-VNNI takes int8 scores (the
-// query rounded to q8_0 blocks, int8_scores.hpp): against the reference at medium's tolerance,
+// query rounded to q8_0 blocks, tile_avx512.cpp): against the reference at medium's tolerance,
 // the same bits on every thread count, and not highest's bits (so that path ran). Without VNNI
 // (the host with it taken away, AVX2, portable) medium keeps the f32 scores: highest's bits.
 // SmolLM2's and Gemma 3's shapes, head_dim 128, and 80 (rows inside blocks: the f32 scores);

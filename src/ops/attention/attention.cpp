@@ -216,14 +216,18 @@ class Kernel final : public cpu::Kernel {
       if (k_.dtype == f32 && v_.dtype == f32 && avx512) row_ = attention::avx512_row(d_.d);
       return;
     }
-    if (k_.dtype == v_.dtype) {
+#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
+    if (avx512 && k_.dtype == v_.dtype) {
+      tile_ = attention::avx512_tile(k_.dtype, d_.d);
+      decode_tile_ = attention::avx512_decode_tile(k_.dtype, d_.d);
       // At medium, a q8_0 cache's decode scores are int8 products where VNNI runs (the query
       // rounded to q8_0 blocks); highest and high keep the f32 products.
-      const attention::Tiles t =
-          attention::vector_tiles(k_.dtype, d_.d, a.precision == Precision::medium && k_.dtype == DType::q8_0, f);
-      tile_ = t.prefill;
-      decode_tile_ = t.decode;
+      if (a.precision == Precision::medium && k_.dtype == DType::q8_0 && f.avx512vnni)
+        if (attention::TileFn t = attention::avx512_decode_tile_q8_0_int8(d_.d)) decode_tile_ = t;
+    } else if (f.avx2 && f.fma && f.f16c && k_.dtype == v_.dtype) {
+      tile_ = decode_tile_ = attention::avx2_tile(k_.dtype, d_.d);
     }
+#endif
     int64_t scratch = state_floats() + attention::work_floats(width_, d_.kv_heads, queries_ / d_.kv_heads);
 #if defined(__x86_64__)
     // At medium, an encoder's f32 attention on AMX tiles where the OS allows them (bf16 products,
@@ -665,8 +669,8 @@ class Kernel final : public cpu::Kernel {
   int64_t rows_per_tile_;  // a prefill tile's rows
   int64_t queries_;        // a tile's query vectors at most: its rows times the heads
   cpu::Scratch scratch_;
-  attention::TileFn tile_ = nullptr;         // the vector tile, where the CPU has one
-  attention::TileFn decode_tile_ = nullptr;  // and its build for one query row
+  attention::TileFn tile_ = nullptr;         // the AVX-512 (or AVX2) tile, where the CPU has it
+  attention::TileFn decode_tile_ = nullptr;  // and its build for one query row (AVX2: the same)
   attention::RowFn row_ = nullptr;    // the per-head path's AVX-512 row loop, for f32 caches
 #if defined(__x86_64__)
   bool segment_amx_ = false;  // segments on AMX tiles (segment_amx.hpp), at medium
@@ -749,7 +753,7 @@ struct Attention : Operator {
   Tolerance tolerance(Precision p) const override {
     // At medium an encoder's attention may round queries, keys, values and weights to bf16
     // (segment_amx.hpp), and a decode step over q8_0 caches rounds each query to q8_0 blocks
-    // (int8_scores.hpp): outputs of values within +-2 move by up to about 1e-2
+    // (tile_avx512.cpp's int8 scores): outputs of values within +-2 move by up to about 1e-2
     // (the int8 scores' largest in the operator's tests: 6.7e-3). Otherwise attention computes
     // in f32 at every precision.
     if (p == Precision::medium) return {2e-2, 1e-2};

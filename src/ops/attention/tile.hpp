@@ -6,16 +6,12 @@
 // kv heads). An online softmax over blocks of 16 keys: each query keeps a running maximum, the
 // sum of its weights and the weighted sum of values, all relative to e^max, so a tile can stop
 // at any key and a later one (or a combine of several) can carry on from its state.
-// Vector builds for f32, f16, bf16 and q8_0 caches (tile_hwy.cpp) beside a portable one for any of them.
+// AVX-512 and AVX2 builds for f32, f16, bf16 and q8_0 caches beside a portable one for any of them.
 #pragma once
 
 #include <cstdint>
 
 #include "iron/dtype.hpp"
-
-namespace iron::cpu {
-struct Features;
-}
 
 namespace iron::ops::attention {
 
@@ -47,21 +43,28 @@ inline int64_t work_floats(int64_t width, int64_t heads, int64_t queries) {
   return kKeyBlock * heads * (2 * width + queries) + width;
 }
 
+/// The AVX-512 tile for caches of `cache` dtype (keys and values alike) and head_dim `d`;
+/// nullptr where there is none (d above 128 other than 256, q8_0 with d not a multiple of 16).
+/// The CPU must have AVX-512 F, BW and VL and F16C.
 using TileFn = void (*)(const Tile&);
+TileFn avx512_tile(DType cache, int64_t d);
 
-/// The vector tiles for caches of `cache` dtype (keys and values alike) and head_dim `d`
-/// (tile_hwy.cpp, written once with Highway): `prefill` for tiles of several query rows,
-/// `decode` for one query row's, where `queries` is the group's few; nullptr where none runs on
-/// a processor with features `f` (off x86, or a head_dim without a copy: above 10 vectors other
-/// than 96, 128 and 256; rows not of whole vectors, other than AVX-512's f32, f16 and bf16). With `int8_scores` (medium over
-/// q8_0 caches) the decode tile of a processor with AVX512-VNNI takes int8 products for the
-/// scores (int8_scores.hpp): each query rounded to q8_0 blocks once per tile, for head_dim 64,
-/// 128 and 256.
-struct Tiles {
-  TileFn prefill = nullptr;
-  TileFn decode = nullptr;
-};
-Tiles vector_tiles(DType cache, int64_t d, bool int8_scores, const cpu::Features& f);
+/// The AVX-512 tile for one query row (decode), where `queries` is the group's few: each key and
+/// value vector converted straight into registers and used by up to 4 query vectors at once.
+/// avx512_tile's products and sums in its order; nullptr where that has none.
+TileFn avx512_decode_tile(DType cache, int64_t d);
+
+/// medium's AVX-512 decode tile for q8_0 caches (keys and values): avx512_decode_tile's, but each
+/// query rounded to q8_0 blocks once per tile and its products with the keys' blocks exact int32
+/// sums (AVX512-VNNI), scaled by both blocks' scales; the values f32 products, each key's block
+/// scales taken into its weights.
+/// For head_dim 64, 128 and 256 (nullptr otherwise); a tile whose rows do not start whole
+/// blocks takes avx512_decode_tile's. The CPU must have AVX512-VNNI too.
+TileFn avx512_decode_tile_q8_0_int8(int64_t d);
+
+/// The AVX2 tile (FMA and F16C too) for prefill and decode alike; nullptr where head_dim is not
+/// a multiple of 8 or its row takes more than 16 vectors (other than 256).
+TileFn avx2_tile(DType cache, int64_t d);
 
 /// The portable tile: any of f32, f16, bf16 and q8_0 for keys and for values.
 void portable_tile(DType k, DType v, const Tile& t);
