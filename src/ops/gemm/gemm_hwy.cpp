@@ -173,22 +173,6 @@ HWY_INLINE void weights32(const char* blk, F&& f) {
   }
 }
 
-template <class F>
-bool with_blocks32(DType t, F&& f) {
-  switch (t) {
-    case DType::q4_0:
-      return f(std::false_type{}, std::false_type{}), true;
-    case DType::q4_1:
-      return f(std::true_type{}, std::false_type{}), true;
-    case DType::q5_0:
-      return f(std::false_type{}, std::true_type{}), true;
-    case DType::q5_1:
-      return f(std::true_type{}, std::true_type{}), true;
-    default:
-      return false;
-  }
-}
-
 // The sums of each 32 values of x (blocks of 4 or 5 bits without the table meet their offsets
 // with them).
 void block_sums(const float* x, int64_t k, float* xsum) {

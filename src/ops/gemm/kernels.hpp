@@ -369,6 +369,27 @@ void with_int8_kind(DType t, F&& f) {
   }
 }
 
+/// fn(q1, fifth) with std::bool_constant's for the blocks of 32 with 4 or 5 bits: q4_0 (false,
+/// false), q4_1 (true, false), q5_0 (false, true) and q5_1 (true, true); false for any other
+/// kind (the vector loops' template arguments, gemm_hwy.cpp).
+template <class Fn>
+bool with_blocks32(DType t, Fn&& fn) {
+  using F = std::false_type;
+  using T = std::true_type;
+  switch (t) {
+    case DType::q4_0:
+      return fn(F{}, F{}), true;
+    case DType::q4_1:
+      return fn(T{}, F{}), true;
+    case DType::q5_0:
+      return fn(F{}, T{}), true;
+    case DType::q5_1:
+      return fn(T{}, T{}), true;
+    default:
+      return false;
+  }
+}
+
 /// Whether the int8 path takes a weight of this dtype rearranged (packed_int8).
 inline bool int8_weight(DType t) {
   return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1 || t == DType::q5_0 || t == DType::q5_1 ||

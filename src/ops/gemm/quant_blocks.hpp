@@ -116,27 +116,6 @@ struct Q6KBlocks {
   }
 };
 
-/// The ISA files' own loops for the blocks of 32 with 4 or 5 bits: calls fn(q1, fifth) with
-/// std::bool_constant's for q4_0 (false, false), q4_1 (true, false), q5_0 (false, true) and
-/// q5_1 (true, true); returns false for any other kind.
-template <class Fn>
-bool with_blocks32(DType t, Fn&& fn) {
-  using F = std::false_type;
-  using T = std::true_type;
-  switch (t) {
-    case DType::q4_0:
-      return fn(F{}, F{}), true;
-    case DType::q4_1:
-      return fn(T{}, F{}), true;
-    case DType::q5_0:
-      return fn(F{}, T{}), true;
-    case DType::q5_1:
-      return fn(T{}, T{}), true;
-    default:
-      return false;
-  }
-}
-
 /// Calls fn(Kind{}) with the kind of `t`; returns false for a kind these loops do not take.
 template <class Fn>
 bool with_quant_kind(DType t, Fn&& fn) {
