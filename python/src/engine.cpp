@@ -3,6 +3,7 @@
 // (asyncio) on an eventfd the engine's thread writes when its stream has news.
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <random>
 
@@ -22,7 +23,10 @@ using namespace std::chrono_literals;
 struct PyStream {
   std::shared_ptr<models::Stream> stream;
   std::shared_ptr<Wakeup> wakeup;
-  std::vector<int32_t> ids;  // every token taken so far
+  // Every token taken so far. A reader on one thread may take more (the GIL released) while
+  // another reads `tokens`: the lock keeps the two apart.
+  std::vector<int32_t> ids;
+  std::mutex ids_mutex;
   // Leaving a stream (a loop broken out of, the object dropped) cancels its sequence: its slot
   // frees at the engine's next step.
   ~PyStream() {
@@ -34,7 +38,10 @@ struct PyStream {
     bool more;
     {
       nb::gil_scoped_release release;
-      more = stream->take(text, &ids, timeout);
+      std::vector<int32_t> taken;
+      more = stream->take(text, &taken, timeout);  // may wait: not under the lock
+      std::lock_guard lock(ids_mutex);
+      ids.insert(ids.end(), taken.begin(), taken.end());
     }
     if (!more && stream->failure()) std::rethrow_exception(stream->failure());
     return more;
@@ -135,7 +142,11 @@ void bind_engine(nb::module_& m) {
         if (f.empty()) return std::nullopt;
         return f;
       })
-      .def_prop_ro("tokens", [](const PyStream& s) { return s.ids; })
+      .def_prop_ro("tokens", [](PyStream& s) {
+        // Taken with the GIL held: its holder in take() never waits for the GIL, so no deadlock.
+        std::lock_guard lock(s.ids_mutex);
+        return s.ids;
+      })
       .def_prop_ro("prompt_tokens", [](const PyStream& s) { return s.stream->prompt_tokens(); })
       .def_prop_ro("stats", [](const PyStream& s) { return stats_dict(s.stream->stats()); });
 

@@ -490,6 +490,7 @@ void CompiledGraph::push(const Held& x) {
 }
 
 CompiledGraph& CompiledGraph::load() {
+  image().load();
   upload();
   return *this;
 }

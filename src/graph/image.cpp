@@ -21,7 +21,6 @@ Image::Image(Arena& arena, const Recording& recording,
   if (options_.threads <= 0) options_.threads = available_cpus();
   if (plan_.output_bytes() > 0) output_memory_ = device_.allocate(plan_.output_bytes(), recording_.graph + "'s outputs");
   arena_.reserve_scratch(plan_.scratch_bytes());
-  link();
 }
 
 Image::~Image() = default;
@@ -54,6 +53,10 @@ const char* Image::host_bytes(const Place& place, int64_t offset, int64_t bytes,
 void Image::write(const Place& place, int64_t offset, const void* source, int64_t bytes) {
   const Location at = locate(place);
   at.buffer->write(at.offset + offset, source, bytes);
+}
+
+void Image::load() {
+  if (linked_ != arena_.generation()) link();
 }
 
 void Image::link() {
@@ -107,7 +110,7 @@ void Image::write_values(std::span<const ValueArg> values) {
 }
 
 void Image::stage_inputs(std::span<const Tensor> tensors) {
-  if (linked_ != arena_.generation()) link();
+  load();
   size_t expected = 0;
   for (const Handle& h : recording_.inputs) expected += h.defined();
   if (tensors.size() != expected)
@@ -150,7 +153,7 @@ void Image::check_host_ids() {
 }
 
 void Image::run() {
-  if (linked_ != arena_.generation()) link();
+  load();
   check_host_ids();
   if (!options_.check && recording_.host.empty()) {
     program_->run(words_.data());
@@ -248,7 +251,7 @@ void Image::set_carried(const int64_t* next, CompiledGraph::Result& result) {
 }
 
 void Image::emit_into(Image& target, const CompiledGraph::Result& result) {
-  if (target.linked_ != target.arena_.generation()) target.link();
+  target.load();
   if (&target != this)
     for (size_t slot = 0; slot < given_.size(); ++slot)
       if (given_[slot]) {
@@ -266,7 +269,7 @@ void Image::emit_into(Image& target, const CompiledGraph::Result& result) {
 
 std::unique_ptr<StepChain> Image::chain(int depth) {
   if (options_.check || !recording_.host.empty() || !plan_.emitted()) return nullptr;
-  if (linked_ != arena_.generation()) link();
+  load();
   write_values({});  // the values the last run carried: the first step's words, checked
   check_host_ids();
   return program_->chain(words_.data(), depth);

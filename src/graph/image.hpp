@@ -26,6 +26,10 @@ class Image {
         CompileOptions options);
   ~Image();
 
+  /// Lowers the plan against the arena's addresses, which places (so uploads) every weight it
+  /// reads, unless that is done and the arena has not moved since. A call does it first; compile
+  /// does not, so that weights are uploaded at the first call or load(), as the spec has it.
+  void load();
   /// Validates and writes the given values; fills defaults and values carried from the last run.
   void write_values(std::span<const ValueArg> values);
   void stage_inputs(std::span<const Tensor> tensors);

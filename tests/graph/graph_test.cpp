@@ -76,6 +76,24 @@ TEST(Graph, UploadsAreCountedByEachWeightsPath) {
       << g.stats().str();
 }
 
+// The spec: weights are uploaded at a version's first call, or by load(), not by compile().
+TEST(Graph, WeightsAreUploadedAtTheFirstCallOrLoadNotAtCompile) {
+  TwoScales g;
+  g.load_state_dict({{"first.w", random_tensor({3}, f32, 4)}, {"second.w", random_tensor({3}, f32, 5)}});
+  CompiledGraph& small = g.compile({{"x", {2, 3}}});
+  EXPECT_TRUE(g.stats().uploads.empty()) << g.stats().str();
+  small({random_tensor({2, 3})});
+  const auto once = std::vector<std::pair<std::string, int64_t>>{{"first.w", 1}, {"second.w", 1}};
+  EXPECT_EQ(g.stats().uploads, once) << g.stats().str();
+  // After release() frees them, a new version's compile uploads nothing; its load() does.
+  g.release();
+  CompiledGraph& large = g.compile({{"x", {4, 3}}});
+  EXPECT_EQ(g.stats().uploads, once) << g.stats().str();
+  large.load();
+  EXPECT_EQ(g.stats().uploads, (std::vector<std::pair<std::string, int64_t>>{{"first.w", 2}, {"second.w", 2}}))
+      << g.stats().str();
+}
+
 TEST(Graph, PerCallValuesChangeResultsWithoutRecompiling) {
   Linear g;
   g.load_state_dict(linear_weights());
