@@ -276,7 +276,7 @@ def test_compiled_graph_read_push_load_upload_release_start():
 
 
 class Step(iron.Graph):
-    def body(self, x=None, *, position: iron.Carried[int], rows: iron.Scratchpad[int] = 1):
+    def body(self, x=None, *, position: iron.Carried, rows: iron.Scratchpad = 1):
         out = F.scalar(position * 10) if x is None else F.scalar(position * 10, rows)
         return out, iron.carry(position=position + 1)
 
