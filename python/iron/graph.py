@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import inspect
 import os
+import typing
 from typing import Any
 
 import numpy as np
@@ -173,7 +174,8 @@ def param(*shape, dtype=np.float32) -> Param:
 
 
 def state(shape, dtype=np.float32, name=None) -> State:
-    """Declare device-resident state a graph holds (zero at first); float32 by default."""
+    """Declare device-resident state a graph holds (zero at first); float32 by default. ``name``
+    is taken for the spec's signature and unused: the attribute path names a state."""
     del name  # the attribute path names it
     return State(shape if isinstance(shape, (tuple, list)) else (shape,), dtype)
 
@@ -305,6 +307,19 @@ def _flatten(tree, prefix=""):
             yield f"{prefix}{k}", _array(v)
 
 
+def _value_kind(ann):
+    """The class a per-call value's annotation names: iron.Scratchpad or iron.Carried, bare or
+    in the spec's subscripted form (``iron.Scratchpad[int]``, an ``Annotated`` alias), else
+    the annotation as it is."""
+    if typing.get_origin(ann) is typing.Annotated:
+        marks = ann.__metadata__
+        if "scratchpad" in marks or _iron.Scratchpad in marks:
+            return _iron.Scratchpad
+        if "carried" in marks or _iron.Carried in marks:
+            return _iron.Carried
+    return ann
+
+
 class Graph(Module):
     """A graph: a subclass whose ``body`` is recorded on handles, once per input shape.
 
@@ -316,6 +331,14 @@ class Graph(Module):
     that graph's body records its body there. Its ``profile`` attribute, an ``iron.Profile`` or
     a file or directory of ``<device>.json``, gives its steps' tunables, in its own versions and
     where another graph calls or inlines it (that graph's profile gives the rest).
+
+    Where it departs from the spec's Graph: Graph.record is not bound (its Recording is the C++
+    planner's input; a version's ``describe()`` and the graph's ``stats()`` show what was recorded
+    and planned). ``compile()`` takes ``device``, a name, and ``threads`` where the spec takes
+    ``dev``, a Device object, and ``full_elf``: the packaging is derived (one program a version,
+    one dispatch a step under ``check=True`` or around a host step), so there is nothing to choose.
+    ``reference(dev=...)`` is not taken either: there is no Python Device, and the reference runs
+    on the host. ``held()`` gives the dotted paths, where the spec's gives ``{id: (path, object)}``.
     """
 
     def __init__(self, name: str | None = None):
@@ -350,7 +373,7 @@ class Graph(Module):
                 elif p.default is not p.empty:
                     raise TypeError(f"{self.name}: input {p.name} may default to None only")
             elif p.kind == p.KEYWORD_ONLY:
-                ann = p.annotation
+                ann = _value_kind(p.annotation)
                 if ann is _iron.Carried:
                     if p.default is not p.empty:
                         raise TypeError(f"{self.name}: carried value {p.name} takes no default")
@@ -525,13 +548,15 @@ class Graph(Module):
 class CarriedLoop:
     """A graph's carried values looped on the device: ``first`` runs once from the host, then
     ``body`` step after step, each run's Emit writing the next run's values, with up to
-    ``depth`` runs ahead of the host. Iterating waits with the GIL released."""
+    ``depth`` runs ahead of the host. Iterating waits with the GIL released. ``first``,
+    ``body`` and ``depth`` are kept as attributes, as the spec's are."""
 
     def __init__(self, first, body, depth: int = 2):
         """Programs first's Emit to feed body, and body's to feed itself."""
         if depth < 1:
             raise ValueError(f"depth is at least 1, got {depth}")
         self._loop = _iron._CarriedLoop(first, body, depth)
+        self.first, self.body = first, body
 
     def start(self, *tensors, **values):
         """Runs ``first`` on these tensors and values, waits for it, and returns its result."""

@@ -1,6 +1,7 @@
 // Graphs from Python: a PyGraph is an iron::Graph whose body() calls back into the Python
 // iron.Graph that owns it (python/iron/graph.py reads body's signature and walks the modules);
 // its versions are called with numpy arrays, the GIL released while they run.
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -329,7 +330,13 @@ void bind_graph(nb::module_& m) {
         return p;
       });
 
-  nb::class_<CompiledGraph>(m, "CompiledGraph", "One version of a graph: an image for one input signature.")
+  nb::class_<CompiledGraph>(m, "CompiledGraph",
+                            "One version of a graph: an image for one input signature.\n\n"
+                            "Made by Graph.compile(); the spec's constructor CompiledGraph(recording, plan, "
+                            "...) is not bound, nor CompiledGraph.callable (the NPU's loaded image: here the "
+                            "version itself is called). load() and upload() take no release callback or "
+                            "piece_bytes: the CPU's weights are their checkpoint's mapped memory, never "
+                            "copied, and Vulkan uploads each weight whole, once.")
       .def("__call__", [](nb::handle self, nb::args args, nb::kwargs kwargs) {
         return call_version(self, nb::cast<CompiledGraph&>(self), args, kwargs);
       }, "Calls the version with numpy arrays (taken without a copy when contiguous) and per-call "
@@ -351,14 +358,25 @@ void bind_graph(nb::module_& m) {
         DeviceTurn turn;
         v.push(held);
       }, nb::arg("x"), "Copies what the host wrote into read(x)'s view to the device.")
-      .def("load", [](CompiledGraph& v) {
+      .def("load", [](nb::handle self) {
+        CompiledGraph& v = nb::cast<CompiledGraph&>(self);
+        {
+          DeviceTurn turn;
+          v.load();
+        }
+        return nb::borrow(self);
+      }, nb::sig("def load(self) -> CompiledGraph"),
+         "Loads the image and uploads its weights now rather than on the first call; returns this "
+         "version.")
+      .def("upload", [](CompiledGraph& v) {
         DeviceTurn turn;
-        v.load();
-      })
+        v.upload();
+      }, "Uploads every weight this version reads that no version of the graph has uploaded yet.")
       .def("release", [](CompiledGraph& v) {
         DeviceTurn turn;
         v.release();
-      })
+      }, "Frees this version's image and the buffers it holds outside the graph's arena; a later call "
+         "loads them again.")
       .def("reads", &CompiledGraph::reads)
       .def("report", &CompiledGraph::report)
       .def("describe", [](const CompiledGraph& v) { return v.describe().str(); })
@@ -476,7 +494,12 @@ void bind_graph(nb::module_& m) {
         g.release();
       });
 
-  nb::class_<Profile>(m, "Profile", "Tunable values by operator and dimensions.")
+  nb::class_<Profile>(m, "Profile",
+                      "Tunable values by operator and dimensions.\n\n"
+                      "Of the spec's Profile, Profile.make, Profile.dims and Profile.matches are not bound: "
+                      "they build and match Python operator objects, and an operator here is a C++ step a "
+                      "graph records, never a Python object. tunables_for() gives what make() would fill "
+                      "in; an operator is named by its class's name or a str.")
       .def(nb::init<>())
       .def("add", [](Profile& p, nb::handle cls, const nb::kwargs& fields) {
         p.add(operator_name(cls), fields_from(nb::borrow<nb::dict>(fields)));
@@ -501,9 +524,11 @@ void bind_graph(nb::module_& m) {
       }, nb::arg("cls"), nb::arg("given") = nb::none(), nb::arg("more"),
          "The tunables a step of the operator cls (its class, or its name) made with the params in given "
          "gets, each from the most specific entry; ValueError where equally specific entries disagree.")
-      .def("save", &Profile::save, nb::arg("path"), "Writes {\"entries\": [...]}, one entry a line.")
-      .def_static("load", &Profile::load, nb::arg("path"),
-                  "Reads what save() wrote; names the file and the entry in every error.")
+      // path a str or an os.PathLike (pathlib.Path), as the spec's str | Path.
+      .def("save", [](const Profile& p, const std::filesystem::path& path) { p.save(path.string()); },
+           nb::arg("path"), "Writes {\"entries\": [...]}, one entry a line; path a str or a pathlib.Path.")
+      .def_static("load", [](const std::filesystem::path& path) { return Profile::load(path.string()); },
+                  nb::arg("path"), "Reads what save() wrote; names the file and the entry in every error.")
       .def_static("parse", &Profile::parse, nb::arg("text"), nb::arg("name") = "profile",
                   "Parses the text of a profile file; name stands for the file in error messages.")
       .def_prop_ro("empty", &Profile::empty)

@@ -109,7 +109,13 @@ void bind_handles(nb::module_& m) {
       .def_static("full", &AccessPattern::full);
   nb::class_<Handle>(m, "Handle",
                      "A recorded tensor: a place in a graph buffer, a shape, a dtype, a per-axis bound "
-                     "valid this call, and a layout. Operators called on handles record steps.")
+                     "valid this call, and a layout. Operators called on handles record steps.\n\n"
+                     "Of the spec's Handle, Handle.whole and Handle.ref are not bound: they are how the "
+                     "recorder makes a buffer and how a step finds one, which the C++ recorder does; "
+                     "Handle.layout and Handle.buffer are not exposed either (name, shape, dtype, an "
+                     "iron.DType, and valid are). at() takes one AccessPattern, not a tuple of patterns "
+                     "with a repeat each; its repeat and length are per-call bounds on the view's first "
+                     "and second axes (docs/design.md), so bounds may not name an axis they bound.")
       .def(nb::init<>())
       .def_prop_ro("shape", [](const Handle& h) { return nb::tuple(nb::cast(h.shape())); })
       .def_prop_ro("dtype", &Handle::dtype)

@@ -47,12 +47,24 @@ void bind_values(nb::module_& m) {
              return Affine(a).clamp(lo, hi);
            }, nb::arg("lo").none() = nb::none(), nb::arg("hi").none() = nb::none())
       .def("__repr__", [](const PerCall& p) { return "<per-call value " + p.name + ">"; });
+  // The spec's Scratchpad and Carried are typing.Annotated aliases, so a body is annotated
+  // `rows: iron.Scratchpad[int]`: subscripting gives that Annotated form, which iron.Graph reads as
+  // the bare class. Defined here, not from Python: a Python function in a nanobind type's dict
+  // keeps the module alive past nanobind's leak check at exit.
+  auto annotated = [](const char* kind) {
+    return [kind](nb::handle item) {
+      return nb::module_::import_("typing").attr("Annotated")[nb::make_tuple(item, kind)];
+    };
+  };
   nb::class_<Scratchpad, PerCall>(m, "Scratchpad",
                                   "A per-call value the host writes each call (annotate a keyword-only "
-                                  "parameter of body with it).");
+                                  "parameter of body with it, bare or as the spec's Scratchpad[int]).")
+      .def_static("__class_getitem__", annotated("scratchpad"), nb::arg("item"));
   nb::class_<Carried, PerCall>(m, "Carried",
                                "A per-call value the graph computes for its next call, returned with "
-                               "iron.carry(); the host seeds only the first call.");
+                               "iron.carry(); the host seeds only the first call (annotate bare or as "
+                               "Carried[int]).")
+      .def_static("__class_getitem__", annotated("carried"), nb::arg("item"));
   nb::implicitly_convertible<Scratchpad, Affine>();
   nb::implicitly_convertible<Carried, Affine>();
   nb::implicitly_convertible<PerCall, Affine>();
