@@ -56,7 +56,7 @@ def section(title, module, names):
 def main():
     lines = ["# The Python API", "",
              "Generated from the docstrings by `scripts/python_api_doc.py`; README.md's \"From Python\" shows it in use.", ""]
-    lines += section("iron", iron, ["Graph", "Module", "param", "state", "weight", "carry", "Carry", "clamp",
+    lines += section("iron", iron, ["Graph", "GraphStats", "Module", "param", "state", "weight", "carry", "Carry", "clamp",
                                     "on_host", "CarriedLoop", "Profile", "Precision", "Handle", "Scratchpad",
                                     "Carried", "Affine", "upto", "at", "window", "AccessPattern", "CompiledGraph",
                                     "Run", "StateDict"])

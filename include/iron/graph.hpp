@@ -227,7 +227,9 @@ class Graph : public Module {
   /// with its operator's reference: a SwiGLU then stays a step of its own.
   std::shared_ptr<Recording> record(const Shapes& shapes, bool checking = false);
   /// The version for these input shapes, compiled on first use and cached; calling with a new
-  /// shape compiles a new version (and logs that it did).
+  /// shape compiles a new version (and logs that it did). Compiling plans the version and
+  /// reserves the arena's scratch; lowering it to the device's program, which uploads the
+  /// weights it reads, waits for its first call or load().
   CompiledGraph& compile(const Shapes& shapes, CompileOptions options = {});
   /// The version a call with these tensors uses (compiling it if needed).
   CompiledGraph& version_for(std::span<const Tensor> tensors);

@@ -27,6 +27,7 @@ from .graph import (
     Carry,
     CarriedLoop,
     Graph,
+    GraphStats,
     Module,
     Param,
     Precision,
@@ -49,7 +50,7 @@ f32, f16, bf16, i8, i32 = DType.f32, DType.f16, DType.bf16, DType.i8, DType.i32
 keep = DType.keep  # a param that keeps its checkpoint's (quantised) type
 
 __all__ = [
-    "AccessPattern", "Affine", "Api", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "Conversation", "DType", "Encoder", "Engine", "Graph",
+    "AccessPattern", "Affine", "Api", "Carried", "Carry", "CarriedLoop", "CompiledGraph", "Conversation", "DType", "Encoder", "Engine", "Graph", "GraphStats",
     "Handle", "Module", "Param", "Precision", "Profile", "Run", "Scratchpad", "State", "StateDict", "Stream", "Turn", "Weight",
     "at", "carry",
     "clamp", "functional", "models", "on_host", "param", "state", "upto", "weight", "window",

@@ -8,6 +8,7 @@ weights and states are held by attribute path: ``self.layers[3].q`` is ``layers.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import inspect
 import os
@@ -320,6 +321,24 @@ def _value_kind(ann):
     return ann
 
 
+@dataclasses.dataclass(frozen=True)
+class GraphStats:
+    """What ``Graph.stats()`` reports: the versions compiled, the arena's scratch and states,
+    every version's outputs (bytes), and each weight uploaded by the path the graph holds it at
+    with how often (once, unless ``release()`` freed it since; none before a version's first
+    call or ``load()``). ``str()`` gives the report as text."""
+
+    versions: int
+    scratch_bytes: int
+    state_bytes: int
+    output_bytes: int
+    uploads: dict[str, int]
+    text: str = dataclasses.field(repr=False)
+
+    def __str__(self) -> str:
+        return self.text
+
+
 class Graph(Module):
     """A graph: a subclass whose ``body`` is recorded on handles, once per input shape.
 
@@ -528,8 +547,10 @@ class Graph(Module):
     def versions(self) -> int:
         return self._graph().versions
 
-    def stats(self) -> str:
-        return self._graph().stats()
+    def stats(self) -> GraphStats:
+        """The versions compiled, the arena's bytes and each weight's uploads by the path the
+        graph holds it at; ``str()`` of it is the C++ report."""
+        return GraphStats(**self._graph().stats())
 
     def release(self) -> None:
         """Free the memory this graph's versions and arena hold; a later call loads them again."""

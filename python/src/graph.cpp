@@ -488,7 +488,19 @@ void bind_graph(nb::module_& m) {
       .def("set_profile", [](PyGraph& g, const Profile& p) { g.set_profile(p); })
       .def("set_profile_path", [](PyGraph& g, const std::string& p) { g.set_profile(p); })
       .def_prop_ro("versions", &PyGraph::versions)
-      .def("stats", [](const PyGraph& g) { return g.stats().str(); })
+      .def("stats", [](const PyGraph& g) {
+        const GraphStats st = g.stats();
+        nb::dict uploads;
+        for (const auto& [path, n] : st.uploads) uploads[nb::str(path.c_str())] = n;
+        nb::dict d;
+        d["versions"] = st.versions;
+        d["scratch_bytes"] = st.scratch_bytes;
+        d["state_bytes"] = st.state_bytes;
+        d["output_bytes"] = st.output_bytes;
+        d["uploads"] = uploads;
+        d["text"] = st.str();
+        return d;
+      })
       .def("release", [](PyGraph& g) {
         DeviceTurn turn;
         g.release();

@@ -36,6 +36,31 @@ def test_greedy_answers_are_iron_generates(stories, parallel):
         assert s.finish_reason in ("stop", "length") and s.stats["generated_tokens"] == len(s.tokens)
 
 
+def test_tokens_read_on_another_thread_while_the_stream_is_read(stories):
+    # One thread reads the stream (taking tokens with the GIL released) while another reads
+    # `tokens` as fast as it can: every read is a prefix of the final ids, never a torn vector.
+    # A race shows only now and then without the lock; ThreadSanitizer builds see it every time.
+    with iron.Engine(stories, parallel=1, context=512) as engine:
+        s = engine.stream("Once upon a time", max_tokens=400, temperature=0, ignore_eos=True)
+        seen, done = [], threading.Event()
+
+        def watch():
+            while not done.is_set():
+                seen.append(s.tokens)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            for _ in s:
+                pass
+        finally:
+            done.set()
+            watcher.join()
+        final = s.tokens
+        assert len(final) == 400
+        assert all(final[: len(t)] == t for t in seen), "a read of tokens was not a prefix of the ids"
+
+
 def test_eight_streams_from_threads_and_generate_equal_sequential_ones(stories):
     with iron.Engine(stories, parallel=8, context=256) as engine:
         alone = ["".join(engine.stream(p, max_tokens=48, ignore_eos=True, **settings(k)))

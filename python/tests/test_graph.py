@@ -111,6 +111,26 @@ def test_lists_bind_by_index():
     np.testing.assert_allclose(s.compile(x=(1, 8))(x), want, atol=1e-5)
 
 
+def test_stats_count_uploads_by_path_at_the_first_call_or_load():
+    # Each weight by the path the graph holds it at (three layers' `w` are three entries, not
+    # `w: 3`), uploaded at a version's first call or load(), never by compile().
+    s = Stack()
+    s.load_state_dict({"tied": normal(8, 8), **{f"layers.{i}.w": normal(8, 8) for i in range(3)}})
+    small = s.compile(x=(1, 8))
+    assert s.stats().uploads == {} and s.stats().versions == 1
+    small(normal(1, 8))
+    once = {"tied": 1, "layers.1.w": 1, "layers.2.w": 1}
+    assert s.stats().uploads == once
+    assert "layers.1.w: 1 upload" in str(s.stats())
+    s.compile(x=(4, 8))(normal(4, 8))  # a second version shares the uploads
+    assert s.stats().uploads == once
+    s.release()
+    large = s.compile(x=(2, 8))
+    assert s.stats().uploads == once
+    assert large.load() is large
+    assert s.stats().uploads == {path: 2 for path in once}
+
+
 # ---- examples/decoder_step.cpp ----
 
 VOCAB, DIM, HEADS, HEAD_DIM, CONTEXT = 64, 32, 4, 8, 64
