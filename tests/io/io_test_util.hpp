@@ -51,11 +51,32 @@ inline bool shared_required() {
     }                                                                                           \
   } while (0)
 
+/// The first line of a test of a whole fetched model against its golden logits: skipped under
+/// the sanitizers (the Release build runs it) and where `path` is absent, naming `fetch`, the
+/// scripts/fetch-model.sh argument that gets it.
+#ifdef IRON_SANITIZED_BUILD
+#define IRON_NEEDS_MODEL(path, fetch) GTEST_SKIP() << "sanitizer build: the Release build runs " << (path)
+#else
+#define IRON_NEEDS_MODEL(path, fetch)                                                           \
+  do {                                                                                          \
+    const std::string needed_ = (path);                                                         \
+    if (!std::filesystem::exists(needed_))                                                      \
+      GTEST_SKIP() << needed_ << " is absent: run scripts/fetch-model.sh " << (fetch);          \
+  } while (0)
+#endif
+
 namespace iron::io::testing {
 
 /// A large model kept (git-ignored) under models/ in the source tree; may be absent.
 inline std::string local_model_path(const std::string& name) {
   return std::string(IRON_SOURCE_DIR) + "/models/" + name;
+}
+
+/// A fetched model's file under models/, or the file the environment variable `other` names
+/// (another file of the same weights, e.g. a dequantised copy) where it is set.
+inline std::string model_file(const char* other, const std::string& name) {
+  const char* given = std::getenv(other);
+  return given ? given : local_model_path(name);
 }
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {

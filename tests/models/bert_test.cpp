@@ -148,13 +148,7 @@ TEST(SentenceEncoder, RefusesADecoderOrAFile) {
 
 const std::string kMiniLM = io::testing::local_model_path("all-MiniLM-L6-v2");
 
-#ifdef IRON_SANITIZED_BUILD
-#define IRON_NEEDS_MINILM() GTEST_SKIP() << "sanitizer build: the Release build compares MiniLM's vectors"
-#else
-#define IRON_NEEDS_MINILM()                                   \
-  if (!std::filesystem::exists(kMiniLM + "/model.safetensors")) \
-  GTEST_SKIP() << kMiniLM << " is absent: run scripts/fetch-model.sh minilm"
-#endif
+#define IRON_NEEDS_MINILM() IRON_NEEDS_MODEL(kMiniLM + "/model.safetensors", "minilm")
 
 std::vector<float> from_base64(const std::string& text) {
   std::vector<uint8_t> bytes;

@@ -314,14 +314,8 @@ TEST(Gemma3Encoder, InfoDescribesTheDirectory) {
 
 const std::string kEmbeddingGemma = io::testing::local_model_path("embeddinggemma-300m");
 
-#ifdef IRON_SANITIZED_BUILD
-#define IRON_NEEDS_EMBEDDINGGEMMA() GTEST_SKIP() << "sanitizer build: the Release build runs EmbeddingGemma"
-#else
-#define IRON_NEEDS_EMBEDDINGGEMMA()                                     \
-  if (!fs::exists(kEmbeddingGemma + "/model.safetensors"))              \
-  GTEST_SKIP() << kEmbeddingGemma << " is absent: run scripts/fetch-model.sh embeddinggemma " \
-               << "(or IRON_FETCH_LARGE=1 scripts/test.sh)"
-#endif
+#define IRON_NEEDS_EMBEDDINGGEMMA() \
+  IRON_NEEDS_MODEL(kEmbeddingGemma + "/model.safetensors", "embeddinggemma (or IRON_FETCH_LARGE=1 scripts/test.sh)")
 
 struct Golden {
   std::vector<std::string> texts;

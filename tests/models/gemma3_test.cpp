@@ -235,17 +235,8 @@ TEST(Gemma3, AsAHuggingFaceCheckpointScoresAsTheGguf) {
 // 164 positions of four prompts and 204 positions (500..703) of a prompt long enough that the
 // sliding window matters. IRON_GEMMA3_MODEL names another file of the same weights (e.g. a
 // dequantised copy). The Release build only: 262k-entry logits of 700 rows.
-std::string gemma3_model() {
-  const char* other = std::getenv("IRON_GEMMA3_MODEL");
-  return other ? other : testing::local_model_path("gemma-3-270m-q4_k_m.gguf");
-}
-#ifdef IRON_SANITIZED_BUILD
-#define IRON_NEEDS_GEMMA3() GTEST_SKIP() << "sanitizer build: the Release build compares Gemma 3's logits"
-#else
-#define IRON_NEEDS_GEMMA3() \
-  if (!std::filesystem::exists(gemma3_model())) \
-  GTEST_SKIP() << gemma3_model() << " is absent: run scripts/fetch-model.sh gemma3"
-#endif
+std::string gemma3_model() { return testing::model_file("IRON_GEMMA3_MODEL", "gemma-3-270m-q4_k_m.gguf"); }
+#define IRON_NEEDS_GEMMA3() IRON_NEEDS_MODEL(gemma3_model(), "gemma3")
 
 test::ReferenceCheck gemma3_check(Precision precision) {
   test::ReferenceCheck check;

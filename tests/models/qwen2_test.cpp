@@ -332,17 +332,8 @@ TEST(Qwen2, BiasesFoldIntoOneMergedProjectionPerLayer) {
 // reference (scripts/reference/qwen2_numpy.py): 7 prompts (a chat turn, English, Python, C++,
 // numbers, Chinese, a longer English text). IRON_QWEN2_MODEL names another file of the same
 // weights. The Release build only: 152k-entry logits of a few hundred rows.
-std::string qwen2_model() {
-  const char* other = std::getenv("IRON_QWEN2_MODEL");
-  return other ? other : testing::local_model_path("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
-}
-#ifdef IRON_SANITIZED_BUILD
-#define IRON_NEEDS_QWEN2() GTEST_SKIP() << "sanitizer build: the Release build compares Qwen2.5's logits"
-#else
-#define IRON_NEEDS_QWEN2() \
-  if (!std::filesystem::exists(qwen2_model())) \
-  GTEST_SKIP() << qwen2_model() << " is absent: run scripts/fetch-model.sh qwen0.5b"
-#endif
+std::string qwen2_model() { return testing::model_file("IRON_QWEN2_MODEL", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"); }
+#define IRON_NEEDS_QWEN2() IRON_NEEDS_MODEL(qwen2_model(), "qwen0.5b")
 
 test::ReferenceCheck qwen2_check(Precision precision) {
   test::ReferenceCheck check;
