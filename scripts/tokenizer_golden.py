@@ -395,7 +395,10 @@ def qwen2(path, json_dir):
     return {"source": "tokenizers %s on the GGUF vocabulary and merges (scripts/tokenizer_golden.py:"
                       "qwen2_tokenizer), chat by jinja2 %s" % (__import__("tokenizers").__version__,
                                                                jinja2.__version__),
-            "cases": cases, "chats": chats, "llama_cpp_check": llama_cpp_check(path, cases, add_bos=False)}
+            # The cases' special tokens are parsed (as `tokenizers` parses added tokens), so
+            # llama.cpp's tokenize is asked to parse them too.
+            "cases": cases, "chats": chats,
+            "llama_cpp_check": llama_cpp_check(path, cases, add_bos=False, special=True)}
 
 
 def gemma3_sentencepiece(path):

@@ -258,12 +258,15 @@ TEST(Gemma3Tokenizer, Metadata) {
 
 // Qwen2.5 (scripts/fetch-model.sh qwen0.5b): 230 texts (code, CJK, emoji, every special token,
 // whitespace and digit runs, random strings) as Hugging Face `tokenizers` encodes them with the
-// GGUF's vocabulary, merges and Qwen2's pre-tokenizer regex; special tokens parsed, no BOS.
-TEST(Qwen2Tokenizer, MatchesHuggingFaceTokenizers) {
+// GGUF's vocabulary, merges and Qwen2's pre-tokenizer regex; special tokens parsed, no BOS. The
+// golden was also checked against llama.cpp's tokenize(text, add_bos=False, special=True) on the
+// same file: every case equal.
+TEST(Qwen2Tokenizer, MatchesHuggingFaceTokenizersAndLlamaCpp) {
   SKIP_WITHOUT(kQwen2);
   const json g = golden("qwen2");
   ASSERT_GE(g["cases"].size(), 150u);
   expect_golden_cases(qwen2(), g["cases"], false, true, {});
+  EXPECT_EQ(g["llama_cpp_check"]["cases_equal"].get<size_t>(), g["cases"].size()) << g["llama_cpp_check"].dump();
 }
 
 TEST(Qwen2Tokenizer, Metadata) {
