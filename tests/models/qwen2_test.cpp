@@ -356,21 +356,24 @@ TEST(Qwen2, LogitsMatchAnIndependentNumpyReference) {
 }
 
 // At medium: activations rounded to int8 blocks for the quantised matmuls, as llama.cpp's dot
-// products round them. Measured on a Xeon with AMX (its int8 tiles; `iron info --devices`): with
-// an f32 cache, top-1 agrees at 350 of 356 positions (at all 246 whose margin exceeds 0.5 nats),
-// KL mean 3.9e-4, max 7.0e-3 nats; decoding token by token over medium's default f16 cache, 349,
-// 4.6e-4 and 4.6e-3. The bounds (a KL mean 4x that, 0.05 at any position, top-1 wherever the
-// margin is clear) leave room for another CPU path's rounding, not for a wrong block: RoPE pairing
-// adjacent dims costs 0.9 nats a token (qwen2_logits.json's checks).
+// products round them; no looser than llama.cpp itself on the same file and positions. llama.cpp
+// (llama-cpp-python 0.3.36 built natively on a Zen 4, its default f16 cache:
+// bench/accuracy_llama_cpp.py -m models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf -g
+// tests/golden/qwen2_logits.json) agrees on top-1 at 347 of 356 positions, KL mean 8.4e-4, max
+// 0.0156 nats. Measured here (Zen 4): the AVX-512 VNNI path 350 / 3.9e-4 / 7.0e-3 with an f32
+// cache and 349 / 4.6e-4 / 4.6e-3 decoding over medium's f16 cache; the AVX2 path 348 / 4.6e-4 /
+// 7.2e-3 and 352 / 5.1e-4 / 5.4e-3; the portable path rounds as at highest. Every top-1 whose
+// margin exceeds 0.5 nats agrees. RoPE pairing adjacent dims (a wrong block) costs 0.9 nats a
+// token (qwen2_logits.json's checks).
 void expect_medium_close(bool decoding, std::optional<DType> cache) {
   test::ReferenceCheck check = qwen2_check(Precision::medium);
   check.cache = cache;
   check.decoding = decoding;
   check.margin_needed = 0.5;
-  check.kl_bound = 0.05;
+  check.kl_bound = 0.0156;  // llama.cpp's largest
   const test::ReferenceFigures f = test::check_against_reference(check);
-  EXPECT_LE(f.kl_mean, 2e-3);
-  EXPECT_GE(f.top1_agree, 356 - 16);
+  EXPECT_LE(f.kl_mean, 8.4e-4);  // llama.cpp's
+  EXPECT_GE(f.top1_agree, 347);  // llama.cpp's
 }
 
 TEST(Qwen2, LogitsAtMediumPrecisionStayCloseToTheReference) {
