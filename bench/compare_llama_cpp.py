@@ -27,6 +27,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -42,17 +43,32 @@ def fmt(xs):
     return f"{statistics.mean(xs):9.1f} ± {sd:6.1f}"
 
 
+def measured(command):
+    """Runs command; its standard output and the peak resident memory (MiB) the kernel counted
+    for that process alone (wait4's rusage, ru_maxrss: the mapped file's pages it touched, its
+    heap and stacks), the same measure for either side."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(command, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.seek(0)
+        err.seek(0)
+        text = out.read()
+        if proc.returncode:
+            raise subprocess.CalledProcessError(proc.returncode, command, text, err.read())
+    return text, usage.ru_maxrss / 1024.0  # KiB on Linux
+
+
 def iron_run(iron, model, threads, prompt, gen, batch, precision, depth, cache_k, cache_v):
     command = [iron, "bench", "-m", model, "-t", str(threads), "-p", str(prompt), "-n", str(gen), "-r", "1",
                "-b", str(batch), "-d", str(depth), "--precision", precision]
     command += ["-ctk", cache_k] if cache_k else []
     command += ["-ctv", cache_v] if cache_v else []
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    out, rss = measured(command)
     figures = {}
     for test, value in re.findall(r"\|\s*(pp\d+|tg\d+)(?: @ d\d+)?\s*\|\s*\d+\s*\|\s*([\d.]+)", out):
         figures[test[:2]] = float(value)
-    peak = re.search(r"peak memory: ([\d.]+) MiB", out)
-    return figures, float(peak.group(1)) if peak else None, out
+    return figures, rss, out
 
 
 def llama_cpp_run(llm, llama_cpp, prompt_ids, gen, depth_ids):
@@ -106,10 +122,11 @@ def llama_bench_run(binary, model, threads, prompt, gen, batch, depth, cache_k, 
                "-b", str(batch), "-ub", str(batch), "-d", str(depth), "-o", "json", "-fa", "1" if flash_attn else "0"]
     command += ["-ctk", cache_k] if cache_k else []
     command += ["-ctv", cache_v] if cache_v else []
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    out, rss = measured(command)
     figures = {}
     for test in json.loads(out):
         figures["pp" if test["n_gen"] == 0 else "tg"] = float(test["avg_ts"])
+    figures["peak"] = rss
     return figures
 
 
@@ -181,13 +198,16 @@ def compare_with_llama_bench(args):
 def report(args, iron, peer, peer_name):
     """Alternating runs of both, then the table of figures with spreads and ratios."""
     results = {"iron": {"pp": [], "tg": []}, "llama.cpp": {"pp": [], "tg": []}}
-    peaks = []
+    peaks, peer_peaks = [], []
     for rep in range(args.repetitions):
         figures, peak, _ = iron(args.n_gen)
         peaks.append(peak)
         for k, v in figures.items():
             results["iron"][k].append(v)
         theirs = peer()
+        peer_peak = theirs.pop("peak", None)
+        if peer_peak:
+            peer_peaks.append(peer_peak)
         for k, v in theirs.items():
             results["llama.cpp"][k].append(v)
         print(f"run {rep + 1}/{args.repetitions}: iron {figures}, llama.cpp {theirs}", file=sys.stderr)
@@ -205,8 +225,12 @@ def report(args, iron, peer, peer_name):
         a, b = results["iron"][test], results["llama.cpp"][test]
         ratio = statistics.mean(a) / statistics.mean(b) if a and b else float("nan")
         print(f"| {label:14} | {fmt(a):18} | {fmt(b):18} | {ratio:6.2f} |")
-    if peaks and peaks[0]:
-        print(f"iron peak memory: {max(peaks):.1f} MiB")
+    line = f"peak resident memory of each run's process (wait4's ru_maxrss): iron {max(peaks):.1f} MiB"
+    if peer_peaks:
+        line += f", llama-bench {max(peer_peaks):.1f} MiB"
+    else:
+        line += " (llama-cpp-python runs in this process: not measured apart)"
+    print(line)
 
 
 if __name__ == "__main__":

@@ -206,10 +206,12 @@ class FastKernel final : public RowRangeKernel {
     const int64_t many = gemv_rows_ > 1 && isa_.gemv_many ? std::min(gemv_rows_, kGemvManyRows) : 1;
     xsum_ = region(many * (k / 32) + 1);
     ybuf_ = region(int8_ ? chunk_ * padded(c_.n) : std::max(c_.n, many * chunk_rows_));
-    rowbuf_ = region(tiles_ ? nr * k : 0);
-    packed_ = region(tiles_ ? nr * k : 0);
+    // W's tiles packed per call only where the weight has no packed form (w16_, w32_).
+    const bool packs = tiles_ && !w16_ && !w32_;
+    rowbuf_ = region(packs ? nr * k : 0);
+    packed_ = region(packs ? nr * k : 0);
     cbuf_ = region(amx_ ? kAmxChunk * kAmxPanel : tiles_ ? max_rows_ * nr : 0);
-    panel_ = region(amx_ ? kAmxPanel * k / 2 : 0);
+    panel_ = region(amx_ && packs ? kAmxPanel * k / 2 : 0);
     scratch_ = cpu::Scratch(size_t(at));
     // A row of zeros the kernels read (never written): the kernel's own, so shared scratch
     // cannot disturb it.
