@@ -64,11 +64,14 @@ def iron_run(iron, model, threads, prompt, gen, batch, precision, depth, cache_k
                "-b", str(batch), "-d", str(depth), "--precision", precision]
     command += ["-ctk", cache_k] if cache_k else []
     command += ["-ctv", cache_v] if cache_v else []
-    out, rss = measured(command)
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     figures = {}
     for test, value in re.findall(r"\|\s*(pp\d+|tg\d+)(?: @ d\d+)?\s*\|\s*\d+\s*\|\s*([\d.]+)", out):
         figures[test[:2]] = float(value)
-    return figures, rss, out
+    # The process's ru_maxrss as measured() reads llama-bench's, but taken before `iron bench`
+    # runs its streaming-read test, whose buffer is not the model's.
+    peak = re.search(r"peak memory: ([\d.]+) MiB", out)
+    return figures, float(peak.group(1)) if peak else None, out
 
 
 def llama_cpp_run(llm, llama_cpp, prompt_ids, gen, depth_ids):
@@ -225,7 +228,8 @@ def report(args, iron, peer, peer_name):
         a, b = results["iron"][test], results["llama.cpp"][test]
         ratio = statistics.mean(a) / statistics.mean(b) if a and b else float("nan")
         print(f"| {label:14} | {fmt(a):18} | {fmt(b):18} | {ratio:6.2f} |")
-    line = f"peak resident memory of each run's process (wait4's ru_maxrss): iron {max(peaks):.1f} MiB"
+    line = (f"peak resident memory of each run's process (ru_maxrss; iron's before its streaming-read test): "
+            f"iron {max(p for p in peaks if p):.1f} MiB")
     if peer_peaks:
         line += f", llama-bench {max(peer_peaks):.1f} MiB"
     else:
