@@ -19,6 +19,7 @@ import pytest
 
 import iron
 from iron import functional as F
+from test_functional import One as Fn  # a graph of one input, a, whose body is fn(self, a)
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
 rng = np.random.default_rng(36)
@@ -32,21 +33,8 @@ def f64(a):
     return np.asarray(a, dtype=np.float64)
 
 
-class Fn(iron.Graph):
-    """A graph of one input whose body is fn(self, x); what it holds is given by keyword."""
-
-    def __init__(self, fn, **held):
-        super().__init__("fn")
-        self.fn = fn
-        for k, v in held.items():
-            setattr(self, k, v)
-
-    def body(self, x):
-        return self.fn(self, x)
-
-
 def run(fn, x, **held):
-    return Fn(fn, **held).compile(x=(x.shape, x.dtype))(x)
+    return Fn(fn, **held).compile(a=(x.shape, x.dtype))(x)
 
 
 # ---- module attributes: Scratchpad, Carried, carry ----
@@ -319,7 +307,7 @@ def test_handle_views():
         d = F.copy(h[1:3, ::2]).reshape(6) + F.copy(h[3])  # basic indexing; a row
         return a, b, c, d
 
-    a, b, c, d = Fn(views).compile(x=(4, 6))(x)
+    a, b, c, d = Fn(views).compile(a=(4, 6))(x)
     np.testing.assert_array_equal(a, x.T)
     np.testing.assert_array_equal(b, np.zeros((6, 4)))
     np.testing.assert_allclose(c, 2 * x.reshape(6, 4), rtol=1e-6)
