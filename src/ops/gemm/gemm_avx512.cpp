@@ -229,25 +229,19 @@ void quantise_x8(const QuantiseX8Args& a) {
   }
 }
 
-// Software prefetch distance ahead of the block being read. Below kPrefetchBelow bytes a call,
-// the hardware prefetcher has not ramped up before the call ends: cold one-row GEMVs on
-// SmolLM2's layer shapes (576->576, 1536->576) went from 23-30 to 27-39 GB/s with it
-// (bench_gemv, 2 threads, four runs each). A long stream (the 30 MiB classifier) it slows
-// instead (42-55 -> 34-38 GB/s): there the hardware is ahead already, and the prefetches only
-// take load slots.
-constexpr int64_t kPrefetchAhead = 1024;
-constexpr int64_t kPrefetchBelow = int64_t(4) << 20;
-// A pass of several rows (a batched decode step's) spends ~8 times as long on each block, so
-// 1 KiB ahead is no longer ahead of the misses: 4 KiB is (576->1536 Q4_1, 8 rows, one thread,
-// W cold: 73.7-85.9 -> 70.1-70.8 us a call in bench_gemv's BM_GEMMCold, beside 49-51 us with W
-// in cache; 8 and 16 KiB, or into L2 only, no better: docs/design.md "MEDIUM on a batched step").
-constexpr int64_t kPrefetchAheadRows = 4096;
-constexpr int kPrefetchRowsFrom = 4;
+// Software prefetch, 4 KiB ahead of the block being read, for every call. The hardware
+// prefetcher alone fell behind: a batched step's pass of several rows spends ~8 times as long on
+// each block (576->1536 Q4_1, 8 rows, one thread, W cold: 73.7-85.9 -> 70.1-70.8 us a call in
+// bench_gemv's BM_GEMMCold; docs/design.md "MEDIUM on a batched step"), and a decode's one row
+// over weights larger than the cache left it behind too (Qwen2.5-Coder-1.5B, 935 MiB a token, 2
+// threads: 70-77% of the streaming-read bound without the prefetches, 76-89% with them 4 KiB
+// ahead, 83-84% 8 KiB ahead; 1 KiB ahead, once the choice for one row, 70-76%).
+constexpr int64_t kPrefetchAhead = 4096;
 
 // R rows of x against one group of 16 rows of W: 16 output columns per row. Per block, each
 // 64-byte load of W feeds one vpdpbusd per row of x (4 columns of the 16 rows against 4 values
 // of x broadcast), then the block's int32 sums meet d_w * scale (and the offset term) in f32.
-template <DType T, int R, bool Prefetch>
+template <DType T, int R>
 inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, float* y) {
   const int64_t blocks = g.k / 32;
   const int8_t* q[R];
@@ -269,7 +263,7 @@ inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, flo
   Int8Scales<T> sc;
   for (int64_t b = 0; b < blocks; ++b) {
     const char* quants = group + int8_quants_at(T, b);
-    if constexpr (Prefetch) int8_prefetch<T>(quants, R >= kPrefetchRowsFrom ? kPrefetchAheadRows : kPrefetchAhead);
+    int8_prefetch<T>(quants, kPrefetchAhead);
     sc.load(group, b);
     // q6_k sums columns 0-15 and 16-31 apart (each 16 has its own scale); the rest in dot[0].
     __m512i dot[R][2];
@@ -296,15 +290,15 @@ template <DType T>
 constexpr int kInt8PassRows = T == DType::q6_k ? 4 : 8;
 
 // Rows [i, m) of x, fewer than a full pass, in one pass of as many rows.
-template <DType T, bool Prefetch, int R = kInt8PassRows<T> - 1>
+template <DType T, int R = kInt8PassRows<T> - 1>
 void int8_group_tail(const GemmInt8Args& g, int64_t i, const char* group, float* y) {
   if constexpr (R >= 1) {
-    if (g.m - i == R) return int8_group<T, R, Prefetch>(g, i, group, y + i * g.ldy);
-    int8_group_tail<T, Prefetch, R - 1>(g, i, group, y);
+    if (g.m - i == R) return int8_group<T, R>(g, i, group, y + i * g.ldy);
+    int8_group_tail<T, R - 1>(g, i, group, y);
   }
 }
 
-template <DType T, bool Prefetch>
+template <DType T>
 void gemm_int8_groups(const GemmInt8Args& g) {
   const int64_t group_bytes = PackedInt8::group_bytes(g.k, T);
   constexpr int kPass = kInt8PassRows<T>;
@@ -315,22 +309,13 @@ void gemm_int8_groups(const GemmInt8Args& g) {
     const char* group = g.w + j * group_bytes;
     float* y = g.y + j * kInt8Rows;
     int64_t i = 0;
-    for (; i + kPass <= g.m; i += kPass) int8_group<T, kPass, Prefetch>(g, i, group, y + i * g.ldy);
-    if (i < g.m) int8_group_tail<T, Prefetch>(g, i, group, y);
+    for (; i + kPass <= g.m; i += kPass) int8_group<T, kPass>(g, i, group, y + i * g.ldy);
+    if (i < g.m) int8_group_tail<T>(g, i, group, y);
   }
 }
 
-template <DType T>
-void gemm_int8_all(const GemmInt8Args& g) {
-  // Several rows a pass leave the hardware prefetcher behind even on a long stream.
-  if (g.m >= kPrefetchRowsFrom || g.groups * PackedInt8::group_bytes(g.k, T) < kPrefetchBelow)
-    gemm_int8_groups<T, true>(g);
-  else
-    gemm_int8_groups<T, false>(g);
-}
-
 void gemm_int8(const GemmInt8Args& g) {
-  with_int8_kind(g.dtype, [&](auto kind) { gemm_int8_all<decltype(kind)::value>(g); });
+  with_int8_kind(g.dtype, [&](auto kind) { gemm_int8_groups<decltype(kind)::value>(g); });
 }
 
 }  // namespace
