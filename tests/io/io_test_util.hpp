@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "iron/error.hpp"
+#include "sanitized.hpp"  // IRON_NEEDS_MODEL skips whole models under the sanitizers
 
 namespace iron::io::testing {
 
