@@ -43,10 +43,25 @@ inline int64_t work_floats(int64_t width, int64_t heads, int64_t queries) {
   return kKeyBlock * heads * (2 * width + queries) + width;
 }
 
+using TileFn = void (*)(const Tile&);
+
+/// The vector tiles' cache types (f32, f16, bf16, q8_0), each to `make`'s instance for it
+/// (`make.template operator()<T>()`); nullptr for another type. `q8_needs` > 1: a q8_0 cache
+/// takes the vector tile only where d is a multiple of it (whole blocks a vector).
+template <class Make>
+TileFn for_cache(DType cache, int64_t d, int64_t q8_needs, Make make) {
+  switch (cache) {
+    case DType::f32: return make.template operator()<DType::f32>();
+    case DType::f16: return make.template operator()<DType::f16>();
+    case DType::bf16: return make.template operator()<DType::bf16>();
+    case DType::q8_0: return d % q8_needs ? nullptr : make.template operator()<DType::q8_0>();
+    default: return nullptr;
+  }
+}
+
 /// The AVX-512 tile for caches of `cache` dtype (keys and values alike) and head_dim `d`;
 /// nullptr where there is none (d above 128 other than 256, q8_0 with d not a multiple of 16).
 /// The CPU must have AVX-512 F, BW and VL and F16C.
-using TileFn = void (*)(const Tile&);
 TileFn avx512_tile(DType cache, int64_t d);
 
 /// The AVX-512 tile for one query row (decode), where `queries` is the group's few: each key and

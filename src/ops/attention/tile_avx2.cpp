@@ -210,13 +210,7 @@ TileFn for_rows(int64_t d) {
 
 // Called only where the CPU has the instructions this file is compiled for.
 TileFn avx2_tile(DType cache, int64_t d) {
-  switch (cache) {
-    case DType::f32: return for_rows<DType::f32>(d);
-    case DType::f16: return for_rows<DType::f16>(d);
-    case DType::bf16: return for_rows<DType::bf16>(d);
-    case DType::q8_0: return for_rows<DType::q8_0>(d);
-    default: return nullptr;
-  }
+  return for_cache(cache, d, 1, [&]<DType T>() { return for_rows<T>(d); });
 }
 
 }  // namespace iron::ops::attention

@@ -599,13 +599,7 @@ TileFn for_rows(int64_t d) {
 
 // Called only where the CPU has the instructions this file is compiled for.
 TileFn avx512_tile(DType cache, int64_t d) {
-  switch (cache) {
-    case DType::f32: return for_rows<DType::f32>(d);
-    case DType::f16: return for_rows<DType::f16>(d);
-    case DType::bf16: return for_rows<DType::bf16>(d);
-    case DType::q8_0: return d % 16 ? nullptr : for_rows<DType::q8_0>(d);
-    default: return nullptr;
-  }
+  return for_cache(cache, d, 16, [&]<DType T>() { return for_rows<T>(d); });
 }
 
 TileFn avx512_decode_tile_q8_0_int8(int64_t d) {
@@ -618,13 +612,7 @@ TileFn avx512_decode_tile_q8_0_int8(int64_t d) {
 }
 
 TileFn avx512_decode_tile(DType cache, int64_t d) {
-  switch (cache) {
-    case DType::f32: return decode_for_rows<DType::f32>(d);
-    case DType::f16: return decode_for_rows<DType::f16>(d);
-    case DType::bf16: return decode_for_rows<DType::bf16>(d);
-    case DType::q8_0: return d % 16 ? nullptr : decode_for_rows<DType::q8_0>(d);
-    default: return nullptr;
-  }
+  return for_cache(cache, d, 16, [&]<DType T>() { return decode_for_rows<T>(d); });
 }
 
 }  // namespace iron::ops::attention
