@@ -80,15 +80,22 @@ class CpuProgram final : public detail::Program {
       ThreadGovernor& governor = pool_.governor();
       const int64_t began = steady_ns();
       const int threads = governor.threads_for(threads_, began);
+      // A run held to fewer threads that will outlast the hold (if it takes as long as the last
+      // one: a long prefill after a sighting) starts them all, the ones held out sitting out
+      // until the hold is over, then taken back.
+      const int64_t held_until = governor.holding_until();
+      const bool sit_out_the_hold = threads < threads_ && held_until - began < last_wall_ns_;
+      const int started = sit_out_the_hold ? threads_ : threads;
       // Reset before the pool publishes the job, so no thread can reach the barrier first.
-      barrier_->reset(threads, pool_.cpu_clocks());
-      pool_.run(threads, &CpuProgram::job, this);
+      barrier_->reset(started, pool_.cpu_clocks(), threads, sit_out_the_hold ? held_until : 0, governor.hold_ns());
+      pool_.run(started, &CpuProgram::job, this);
       const int64_t ended = steady_ns();
+      last_wall_ns_ = ended - began;
       // A run that had to wake a sleeping worker waited on that wake-up, not on another process:
       // its waits are not counted, but a thread seen off its core (by its clock, given time to
       // wake) is.
       const int64_t stalled = pool_.last_run_woke_a_worker() ? 0 : barrier_->stalled_ns() + pool_.last_join_stall_ns();
-      governor.report(threads, ended - began, stalled, ended, barrier_->descheduled());
+      governor.report(threads, ended - began, stalled, ended, barrier_->descheduled(), barrier_->held_until_ns());
     }
     if (timed_ && ++timed_runs_ == kTimedRuns) decide_split();
   }
@@ -180,14 +187,22 @@ class CpuProgram final : public detail::Program {
       return;
     }
     BarrierSeat seat;
-    if (threads > 1) self->barrier_->start(thread);
+    Barrier& barrier = *self->barrier_;
+    if (threads > 1) barrier.start(thread);
     // How many threads take part: all of them, until a barrier finds one was descheduled; then
-    // thread 0 runs the rest alone and the others leave (the split changes, the results do not).
-    int active = threads;
-    for (size_t k = 0; k < self->phases_.size(); ++k) {
+    // thread 0 runs alone for a hold while the others sit out, and takes them back between two
+    // phases once the hold is over (the split changes, the results do not).
+    int active = threads > 1 ? barrier.active() : 1;
+    const size_t phases = self->phases_.size();
+    for (size_t k = 0; k < phases; ++k) {
       if (thread >= active) {
-        ThreadPool::rest_after_this_job();
-        return;
+        const int64_t resume = barrier.sit_out();
+        if (resume < 0) {  // the run ended while this thread sat out
+          ThreadPool::rest_after_this_job();
+          return;
+        }
+        k = size_t(resume);
+        active = barrier.active();
       }
       const Phase& p = self->phases_[k];
       for (size_t i = p.begin; i < p.end; ++i) {
@@ -202,8 +217,14 @@ class CpuProgram final : public detail::Program {
           self->run_kernel(i, 0, split ? active : 1);
         }
       }
-      if (active > 1 && k + 1 < self->phases_.size()) active = self->barrier_->wait(seat, thread);
+      if (k + 1 == phases) break;
+      if (active > 1) {
+        active = barrier.wait(seat, thread);
+      } else if (thread == 0 && threads > 1) {
+        active = barrier.take_back(int64_t(k + 1));
+      }
     }
+    if (thread == 0 && threads > 1) barrier.finish();
   }
 
   std::vector<std::unique_ptr<Kernel>> kernels_;
@@ -218,6 +239,7 @@ class CpuProgram final : public detail::Program {
   const int64_t* words_ = nullptr;
   int64_t single_ = -1;
   uint64_t runs_ = 0;
+  int64_t last_wall_ns_ = 0;          // the last run's time
   bool timed_ = false;                // this run times its kernels
   int timed_runs_ = 0;                // timed runs since the last decision
   std::vector<int64_t> fastest_ns_;  // per kernel: its least one-thread time in those runs

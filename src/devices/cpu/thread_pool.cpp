@@ -100,9 +100,18 @@ Barrier::Barrier(int capacity)
       started_(std::make_unique<std::atomic<bool>[]>(size_t(std::max(capacity, 1)))),
       capacity_(std::max(capacity, 1)) {}
 
-void Barrier::reset(int threads, const clockid_t* clocks) {
-  threads_.store(std::min(threads, capacity_), std::memory_order_relaxed);
+void Barrier::reset(int threads, const clockid_t* clocks, int active, int64_t rejoin_at_ns, int64_t hold_ns) {
+  threads = std::min(threads, capacity_);
+  active = std::clamp(active, 1, threads);
+  threads_.store(active, std::memory_order_relaxed);
   clocks_ = clocks;
+  started_threads_ = threads;
+  hold_ns_ = hold_ns;
+  rejoin_at_ns_.store(rejoin_at_ns, std::memory_order_relaxed);
+  held_until_ns_.store(0, std::memory_order_relaxed);
+  back_.store(0, std::memory_order_relaxed);
+  over_.store(false, std::memory_order_relaxed);
+  demote_.store(false, std::memory_order_relaxed);
   for (int t = 0; t < capacity_; ++t) {
     arrived_[size_t(t)].store(0, std::memory_order_relaxed);
     started_[size_t(t)].store(false, std::memory_order_relaxed);
@@ -111,7 +120,57 @@ void Barrier::reset(int threads, const clockid_t* clocks) {
   release_.store(false, std::memory_order_relaxed);
   stalled_ns_.store(0, std::memory_order_relaxed);
   slow_.store(false, std::memory_order_relaxed);
-  active_.store(threads, std::memory_order_relaxed);
+  active_.store(active, std::memory_order_relaxed);
+}
+
+int64_t Barrier::sit_out() {
+  // Read before saying this thread is back: a taking-in can only follow that.
+  const uint64_t seen = resume_.load(std::memory_order_acquire);
+  const int64_t until = rejoin_at_ns_.load(std::memory_order_relaxed);
+  {
+    std::unique_lock lock(sleep_mutex_);
+    sleeping_.fetch_add(1);
+    // Asleep for the hold, so that a process that wants this core has it; woken early only by
+    // the end of the run.
+    sleep_.wait_until(lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(until)),
+                      [&] { return over_.load(std::memory_order_acquire); });
+    sleeping_.fetch_sub(1);
+  }
+  if (over_.load(std::memory_order_acquire)) return -1;
+  back_.fetch_add(1, std::memory_order_acq_rel);
+  // Thread 0 looks at every boundary between two commands, microseconds to milliseconds apart.
+  for (int spin = 1;; ++spin) {
+    const uint64_t now = resume_.load(std::memory_order_acquire);
+    if (now != seen) return int64_t(now & 0xffffffffu);
+    if (over_.load(std::memory_order_acquire)) {
+      // Taken in just before the run's last phase, and the end seen first: the taking-in came
+      // before the end, so it shows now.
+      const uint64_t last = resume_.load(std::memory_order_acquire);
+      return last != seen ? int64_t(last & 0xffffffffu) : -1;
+    }
+    IRON_PAUSE();
+    if ((spin & 63) == 0) sched_yield();
+  }
+}
+
+int Barrier::take_back(int64_t next_phase) {
+  const int out = started_threads_ - 1;
+  if (out <= 0 || back_.load(std::memory_order_acquire) != out) return 1;
+  back_.store(0, std::memory_order_relaxed);
+  threads_.store(started_threads_, std::memory_order_relaxed);
+  active_.store(started_threads_, std::memory_order_relaxed);
+  const uint64_t takings = (resume_.load(std::memory_order_relaxed) >> 32) + 1;
+  // Release: the threads coming back read what thread 0 wrote alone.
+  resume_.store(takings << 32 | uint64_t(next_phase), std::memory_order_release);
+  return started_threads_;
+}
+
+void Barrier::finish() {
+  over_.store(true);
+  if (sleeping_.load() > 0) {
+    std::lock_guard lock(sleep_mutex_);
+    sleep_.notify_all();
+  }
 }
 
 namespace {
@@ -158,9 +217,17 @@ int Barrier::wait(BarrierSeat& seat, int thread) {
   arrived_[size_t(thread)].store(round, std::memory_order_release);
   if (waiting_.fetch_add(1, std::memory_order_acq_rel) == threads - 1) {
     waiting_.store(0, std::memory_order_relaxed);
-    // A thread was descheduled (another process wants its core): the run goes on with thread 0
-    // alone rather than meet it again at every barrier. Results do not depend on the count.
-    const int next = slow_.load(std::memory_order_relaxed) ? 1 : threads;
+    // A thread was descheduled (another process wants its core, or the hypervisor its vCPU):
+    // the run goes on with thread 0 alone for a hold rather than meet it again at every barrier,
+    // and the hold doubles at each sighting in the run. Results do not depend on the count.
+    int next = threads;
+    if (demote_.exchange(false, std::memory_order_relaxed)) {
+      next = 1;
+      const int64_t until = steady_ns() + hold_ns_;
+      rejoin_at_ns_.store(until, std::memory_order_relaxed);
+      held_until_ns_.store(until, std::memory_order_relaxed);
+      hold_ns_ = std::min(2 * hold_ns_, ThreadGovernor::kHoldNs << ThreadGovernor::kMaxBackoff);
+    }
     threads_.store(next, std::memory_order_relaxed);
     active_.store(next, std::memory_order_relaxed);
     release_.store(sense, std::memory_order_release);
@@ -185,7 +252,10 @@ int Barrier::wait(BarrierSeat& seat, int thread) {
       descheduled = late_thread_descheduled(round, thread, probed, cpu_then, wall_then);
     }
     if (descheduled || now - began > kBarrierSpinNs) {
-      if (descheduled) slow_.store(true, std::memory_order_relaxed);  // see the last arriver above
+      if (descheduled) {  // see the last arriver above
+        slow_.store(true, std::memory_order_relaxed);
+        demote_.store(true, std::memory_order_relaxed);
+      }
       while (release_.load(std::memory_order_acquire) != sense) release_.wait(!sense, std::memory_order_acquire);
       break;
     }
@@ -206,7 +276,8 @@ int ThreadGovernor::threads_for(int wanted, int64_t now_ns) {
   return current(wanted);
 }
 
-void ThreadGovernor::report(int used, int64_t wall_ns, int64_t stalled_ns, int64_t now_ns, bool descheduled) {
+void ThreadGovernor::report(int used, int64_t wall_ns, int64_t stalled_ns, int64_t now_ns, bool descheduled,
+                            int64_t held_until_ns) {
   if (used <= 1) return;  // one thread cannot stall on another
   window_wall_ += wall_ns * (used - 1);
   window_stalled_ += std::min(stalled_ns, wall_ns * (used - 1));
@@ -229,7 +300,9 @@ void ThreadGovernor::report(int used, int64_t wall_ns, int64_t stalled_ns, int64
     return;
   }
   ++fewer_;
-  hold_until_ = now_ns + (kHoldNs << backoff_);
+  // A sighting's hold began when it was seen, and the run has already kept to it (Barrier): the
+  // runs after it keep to what is left of it, not to a new one from now.
+  hold_until_ = descheduled && held_until_ns > 0 ? held_until_ns : now_ns + (kHoldNs << backoff_);
   backoff_ = std::min(backoff_ + 1, kMaxBackoff);
 }
 

@@ -3,8 +3,8 @@
 // one run at a time: callers on several threads queue for it. How many threads a run takes
 // adapts to what the machine gives (ThreadGovernor): on a core that another process wants, a
 // thread of ours is descheduled for milliseconds and every barrier waits for it, so once a
-// barrier sees a thread lose its core (by that thread's CPU clock) the run finishes on one
-// thread and the runs after it take fewer threads for a while; the workers left out sleep. Results do not change with the count: every kernel
+// barrier sees a thread lose its core (by that thread's CPU clock) the run goes on with one
+// thread for a hold, the others sitting out asleep, and the runs after it keep to the hold. Results do not change with the count: every kernel
 // computes each output element on one thread, in an order that does not depend on the split.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -33,24 +34,46 @@ struct BarrierSeat {
 
 /// All threads of a job meet here between two commands. Sense-reversing, spinning, then
 /// sleeping. A waiter that has spun a while looks at the CPU clock of a thread that has not
-/// arrived: one that got less than half the time since is descheduled (another process holds
-/// its core), not slow. Then the rest of the run is one thread's: the last thread to arrive
-/// decides, so every thread leaves with the same answer, and the others leave the job instead
-/// of being waited for again.
+/// arrived: one that got less than a quarter of the time since is descheduled (another process
+/// holds its core, or the hypervisor its vCPU), not slow. Then thread 0 goes on alone for a hold
+/// (the last thread to arrive decides, so every thread leaves with the same answer) and the
+/// others sit out, asleep, rather than be waited for again at every barrier. Once the hold is
+/// over they come back: thread 0 takes them in again between two commands.
+///
+/// Why a hold and not the rest of the run: a quiet VM's vCPU is held by the hypervisor for half
+/// a millisecond or more now and then (20 to 30 times in a 2-thread decode of 128 tokens), and a
+/// run can be long (a 512-token prefill, half a second), so leaving the rest of it to one thread
+/// ran one in three of Gemma 3's prefills at half speed on a quiet machine. A process that keeps
+/// the core shows again when the thread comes back, and each sighting in a run doubles the hold.
 class Barrier {
  public:
   /// `capacity`: the most threads a run may take.
   explicit Barrier(int capacity = 1);
-  /// Before a run of `threads`; `clocks[t]` is thread t's CPU-time clock.
-  void reset(int threads, const clockid_t* clocks);
+  /// Before a run that the pool starts on `threads` threads; `clocks[t]` is thread t's CPU-time
+  /// clock. `active` of them (the first) take part from its first command; the others sit out
+  /// until `rejoin_at_ns` (steady_ns()). `hold_ns`: how long threads sit out after a sighting.
+  void reset(int threads, const clockid_t* clocks, int active, int64_t rejoin_at_ns, int64_t hold_ns);
+  void reset(int threads, const clockid_t* clocks) { reset(threads, clocks, threads, 0, 0); }
   /// Thread `thread` has begun its share of the run (a worker woken for it is awake).
   void start(int thread) { started_[size_t(thread)].store(true, std::memory_order_release); }
   /// Waits for every thread; returns how many take part from here on (1 after a stall).
   int wait(BarrierSeat& seat, int thread);
+  /// A thread left out (not thread 0): sleeps until the hold is over, then waits for thread 0 to
+  /// take it in again. Returns the phase to go on from, or -1 once the run is over.
+  int64_t sit_out();
+  /// Thread 0, alone, between two commands (the next is phase `next_phase`): takes the threads
+  /// that sat out in again if all of them are back. Returns how many take part from here on.
+  int take_back(int64_t next_phase);
+  /// Thread 0, its share of the run done: sends threads still sitting out home.
+  void finish();
+  /// The time until which the last sighting of the run held threads out (0: none).
+  int64_t held_until_ns() const { return held_until_ns_.load(std::memory_order_relaxed); }
   /// Time threads spent waiting on a descheduled thread, since reset().
   int64_t stalled_ns() const { return stalled_ns_.load(std::memory_order_relaxed); }
   /// Whether a waiter found a thread descheduled since reset().
   bool descheduled() const { return slow_.load(std::memory_order_relaxed); }
+  /// How many threads take part now (read at a run's start, and by a thread coming back).
+  int active() const { return active_.load(std::memory_order_relaxed); }
 
  private:
   /// Whether a late thread, looked at over the waiter's spin, got less than half a core.
@@ -65,7 +88,20 @@ class Barrier {
   alignas(64) std::atomic<bool> release_{false};
   alignas(64) std::atomic<int64_t> stalled_ns_{0};
   std::atomic<bool> slow_{false};  // a waiter found a thread descheduled this run
+  std::atomic<bool> demote_{false};  // ... and the barrier has not yet sent the others out for it
   std::atomic<int> active_{1};     // threads taking part after the last release
+  // Sitting out: the run's thread count, the hold, when the threads out may come back, how many
+  // are back and waiting to be taken in, and the phase they go on from (its high half counts
+  // the takings-in, so a thread sees a new one).
+  int started_threads_ = 1;
+  int64_t hold_ns_ = 0;
+  std::atomic<int64_t> rejoin_at_ns_{0}, held_until_ns_{0};
+  alignas(64) std::atomic<int> back_{0};
+  std::atomic<uint64_t> resume_{0};
+  std::atomic<bool> over_{false};
+  std::atomic<int> sleeping_{0};
+  std::mutex sleep_mutex_;
+  std::condition_variable sleep_;
 };
 
 /// Decides how many threads the next run takes. A run in which a barrier saw a thread lose its
@@ -86,10 +122,16 @@ class ThreadGovernor {
   /// Threads for a run that asks for `wanted`, at time `now_ns`.
   int threads_for(int wanted, int64_t now_ns);
   /// A run of `used` threads took `wall_ns`, of which threads waited `stalled_ns` on stalls;
-  /// `descheduled`: a barrier saw, by its CPU clock, that a thread of the run lost its core.
-  void report(int used, int64_t wall_ns, int64_t stalled_ns, int64_t now_ns, bool descheduled = false);
+  /// `descheduled`: a barrier saw, by its CPU clock, that a thread of the run lost its core, and
+  /// held it out until `held_until_ns` (0: the hold starts now).
+  void report(int used, int64_t wall_ns, int64_t stalled_ns, int64_t now_ns, bool descheduled = false,
+              int64_t held_until_ns = 0);
   /// What runs take now when they ask for `wanted` (for reports; no side effect).
   int current(int wanted) const;
+  /// How long the next sighting holds a thread out.
+  int64_t hold_ns() const { return kHoldNs << backoff_; }
+  /// While runs take fewer threads: until when (0: they do not).
+  int64_t holding_until() const { return fewer_ > 0 ? hold_until_ : 0; }
 
  private:
   int fewer_ = 0;              // threads taken off what runs ask for
