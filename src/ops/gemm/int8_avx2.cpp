@@ -217,19 +217,22 @@ inline __m256 finish(const Scales8<T>& s, const __m256i* dot, float scale, float
 template <int R>
 constexpr int64_t kPrefetchAhead = R == 1 ? 4096 : 1024;
 
-// R rows of x (from i0) against half h of one group: 8 output columns per row, at y + 8h.
-template <DType T, int R>
-inline void int8_half(const GemmInt8Args& g, int64_t i0, const char* group, int h, float* y) {
+// R rows of x (from i0) against H halves of one group from half h0: 8 output columns per row
+// and half, at y + 8h. One row (a decode) takes both halves in one pass: each block's x is
+// broadcast once for the 16 rows, and the group is read once, where a pass per half read it
+// twice (its second pass from the cache) and broadcast x twice.
+template <DType T, int R, int H>
+inline void int8_half(const GemmInt8Args& g, int64_t i0, const char* group, int h0, float* y) {
   const int64_t blocks = g.k / 32;
   const int8_t* q[R];
   const float *scale[R], *xsum[R], *xsum16[R];
-  __m256 acc[R];
+  __m256 acc[H][R];
   for (int r = 0; r < R; ++r) {
     q[r] = g.q + (i0 + r) * g.k;
     scale[r] = g.scale + (i0 + r) * blocks;
     xsum[r] = g.xsum + (i0 + r) * blocks;
     xsum16[r] = g.xsum16 + (i0 + r) * 2 * blocks;
-    acc[r] = _mm256_setzero_ps();
+    for (int h = 0; h < H; ++h) acc[h][r] = _mm256_setzero_ps();
   }
   auto x4 = [&](int r, int64_t at) {
     int32_t v;
@@ -238,38 +241,43 @@ inline void int8_half(const GemmInt8Args& g, int64_t i0, const char* group, int 
   };
   const __m256i ones = _mm256_set1_epi16(1);
   constexpr int kSpan = kQuadsInInt16<T>;
-  Scales8<T> sc;
+  Scales8<T> sc[H];
   for (int64_t b = 0; b < blocks; ++b) {
     const char* quants = group + int8_quants_at(T, b);
-    if (h == 0)
+    if (h0 == 0)
       for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c)
         _mm_prefetch(quants + kPrefetchAhead<R> + 64 * c, _MM_HINT_T0);
-    sc.load(group, b, h);
-    __m256i dot[R][2], part[R];
-    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = part[r] = _mm256_setzero_si256();
+    for (int h = 0; h < H; ++h) sc[h].load(group, b, h0 + h);
+    __m256i dot[H][R][2], part[H][R];
+    for (int h = 0; h < H; ++h)
+      for (int r = 0; r < R; ++r) dot[h][r][0] = dot[h][r][1] = part[h][r] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
-      __m256i lo, hi;
-      unpack<T>(quants, c, h, &lo, &hi);
+      __m256i lo[H], hi[H];
+      for (int h = 0; h < H; ++h) unpack<T>(quants, c, h0 + h, &lo[h], &hi[h]);
       const int half = T == DType::q6_k ? c / 2 : 0;
       for (int r = 0; r < R; ++r) {
-        const __m256i p_lo = products<T>(lo, x4(r, b * 32 + 8 * c)),
-                      p_hi = products<T>(hi, x4(r, b * 32 + 8 * c + 4));
-        if constexpr (kSpan == 0) {
-          dot[r][0] = _mm256_add_epi32(dot[r][0], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones),
-                                                                   _mm256_madd_epi16(p_hi, ones)));
-        } else {
-          part[r] = _mm256_add_epi16(part[r], _mm256_add_epi16(p_lo, p_hi));
-          if ((c + 1) % kSpan == 0) {
-            dot[r][half] = _mm256_add_epi32(dot[r][half], _mm256_madd_epi16(part[r], ones));
-            part[r] = _mm256_setzero_si256();
+        const __m256i x_lo = x4(r, b * 32 + 8 * c), x_hi = x4(r, b * 32 + 8 * c + 4);
+        for (int h = 0; h < H; ++h) {
+          const __m256i p_lo = products<T>(lo[h], x_lo), p_hi = products<T>(hi[h], x_hi);
+          if constexpr (kSpan == 0) {
+            dot[h][r][0] = _mm256_add_epi32(
+                dot[h][r][0], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)));
+          } else {
+            part[h][r] = _mm256_add_epi16(part[h][r], _mm256_add_epi16(p_lo, p_hi));
+            if ((c + 1) % kSpan == 0) {
+              dot[h][r][half] = _mm256_add_epi32(dot[h][r][half], _mm256_madd_epi16(part[h][r], ones));
+              part[h][r] = _mm256_setzero_si256();
+            }
           }
         }
       }
     }
-    for (int r = 0; r < R; ++r)
-      acc[r] = finish<T>(sc, dot[r], scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[r]);
+    for (int h = 0; h < H; ++h)
+      for (int r = 0; r < R; ++r)
+        acc[h][r] = finish<T>(sc[h], dot[h][r], scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[h][r]);
   }
-  for (int r = 0; r < R; ++r) _mm256_storeu_ps(y + r * g.ldy + 8 * h, acc[r]);
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < R; ++r) _mm256_storeu_ps(y + r * g.ldy + 8 * (h0 + h), acc[h][r]);
 }
 
 // Rows of x a pass takes: 16 registers hold R accumulators, R dot products and R int16 partial
@@ -280,7 +288,7 @@ constexpr int kPassRows = T == DType::q6_k ? 3 : 4;
 template <DType T, int R = kPassRows<T> - 1>
 void int8_half_tail(const GemmInt8Args& g, int64_t i, const char* group, int h, float* y) {
   if constexpr (R >= 1) {
-    if (g.m - i == R) return int8_half<T, R>(g, i, group, h, y + i * g.ldy);
+    if (g.m - i == R) return int8_half<T, R, 1>(g, i, group, h, y + i * g.ldy);
     int8_half_tail<T, R - 1>(g, i, group, h, y);
   }
 }
@@ -292,9 +300,13 @@ void gemm_int8_groups(const GemmInt8Args& g) {
   for (int64_t j = 0; j < g.groups; ++j) {
     const char* group = g.w + j * group_bytes;
     float* y = g.y + j * kInt8Rows;
+    if (g.m == 1) {
+      int8_half<T, 1, 2>(g, 0, group, 0, y);
+      continue;
+    }
     for (int h = 0; h < 2; ++h) {
       int64_t i = 0;
-      for (; i + kPass <= g.m; i += kPass) int8_half<T, kPass>(g, i, group, h, y + i * g.ldy);
+      for (; i + kPass <= g.m; i += kPass) int8_half<T, kPass, 1>(g, i, group, h, y + i * g.ldy);
       if (i < g.m) int8_half_tail<T>(g, i, group, h, y);
     }
   }
