@@ -404,7 +404,7 @@ const CompiledGraph::Result& CompiledGraph::run_now(std::span<const Tensor> tens
 
 Run CompiledGraph::start(std::span<const Tensor> tensors, std::span<const ValueArg> values) {
   if (graph_->chain_) graph_->settle();  // refused while a chained loop runs (see settle)
-  detail::RunQueue::Task task{this, {tensors.begin(), tensors.end()}, {}};
+  detail::RunQueue::Task task{this, {tensors.begin(), tensors.end()}, {}, {}};
   for (const ValueArg& v : values) task.values.emplace_back(std::string(v.name), v.value);
   Run run;
   run.version_ = this;
