@@ -53,7 +53,6 @@ class Barrier {
   /// clock. `active` of them (the first) take part from its first command; the others sit out
   /// until `rejoin_at_ns` (steady_ns()). `hold_ns`: how long threads sit out after a sighting.
   void reset(int threads, const clockid_t* clocks, int active, int64_t rejoin_at_ns, int64_t hold_ns);
-  void reset(int threads, const clockid_t* clocks) { reset(threads, clocks, threads, 0, 0); }
   /// Thread `thread` has begun its share of the run (a worker woken for it is awake).
   void start(int thread) { started_[size_t(thread)].store(true, std::memory_order_release); }
   /// Waits for every thread; returns how many take part from here on (1 after a stall).
