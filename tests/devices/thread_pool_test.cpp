@@ -143,7 +143,8 @@ namespace {
 
 // A copy whose second thread starts 3 ms late, off the CPU, as a thread descheduled by another
 // process would be: the barrier after it finds, by that thread's CPU clock, that it is not
-// running; the rest of the run is thread 0's alone, and the runs after it take one thread.
+// running; thread 0 goes on alone for the hold (10 ms: the rest of this short run), and the runs
+// after it take one thread.
 const iron::Declaration kLateCopy{"LateCopy", nullptr, {}, {}};
 std::atomic<int> late_runs{0};
 struct LateCopy : iron::Operator {

@@ -4,8 +4,9 @@
 // adapts to what the machine gives (ThreadGovernor): on a core that another process wants, a
 // thread of ours is descheduled for milliseconds and every barrier waits for it, so once a
 // barrier sees a thread lose its core (by that thread's CPU clock) the run goes on with one
-// thread for a hold, the others sitting out asleep, and the runs after it keep to the hold. Results do not change with the count: every kernel
-// computes each output element on one thread, in an order that does not depend on the split.
+// thread for a hold, the others sitting out asleep, and the runs after it keep to the hold.
+// Results do not change with the count: every kernel computes each output element on one
+// thread, in an order that does not depend on the split.
 #pragma once
 
 #include <pthread.h>
@@ -41,9 +42,10 @@ struct BarrierSeat {
 /// over they come back: thread 0 takes them in again between two commands.
 ///
 /// Why a hold and not the rest of the run: a quiet VM's vCPU is held by the hypervisor for half
-/// a millisecond or more now and then (20 to 30 times in a 2-thread decode of 128 tokens), and a
-/// run can be long (a 512-token prefill, half a second), so leaving the rest of it to one thread
-/// ran one in three of Gemma 3's prefills at half speed on a quiet machine. A process that keeps
+/// a millisecond or more now and then (15 to 60 times in one `iron bench -t 2 -p 0 -n 128 -r 3`),
+/// and a run can be long (a 512-token prefill, half a second), so leaving the rest of it to one
+/// thread ran 7 of 12 of Gemma 3's prefills in three `iron bench -r 4` at about half speed
+/// (~550 against ~1050 tokens/s) on a quiet machine. A process that keeps
 /// the core shows again when the thread comes back, and each sighting in a run doubles the hold.
 class Barrier {
  public:

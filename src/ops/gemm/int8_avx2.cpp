@@ -17,9 +17,9 @@
 // first 8 rows, its high 32 the other 8. A pass takes one half (8 rows of W, one f32 lane each)
 // against R rows of x, so an accumulator is one register; the half's bytes are read once a pass
 // and its cache lines stay in L1 for the other half. One row of x alone (a decode) has the
-// registers for both halves in one pass, which reads the group once. Each row of x gets the same operations in
-// the same order whatever R is, so a row's outputs do not depend on the rows beside it (a batched
-// decode step's streams get what they would alone). quantise_x8 makes the bits the AVX-512 one
+// registers for both halves in one pass, which reads the group once. Each row of x gets the same
+// operations in the same order whatever R is, so a row's outputs do not depend on the rows beside
+// it (a batched decode step's streams get what they would alone). quantise_x8 makes the bits the AVX-512 one
 // does (the same IEEE operations on each block).
 #include <immintrin.h>
 
