@@ -57,7 +57,8 @@ KernelTable& table() {
     KernelTable made;
     for (const ops::OpEntry& e : ops::op_entries())
       for (const ops::CpuTarget& target : e.cpu)
-        made.add({e.catalog.declaration->name, target.target, target.refuses, e.make_cpu, target.describes});
+        if (built_here(target.target))  // x86's kernels are not compiled for ARM, nor ARM's for x86
+          made.add({e.catalog.declaration->name, target.target, target.refuses, e.make_cpu, target.describes});
     return made;
   }();
   return t;

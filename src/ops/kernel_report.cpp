@@ -100,9 +100,14 @@ std::vector<KernelReportLine> choose_cpu_kernels(const cpu::Features& features) 
 
 std::string describe_cpu_kernels(const cpu::Features& features) {
   std::ostringstream o;
-  o << "CPU features: " << features.str() << " (IRON_CPU=portable|avx2|avx512 narrows them)\n";
+#if defined(__aarch64__)
+  constexpr const char* kLevels = "portable|neon";
+#else
+  constexpr const char* kLevels = "portable|avx2|avx512";
+#endif
+  o << "CPU features: " << features.str() << " (IRON_CPU=" << kLevels << " narrows them)\n";
   for (cpu::Target t : cpu::kTargets)
-    if (std::string missing = cpu::missing_features(t, features); !missing.empty())
+    if (std::string missing = cpu::missing_features(t, features); cpu::built_here(t) && !missing.empty())
       o << "  no " << cpu::target_name(t) << " kernels here: " << missing << "\n";
   o << "The kernel each kind of step the models run takes, and why faster ones that run here did not:\n";
   for (const KernelReportLine& line : choose_cpu_kernels(features)) {

@@ -58,6 +58,13 @@ std::unique_ptr<cpu::Kernel> make_cpu_kernel(const Operator& op, const cpu::Kern
   return static_cast<const Op&>(op).cpu_kernel(args);
 }
 
+/// The targets of an operator whose vector kernel is written once with Highway (its *_hwy.cpp,
+/// devices/cpu/highway.hpp), fastest first, then its portable loops; the table keeps those this
+/// build holds (built_here).
+inline std::vector<CpuTarget> highway_targets() {
+  return {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::sve}, {cpu::Target::neon}, {cpu::Target::portable}};
+}
+
 /// The entry of `Op`, built from its fields, whose cpu_kernel(args) serves each of `cpu`'s
 /// targets, recorded on Vulkan by `vulkan`.
 template <class Op>

@@ -1,6 +1,7 @@
 // The CPU device's kernel table: which kernel each kind of step takes on processors of each kind
-// (their features written out here, so every case runs on any machine), and why the faster ones
-// were passed over.
+// (their features written out here, so every case runs on any machine of the build's
+// architecture: the table holds x86's kernels in an x86-64 build, ARM's in an aarch64 one), and
+// why the faster ones were passed over.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -12,17 +13,17 @@
 namespace iron {
 namespace {
 
-cpu::Features avx2_machine() {
+[[maybe_unused]] cpu::Features avx2_machine() {
   cpu::Features f;
   f.avx2 = f.fma = f.f16c = true;
   return f;
 }
-cpu::Features avx512_machine() {
+[[maybe_unused]] cpu::Features avx512_machine() {
   cpu::Features f = avx2_machine();
   f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512bf16 = f.avx512vnni = true;
   return f;
 }
-cpu::Features amx_machine() {
+[[maybe_unused]] cpu::Features amx_machine() {
   cpu::Features f = avx512_machine();
   f.amx_bf16 = f.amx_int8 = true;
   return f;
@@ -54,24 +55,73 @@ TEST(KernelTable, APortableMachineTakesThePortableLoopsAndSaysWhatEachFasterOneN
     ASSERT_NE(line.choice.taken, nullptr) << line.step.op << " " << line.step.step;
     EXPECT_EQ(line.choice.taken->target, cpu::Target::portable) << line.step.op << " " << line.step.step;
   }
+#if defined(__x86_64__)
   EXPECT_EQ(choice(none, "GELU", "f32"),
             "portable (avx512 passed over: needs avx512f avx512bw avx512vl avx512dq avx2 fma f16c; avx2 passed over: "
             "needs avx2 fma f16c)");
+#elif defined(__aarch64__)
+  EXPECT_EQ(choice(none, "GELU", "f32"), "portable (sve passed over: needs sve neon; neon passed over: needs neon)");
+#endif
 }
 
+TEST(KernelTable, TargetsOfAnotherArchitectureAreNotInTheTable) {
+  for (const std::string& op : cpu::kernels().ops())
+    for (const cpu::KernelEntry& e : cpu::kernels().entries(op))
+      EXPECT_TRUE(cpu::built_here(e.target)) << op << " has a " << cpu::target_name(e.target) << " kernel";
+  EXPECT_TRUE(cpu::built_here(cpu::Target::portable));
+  EXPECT_NE(cpu::built_here(cpu::Target::avx2), cpu::built_here(cpu::Target::neon));
+}
+
+#if defined(__aarch64__)
+cpu::Features neon_machine() {
+  cpu::Features f;
+  f.neon = true;
+  return f;
+}
+cpu::Features sve_machine(int bits) {
+  cpu::Features f = neon_machine();
+  f.sve_bits = bits;
+  return f;
+}
+
+TEST(KernelTable, ANeonMachineTakesTheNeonLoopsWhereAnOperatorHasThem) {
+  const cpu::Features f = neon_machine();
+  EXPECT_EQ(choice(f, "GELU", "f32"), "neon (sve passed over: needs sve)");
+  EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "neon");
+  EXPECT_EQ(taken(f, "SwiGLU", "f32"), "neon");
+  EXPECT_EQ(taken(f, "GeGLU", "f32"), "neon");
+  EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), "neon");
+  // Not yet written for ARM: the matmuls and attention take their portable loops.
+  EXPECT_EQ(choice(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "portable");
+  EXPECT_EQ(choice(f, "Attention", "f16 cache, highest"), "portable");
+}
+
+TEST(KernelTable, AnSveMachineTakesTheSveLoopsAtAnyVectorLength) {
+  for (int bits : {128, 256, 512}) {
+    const cpu::Features f = sve_machine(bits);
+    EXPECT_EQ(choice(f, "GELU", "f32"), "sve") << bits;
+    EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), "sve") << bits;
+    // IRON_CPU=neon leaves SVE out.
+    EXPECT_EQ(taken(f.limited_to("neon"), "RMSNorm", "f32 rows"), "neon") << bits;
+    EXPECT_EQ(taken(f.limited_to("portable"), "RMSNorm", "f32 rows"), "portable") << bits;
+  }
+  EXPECT_EQ(sve_machine(256).str(), "neon sve (256-bit)");
+  EXPECT_EQ(sve_machine(256).limited_to("neon").str(), "neon");
+}
+#endif
+
+#if defined(__x86_64__)
 TEST(KernelTable, AnAvx2MachineTakesTheAvx2LoopsWhereAnOperatorHasThem) {
   const cpu::Features f = avx2_machine();
   EXPECT_EQ(taken(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "avx2");
   EXPECT_EQ(taken(f, "GEMV", "q8_0 weight, one f32 row"), "avx2");
   EXPECT_EQ(taken(f, "Attention", "f16 cache, highest"), "avx2");
-#if defined(__x86_64__)  // the matmul's loops, which say how, are built for x86-64 alone
   // Medium's block-quantised matmuls take int8 dot products (vpmaddubsw); float weights and
   // highest stay in f32.
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: vpmaddubsw)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q6_k weight, f32 rows, medium"), "(int8 x: vpmaddubsw)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "f16 weight, f32 rows, medium"), "(f32 FMA)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, highest"), "(f32 FMA)");
-#endif
   // Written once with Highway, so AVX2 has them as AVX-512 does.
   EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "avx2");
   EXPECT_EQ(taken(f, "SwiGLU", "f32"), "avx2");
@@ -98,10 +148,8 @@ TEST(KernelTable, AnAvx512MachineWithoutAmxTakesAvx512) {
   EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "avx512");
   EXPECT_EQ(taken(f, "SwiGLU", "f32"), "avx512");
   EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), "avx512");
-#if defined(__x86_64__)
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: vpdpbusd)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "f32 weight, f32 rows, medium"), "(bf16 x: vdpbf16ps)");
-#endif
 }
 
 TEST(KernelTable, AmxTakesOnlyWhatMediumMayRoundInTiles) {
@@ -125,6 +173,8 @@ TEST(KernelTable, AStepNoVectorLoopTakesGoesToThePortableOneWithTheReason) {
             "portable (amx passed over: K of 1000, not whole blocks of 32; avx512 passed over: K of 1000, not whole "
             "blocks of 32; avx2 passed over: K of 1000, not whole blocks of 32)");
 }
+
+#endif  // __x86_64__
 
 TEST(KernelTable, EveryOperatorOfTheCatalogHasAPortableKernel) {
   for (const auto& [name, entry] : catalog()) {

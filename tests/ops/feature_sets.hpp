@@ -1,6 +1,6 @@
 // The CPU dispatch paths a kernel test runs on this host: the portable loops always; AVX2 and
 // AVX-512 where the host has them (each limited to its own target); and the whole host where it
-// has more (AMX).
+// has more (AMX); on ARM, NEON (limited to it) and SVE where the host has them.
 #pragma once
 
 #include <vector>
@@ -16,6 +16,8 @@ inline std::vector<cpu::Features> feature_sets() {
   if (host.avx512f && host.avx512bw && host.avx512vl && host.avx512dq && host.f16c)
     sets.push_back(host.limited_to("avx512"));
   if (host.amx_bf16) sets.push_back(host);
+  if (host.neon) sets.push_back(host.limited_to("neon"));
+  if (host.neon && host.sve_bits > 0) sets.push_back(host);
   return sets;
 }
 

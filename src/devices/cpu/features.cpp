@@ -89,12 +89,8 @@ Features Features::limited_to(std::string_view level) const {
     f.amx_bf16 = f.amx_int8 = false;
   }
   if (level == "portable") f.avx2 = f.fma = f.f16c = false;
-#if defined(__aarch64__)
-  if (level == "portable") {
-    f.neon = false;
-    f.sve_bits = 0;
-  }
-#endif
+  if (level == "portable" || level == "neon") f.sve_bits = 0;
+  if (level == "portable") f.neon = false;
   return f;
 }
 
@@ -104,14 +100,9 @@ std::string Features::str() const {
     << (avx512f ? "avx512f " : "") << (avx512bw ? "avx512bw " : "") << (avx512vl ? "avx512vl " : "")
     << (avx512dq ? "avx512dq " : "") << (avx512bf16 ? "avx512bf16 " : "")
     << (avx512vnni ? "avx512vnni " : "") << (amx_bf16 ? "amx-bf16 " : "")
-    << (amx_int8 ? "amx-int8 " : "");
-  std::string s = o.str();
-#if defined(__aarch64__)
-  // The vector extensions are named beside "portable": no kernel takes them yet.
-  std::string extensions = neon ? "neon" : "";
-  if (sve_bits > 0) extensions += (extensions.empty() ? "sve " : ", sve ") + std::to_string(sve_bits) + "-bit";
-  if (!extensions.empty()) return "portable (" + extensions + " present, not used yet)";
-#endif
+    << (amx_int8 ? "amx-int8 " : "") << (neon ? "neon " : "");
+  if (sve_bits > 0) o << "sve (" << sve_bits << "-bit) ";
+  const std::string s = o.str();
   return s.empty() ? "portable" : s.substr(0, s.size() - 1);
 }
 

@@ -2,8 +2,9 @@
 //
 // A file of such kernels (`src/ops/<op>/<name>_hwy.cpp`) defines them in
 // `namespace <its namespace>::HWY_NAMESPACE` and includes hwy/foreach_target.h, which compiles
-// the file once for each target Highway has here (AVX-512 as N_AVX3, AVX2 as N_AVX2, NEON and
-// SVE on ARM, ...), each copy with its own instruction set enabled by function attributes, so no
+// the file once for each target this build asks of Highway (AVX-512 as N_AVX3 and AVX2 as N_AVX2
+// on x86-64, NEON as N_NEON and SVE as N_SVE on aarch64: CMakeLists.txt turns the others off),
+// each copy with its own instruction set enabled by function attributes, so no
 // file needs its own compiler flags. Its `#if HWY_ONCE` part then picks a copy with
 // IRON_HWY_PICK from the features the kernel table gave the kernel (never with Highway's own
 // dispatch, which would ignore IRON_CPU and the table's choice): what `iron info --kernels`
@@ -29,8 +30,11 @@ inline bool hwy_avx2(const Features& f) { return f.avx2 && f.fma && f.f16c; }
 #if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX3) && (HWY_TARGETS & HWY_AVX2)
 #define IRON_HWY_PICK(f, ns, fn) \
   (::iron::cpu::hwy_avx3(f) ? &ns::N_AVX3::fn : ::iron::cpu::hwy_avx2(f) ? &ns::N_AVX2::fn : nullptr)
+#elif HWY_ARCH_ARM_A64 && (HWY_TARGETS & HWY_SVE) && (HWY_TARGETS & HWY_NEON)
+// SVE's copy is built for any vector length (the kernels ask the lanes at run time); every SVE
+// processor has NEON too.
+#define IRON_HWY_PICK(f, ns, fn) ((f).sve_bits > 0 ? &ns::N_SVE::fn : (f).neon ? &ns::N_NEON::fn : nullptr)
 #else
-// No target picked yet off x86 (NEON and SVE copies are compiled; the kernel table has no target
-// for them yet, so an aarch64 build runs the portable loops).
+// Another architecture: the portable loops serve.
 #define IRON_HWY_PICK(f, ns, fn) ((void)(f), static_cast<decltype(&ns::HWY_STATIC_DISPATCH(fn))>(nullptr))
 #endif

@@ -176,21 +176,21 @@ inline Operand dense_operand(DType t, const Shape& shape, char* base, std::optio
 
 /// What the processor offers, probed once. The environment variable IRON_CPU, read then, can
 /// narrow it: IRON_CPU=portable offers nothing (every kernel takes its portable loops),
-/// IRON_CPU=avx2 offers no AVX-512, IRON_CPU=avx512 no AMX (bf16 or int8).
+/// IRON_CPU=avx2 offers no AVX-512, IRON_CPU=avx512 no AMX (bf16 or int8); on ARM,
+/// IRON_CPU=neon offers no SVE.
 struct Features {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512bf16 = false,
        avx512vnni = false;
   bool amx_bf16 = false;  // AMX tiles with bf16 dot products, and the OS lets this process use them
   bool amx_int8 = false;  // AMX tiles with int8 dot products (likewise), for the int8 path
-#if defined(__aarch64__)
-  // Advanced SIMD (NEON) and SVE's vector length in bits (0 without SVE). Reported only: no
-  // kernel takes them yet, so an aarch64 build runs the portable kernels.
+  // ARM: Advanced SIMD (NEON), and SVE's vector length in bits (0 without SVE). Never set on
+  // x86, as the x86 features are never set on ARM.
   bool neon = false;
   int sve_bits = 0;
-#endif
   static const Features& host();
-  /// The features above less what `level` ("portable", "avx2", "avx512" or anything else: all) leaves out.
+  /// The features above less what `level` ("portable", "avx2", "avx512", "neon" or anything else:
+  /// all) leaves out.
   Features limited_to(std::string_view level) const;
   std::string str() const;
 };

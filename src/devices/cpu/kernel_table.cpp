@@ -15,6 +15,10 @@ const char* target_name(Target t) {
       return "avx512";
     case Target::avx2:
       return "avx2";
+    case Target::sve:
+      return "sve";
+    case Target::neon:
+      return "neon";
     case Target::portable:
       return "portable";
   }
@@ -33,6 +37,12 @@ std::string missing_features(Target t, const Features& f) {
       [[fallthrough]];
     case Target::avx2:
       needed.insert(needed.end(), {{f.avx2, "avx2"}, {f.fma, "fma"}, {f.f16c, "f16c"}});
+      break;
+    case Target::sve:
+      needed = {{f.sve_bits > 0, "sve"}};
+      [[fallthrough]];
+    case Target::neon:
+      needed.push_back({f.neon, "neon"});
       break;
   }
   std::string missing;
@@ -54,6 +64,10 @@ Features narrowed_to(const Features& f, Target t) {
       return f.limited_to("avx512");
     case Target::avx2:
       return f.limited_to("avx2");
+    case Target::sve:
+      return f;
+    case Target::neon:
+      return f.limited_to("neon");
     case Target::portable:
       return f.limited_to("portable");
   }

@@ -29,11 +29,24 @@
 
 namespace iron::cpu {
 
-/// What a CPU kernel is built for, fastest first.
-enum class Target { amx, avx512, avx2, portable };
-inline constexpr Target kTargets[] = {Target::amx, Target::avx512, Target::avx2, Target::portable};
-/// "amx", "avx512", "avx2", "portable": also IRON_CPU's values.
+/// What a CPU kernel is built for, fastest first: x86's, ARM's, then the portable loops.
+enum class Target { amx, avx512, avx2, sve, neon, portable };
+inline constexpr Target kTargets[] = {Target::amx, Target::avx512, Target::avx2,
+                                      Target::sve, Target::neon,   Target::portable};
+/// "amx", "avx512", "avx2", "sve", "neon", "portable": also IRON_CPU's values.
 const char* target_name(Target t);
+/// Whether this build holds kernels for `t`: x86's targets in an x86-64 build, ARM's in an
+/// aarch64 one, the portable loops in every build. The table takes no entry for another
+/// architecture's target, so what it reports names only what could run here.
+constexpr bool built_here(Target t) {
+#if defined(__x86_64__)
+  return t != Target::sve && t != Target::neon;
+#elif defined(__aarch64__)
+  return t == Target::sve || t == Target::neon || t == Target::portable;
+#else
+  return t == Target::portable;
+#endif
+}
 /// Why a processor with `f` cannot run kernels built for `t` ("needs avx512bw avx512vl"); empty
 /// when it can.
 std::string missing_features(Target t, const Features& f);

@@ -176,9 +176,9 @@ std::vector<OpEntry> elementwise_entries() {
   return {entry<Add>(kAdd, portable, vulkan), entry<Sub>(kSub, portable, vulkan),
           entry<Mul>(kMul, portable, vulkan), entry<Div>(kDiv, portable, vulkan),
           // silu(a) * b in vector lanes (silu_mul_f32, swiglu_hwy.cpp).
-          entry<SwiGLU>(kSwiGLU, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}}, vulkan),
+          entry<SwiGLU>(kSwiGLU, highway_targets(), vulkan),
           // gelu_tanh(a) in GELU's vector lanes (gelu_hwy.cpp), times b.
-          entry<GeGLU>(kGeGLU, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}}, vulkan)};
+          entry<GeGLU>(kGeGLU, highway_targets(), vulkan)};
 }
 
 }  // namespace iron::ops

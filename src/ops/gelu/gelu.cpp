@@ -62,6 +62,6 @@ struct GELU : UnaryOp {
 };
 }  // namespace
 
-OpEntry gelu_entry() { return entry<GELU>(kGELU, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}}, IRON_VULKAN_RECORDER(record_unary)); }
+OpEntry gelu_entry() { return entry<GELU>(kGELU, highway_targets(), IRON_VULKAN_RECORDER(record_unary)); }
 
 }  // namespace iron::ops

@@ -32,7 +32,7 @@ struct LayerNorm : RowwiseOp {
 }  // namespace
 
 OpEntry layer_norm_entry() {
-  return entry<LayerNorm>(kLayerNorm, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}},
+  return entry<LayerNorm>(kLayerNorm, highway_targets(),
                           IRON_VULKAN_RECORDER(record_rowwise));
 }
 

@@ -44,7 +44,7 @@ struct RMSNorm : RowwiseOp {
 }  // namespace
 
 OpEntry rms_norm_entry() {
-  return entry<RMSNorm>(kRMSNorm, {{cpu::Target::avx512}, {cpu::Target::avx2}, {cpu::Target::portable}},
+  return entry<RMSNorm>(kRMSNorm, highway_targets(),
                         IRON_VULKAN_RECORDER(record_rowwise));
 }
 
