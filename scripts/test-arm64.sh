@@ -90,9 +90,9 @@ run_on() {
     fi
   } >"$build/$name.log" 2>&1
 }
-run_on neon max,sve=off 'portable (neon present, not used yet)' &
+run_on neon max,sve=off 'neon' &
 neon=$!
-run_on sve256 max,sve256=on 'portable (neon, sve 256-bit present, not used yet)' &
+run_on sve256 max,sve256=on 'neon sve (256-bit)' &
 sve=$!
 status=0
 wait $neon || status=1
