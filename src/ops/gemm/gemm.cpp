@@ -239,7 +239,7 @@ class Matmul : public Operator {
   /// instructions, as part_kernel() decides them.
   static std::string describe_fast(const Operator& op, const cpu::KernelArgs& a) {
     const FastPath p = static_cast<const Matmul&>(op).fast_path(a);
-    if (!p.isa) return "";
+    if (!p.isa) return a.features && a.features->neon ? "(the portable loops; an epilogue in vector lanes)" : "";
     const bool avx512 = std::string_view(p.isa->name) == "avx512";
     if (p.amx_int8) return "(int8 x: AMX-INT8 tiles, vpdpbusd for a few rows)";
     if (p.int8) return avx512 ? "(int8 x: vpdpbusd)" : "(int8 x: vpmaddubsw)";
@@ -298,6 +298,12 @@ std::vector<OpEntry> matmul_entries() {
   const std::vector<CpuTarget> targets = {{cpu::Target::amx, &Matmul::refuses_amx, &Matmul::describe_fast},
                                           {cpu::Target::avx512, &Matmul::refuses_fast, &Matmul::describe_fast},
                                           {cpu::Target::avx2, &Matmul::refuses_fast, &Matmul::describe_fast},
+                                          // No ARM matmul loops yet: these take the portable loops, but
+                                          // with the target's features, so a GELU, SwiGLU or GeGLU merged
+                                          // into the step runs the vector loop (and gives the bits) the
+                                          // operator alone would take there.
+                                          {cpu::Target::sve, nullptr, &Matmul::describe_fast},
+                                          {cpu::Target::neon, nullptr, &Matmul::describe_fast},
                                           {cpu::Target::portable}};
   const vulkan::KernelRecorder vulkan = IRON_VULKAN_RECORDER(record_matmul);
   return {entry<GEMM>(kGEMM, targets, vulkan), entry<ProjectionGEMM>(kProjectionGEMM, targets, vulkan),
