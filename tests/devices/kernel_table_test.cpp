@@ -48,6 +48,14 @@ std::string taken(const cpu::Features& f, const std::string& op, const std::stri
   const std::string c = choice(f, op, step);
   return c.substr(0, c.find(' '));
 }
+// The operators written once with Highway take `target` on `f`: every vector target has them.
+void expect_highway_kernels(const cpu::Features& f, const std::string& target) {
+  EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), target);
+  EXPECT_EQ(taken(f, "SwiGLU", "f32"), target);
+  EXPECT_EQ(taken(f, "GeGLU", "f32"), target);
+  EXPECT_EQ(taken(f, "GELU", "f32"), target);
+  EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), target);
+}
 
 TEST(KernelTable, APortableMachineTakesThePortableLoopsAndSaysWhatEachFasterOneNeeds) {
   const cpu::Features none;
@@ -87,10 +95,7 @@ cpu::Features sve_machine(int bits) {
 TEST(KernelTable, ANeonMachineTakesTheNeonLoopsWhereAnOperatorHasThem) {
   const cpu::Features f = neon_machine();
   EXPECT_EQ(choice(f, "GELU", "f32"), "neon (sve passed over: needs sve)");
-  EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "neon");
-  EXPECT_EQ(taken(f, "SwiGLU", "f32"), "neon");
-  EXPECT_EQ(taken(f, "GeGLU", "f32"), "neon");
-  EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), "neon");
+  expect_highway_kernels(f, "neon");
   // Not yet written for ARM: the matmuls take their portable loops with NEON's features (so an
   // epilogue merged into them gives the bits the operator alone gives), attention the portable
   // kernel.
@@ -102,11 +107,12 @@ TEST(KernelTable, ANeonMachineTakesTheNeonLoopsWhereAnOperatorHasThem) {
 TEST(KernelTable, AnSveMachineTakesTheSveLoopsAtAnyVectorLength) {
   for (int bits : {128, 256, 512}) {
     const cpu::Features f = sve_machine(bits);
-    EXPECT_EQ(choice(f, "GELU", "f32"), "sve") << bits;
-    EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), "sve") << bits;
+    SCOPED_TRACE(bits);
+    EXPECT_EQ(choice(f, "GELU", "f32"), "sve");
+    expect_highway_kernels(f, "sve");
     // IRON_CPU=neon leaves SVE out.
-    EXPECT_EQ(taken(f.limited_to("neon"), "RMSNorm", "f32 rows"), "neon") << bits;
-    EXPECT_EQ(taken(f.limited_to("portable"), "RMSNorm", "f32 rows"), "portable") << bits;
+    expect_highway_kernels(f.limited_to("neon"), "neon");
+    EXPECT_EQ(taken(f.limited_to("portable"), "RMSNorm", "f32 rows"), "portable");
   }
   EXPECT_EQ(sve_machine(256).str(), "neon sve (256-bit)");
   EXPECT_EQ(sve_machine(256).limited_to("neon").str(), "neon");
@@ -126,11 +132,7 @@ TEST(KernelTable, AnAvx2MachineTakesTheAvx2LoopsWhereAnOperatorHasThem) {
   EXPECT_EQ(how(f, "ProjectionGEMM", "f16 weight, f32 rows, medium"), "(f32 FMA)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, highest"), "(f32 FMA)");
   // Written once with Highway, so AVX2 has them as AVX-512 does.
-  EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "avx2");
-  EXPECT_EQ(taken(f, "SwiGLU", "f32"), "avx2");
-  EXPECT_EQ(taken(f, "GeGLU", "f32"), "avx2");
-  EXPECT_EQ(taken(f, "GELU", "f32"), "avx2");
-  EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), "avx2");
+  expect_highway_kernels(f, "avx2");
   // The per-head rows have an AVX-512 loop only.
   EXPECT_NE(choice(f, "Attention", "f32 cache, the per-head path")
                 .find("portable (amx passed over: needs amx-bf16 or amx-int8"),
@@ -148,9 +150,7 @@ TEST(KernelTable, AnAvx512MachineWithoutAmxTakesAvx512) {
   for (const char* step : {"q4_1 weight, f32 rows, medium", "f32 weight, f32 rows, highest"})
     EXPECT_EQ(choice(f, "ProjectionGEMM", step),
               "avx512 (amx passed over: needs amx-bf16 or amx-int8 (with the OS's leave to use tiles),)");
-  EXPECT_EQ(taken(f, "LayerNorm", "f32 rows"), "avx512");
-  EXPECT_EQ(taken(f, "SwiGLU", "f32"), "avx512");
-  EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), "avx512");
+  expect_highway_kernels(f, "avx512");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: vpdpbusd)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "f32 weight, f32 rows, medium"), "(bf16 x: vdpbf16ps)");
 }
