@@ -96,11 +96,13 @@ TEST(KernelTable, ANeonMachineTakesTheNeonLoopsWhereAnOperatorHasThem) {
   const cpu::Features f = neon_machine();
   EXPECT_EQ(choice(f, "GELU", "f32"), "neon (sve passed over: needs sve)");
   expect_highway_kernels(f, "neon");
-  // Not yet written for ARM: the matmuls take their portable loops with NEON's features (so an
-  // epilogue merged into them gives the bits the operator alone gives), attention the portable
-  // kernel.
+  // The matmuls take NEON's f32 loops (no int8 or bf16 ones yet at medium); a K-quant weight,
+  // which they have no loop for, the portable loops with NEON's features (so an epilogue merged
+  // into them gives the bits the operator alone gives). Attention has no ARM loops yet.
   EXPECT_EQ(choice(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "neon (sve passed over: needs sve)");
-  EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(the portable loops; an epilogue in vector lanes)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(f32 FMA)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "q6_k weight, f32 rows, medium"),
+            "(the portable loops: a q6_k weight (no K-quant loop on neon yet))");
   EXPECT_EQ(choice(f, "Attention", "f16 cache, highest"), "portable");
 }
 

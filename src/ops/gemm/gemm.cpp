@@ -187,10 +187,8 @@ class Matmul : public Operator {
     // The fast kernels take a weight (N, K) of a float or block kind and float activations
     // (refuses_fast); everything else, and a processor without AVX2/FMA/F16C, takes the
     // portable loops.
-#if defined(__x86_64__)  // the fast kernel is built for x86-64 alone (gemm_fast.cpp)
     if (const FastPath p = fast_path(a); p.isa)
       return gemm::fast_kernel(a, c, *p.isa, p.bf16, p.int8, p.amx_bf16, p.amx_int8);
-#endif
     return gemm::portable_kernel(a, c);
   }
 
@@ -202,21 +200,18 @@ class Matmul : public Operator {
   };
   FastPath fast_path(const cpu::KernelArgs& a) const {
     FastPath p;
-#if defined(__x86_64__)
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
     p.isa = gemm::select_isa(f);
     if (!p.isa || !refuses_fast(*this, a).empty()) return {};
     const bool medium = a.precision == Precision::medium && !gemv_;
     // ProjectionGEMM at medium may round x to int8 blocks (the AVX-512 loops with VNNI, the AVX2
     // ones with vpmaddubsw), where its weight has an int8 layout (packed_int8 decides).
-    const bool avx512 = p.isa == &gemm::avx512_isa();
+    const bool avx512 = std::string_view(p.isa->name) == "avx512";
     p.int8 = medium && projection_ && (f.avx512vnni || !avx512) && p.isa->gemm_int8 && a.in.at(0).dtype == f32 &&
              gemm::int8_weight(a.in.at(1).dtype);
     p.bf16 = medium && f.avx512bf16 && p.isa->tile_bf16;
-    p.amx_bf16 = p.bf16 && f.amx_bf16 && avx512;
-    p.amx_int8 = p.int8 && f.amx_int8 && avx512;
-#endif
-    (void)a;
+    p.amx_bf16 = p.bf16 && f.amx_bf16 && p.isa->tile_bf16_amx;
+    p.amx_int8 = p.int8 && f.amx_int8 && p.isa->gemm_int8_amx;
     return p;
   }
 
@@ -229,6 +224,9 @@ class Matmul : public Operator {
     const DType x = a.in.at(0).dtype, w = a.in.at(1).dtype, y = a.out.at(0).dtype;
     if (!m.col_maj_) return "a weight of (K, N) rather than (N, K)";
     if (!gemm::fast_weight(w)) return "a " + std::string(iron::name(w)) + " weight";
+    const gemm::Isa* isa = gemm::select_isa(a.features ? *a.features : cpu::Features::host());
+    if (isa && !isa->k_quants && gemm::int8_k(w))
+      return "a " + std::string(iron::name(w)) + " weight (no K-quant loop on " + isa->name + " yet)";
     if (!plain_float(x) || !plain_float(y))
       return "a " + std::string(iron::name(plain_float(x) ? y : x)) + (plain_float(x) ? " output" : " input");
     if (m.k_ % info(w).block != 0)
@@ -239,7 +237,10 @@ class Matmul : public Operator {
   /// instructions, as part_kernel() decides them.
   static std::string describe_fast(const Operator& op, const cpu::KernelArgs& a) {
     const FastPath p = static_cast<const Matmul&>(op).fast_path(a);
-    if (!p.isa) return a.features && a.features->neon ? "(the portable loops; an epilogue in vector lanes)" : "";
+    if (!p.isa) {  // an ARM target's step the NEON loops refuse: the portable loops take it
+      const std::string why = refuses_fast(op, a);
+      return why.empty() ? "" : "(the portable loops: " + why + ")";
+    }
     const bool avx512 = std::string_view(p.isa->name) == "avx512";
     if (p.amx_int8) return "(int8 x: AMX-INT8 tiles, vpdpbusd for a few rows)";
     if (p.int8) return avx512 ? "(int8 x: vpdpbusd)" : "(int8 x: vpmaddubsw)";
@@ -298,10 +299,10 @@ std::vector<OpEntry> matmul_entries() {
   const std::vector<CpuTarget> targets = {{cpu::Target::amx, &Matmul::refuses_amx, &Matmul::describe_fast},
                                           {cpu::Target::avx512, &Matmul::refuses_fast, &Matmul::describe_fast},
                                           {cpu::Target::avx2, &Matmul::refuses_fast, &Matmul::describe_fast},
-                                          // No ARM matmul loops yet: these take the portable loops, but
-                                          // with the target's features, so a GELU, SwiGLU or GeGLU merged
-                                          // into the step runs the vector loop (and gives the bits) the
-                                          // operator alone would take there.
+                                          // NEON's loops (on SVE processors too); a step they refuse
+                                          // (a K-quant weight) takes the portable loops with the target's
+                                          // features, so a GELU, SwiGLU or GeGLU merged into it runs the
+                                          // vector loop (and gives the bits) the operator alone takes.
                                           {cpu::Target::sve, nullptr, &Matmul::describe_fast},
                                           {cpu::Target::neon, nullptr, &Matmul::describe_fast},
                                           {cpu::Target::portable}};

@@ -55,14 +55,14 @@ const Isa* select_isa([[maybe_unused]] const cpu::Features& f) {
 #if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
   if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma && f.f16c) return &avx512_isa();
   if (f.avx2 && f.fma && f.f16c) return &avx2_isa();
+#elif defined(__aarch64__)
+  if (f.neon) return &neon_isa();
 #endif
   return nullptr;
 }
 
-// The fast kernel runs an instruction set's loops (an Isa), and x86-64's are the only ones yet:
-// in a build for another processor select_isa offers none, and every matmul takes the portable
-// kernel.
-#if defined(__x86_64__)
+// The fast kernel runs an instruction set's loops (an Isa): x86-64's and ARM's NEON; in a build
+// for another processor select_isa offers none, and every matmul takes the portable kernel.
 namespace {
 
 // Rows of `a` below this take the GEMV loop once per row instead of packing tiles of W.
@@ -279,10 +279,10 @@ class FastKernel final : public RowRangeKernel {
         // where that is faster, else (and every row elsewhere) on the VNNI loop: the same bits
         // either way (gemm_amx.cpp).
         const int64_t tiled = amx_int8_ ? mc / kAmxRows * kAmxRows : 0;
-        if (tiled > 0) gemm_int8_amx(rows_from(m0, m0 + tiled));
+        if (tiled > 0) isa_.gemm_int8_amx(rows_from(m0, m0 + tiled));
         if (tiled < mc) {
           if (amx_int8_ && mc - tiled >= amx_int8_fewest_rows(b_.dtype))
-            gemm_int8_amx(rows_from(m0 + tiled, m0 + mc));
+            isa_.gemm_int8_amx(rows_from(m0 + tiled, m0 + mc));
           else
             isa_.gemm_int8(rows_from(m0 + tiled, m0 + mc));
         }
@@ -331,7 +331,7 @@ class FastKernel final : public RowRangeKernel {
           }
         for (int64_t m0 = 0; m0 < rows; m0 += kAmxChunk) {
           const int64_t mc = std::min(kAmxChunk, rows - m0);
-          tile_bf16_amx({a16 + m0 * k, k, (mc + kAmxRows - 1) / kAmxRows * kAmxRows, panel, pairs, tiles, cbuf, ldc});
+          isa_.tile_bf16_amx({a16 + m0 * k, k, (mc + kAmxRows - 1) / kAmxRows * kAmxRows, panel, pairs, tiles, cbuf, ldc});
           for (int64_t i = 0; i < mc; ++i) finish_row(w, m0 + i, p0, p1, cbuf + i * ldc);
         }
       }
@@ -413,6 +413,5 @@ std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const Matm
                                             const Isa& isa, bool bf16, bool int8, bool amx, bool amx_int8) {
   return std::make_unique<FastKernel>(a, c, isa, bf16, int8, amx, amx_int8);
 }
-#endif
 
 }  // namespace iron::ops::gemm

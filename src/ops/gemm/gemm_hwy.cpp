@@ -6,7 +6,7 @@
 //     tile reads one row of `kNR` columns per step of k;
 //   tiles: kMR rows of a x two vectors of packed W in 2 kMR accumulators.
 // Built here for AVX-512 (Highway's AVX3: 16 lanes) and AVX2 (8), which gemm.cpp picks by the
-// processor's features; the NEON copy is compiled, not yet picked. Where the two x86 widths chose
+// processor's features; on ARM the NEON copy (neon_isa). Where the two x86 widths chose
 // different algorithms they still do, by the width (kTable): nothing else differs.
 //
 // What stays beside this file, each for an instruction Highway 1.0.3 does not express:
@@ -584,12 +584,20 @@ namespace iron::ops::gemm {
 const Isa& avx512_isa() {
   static const Isa isa{"avx512", N_AVX3::kNR, &N_AVX3::gemv, &N_AVX3::pack, &N_AVX3::tile,
                        &avx512::pack_bf16, &avx512::rows_bf16, &avx512::tile_bf16, &avx512::quantise_x8,
-                       &avx512::gemm_int8, &N_AVX3::gemv_many};
+                       &avx512::gemm_int8, &N_AVX3::gemv_many, &tile_bf16_amx, &gemm_int8_amx,
+                       /*k_quants=*/true};
   return isa;
 }
 const Isa& avx2_isa() {
   static const Isa isa{"avx2", N_AVX2::kNR, &N_AVX2::gemv, &N_AVX2::pack, &N_AVX2::tile, nullptr, nullptr,
-                       nullptr, &quantise_x8_avx2, &gemm_int8_avx2, &N_AVX2::gemv_many};
+                       nullptr, &quantise_x8_avx2, &gemm_int8_avx2, &N_AVX2::gemv_many, nullptr, nullptr,
+                       /*k_quants=*/true};
+  return isa;
+}
+#elif HWY_ARCH_ARM_A64 && (HWY_TARGETS & HWY_NEON)
+const Isa& neon_isa() {
+  static const Isa isa{"neon", N_NEON::kNR, &N_NEON::gemv, &N_NEON::pack, &N_NEON::tile, nullptr, nullptr,
+                       nullptr, nullptr, nullptr, &N_NEON::gemv_many};
   return isa;
 }
 #endif

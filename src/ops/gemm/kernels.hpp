@@ -341,6 +341,13 @@ struct Isa {
   // Optional: GEMV over 2 to kGemvManyRows rows of x (GemvManyArgs); false for a weight kind or
   // a count it does not take (the caller then runs gemv() per row, which gives the same sums).
   bool (*gemv_many)(const GemvManyArgs&) = nullptr;
+  // Optional: AMX tiles beside the AVX-512 loops (gemm_amx.cpp): medium's bf16 tiles, and the
+  // int8 path's whole tiles of 16 rows.
+  void (*tile_bf16_amx)(const TileAmxArgs&) = nullptr;
+  void (*gemm_int8_amx)(const GemmInt8Args&) = nullptr;
+  // Whether gemv and pack take the K-quants (q2_k .. q6_k): the x86 files' loops do
+  // (quant_blocks.hpp), NEON's not yet.
+  bool k_quants = false;
 };
 
 /// f(std::integral_constant<DType, t>{}) for a kind the int8 path takes (nothing for another):
@@ -397,9 +404,11 @@ inline bool int8_weight(DType t) {
 }
 
 /// The two x86 instruction sets (gemm_hwy.cpp): Highway's copies of the shared loops for their
-/// width, beside their own files' loops.
+/// width, beside their own files' loops; and ARM's, Highway's NEON copy alone (on SVE
+/// processors too: the loops keep arrays of vectors, which SVE's sizeless vectors cannot be).
 const Isa& avx512_isa();
 const Isa& avx2_isa();
+const Isa& neon_isa();
 /// What the x86 files give them: the K-quants' f32 loops in their width (quant_blocks.hpp;
 /// false for another kind), and AVX-512's bf16 and int8 loops.
 namespace avx2 {
