@@ -1,11 +1,5 @@
 // The Attention row loop with 512-bit registers: the query and the accumulator live in up to
 // sixteen registers each (head_dim <= 256), a key's score is one FMA per 16 entries.
-// GCC 12 warns of uninitialised values inside its own AVX-512 headers (masked loads): false.
-#ifndef __clang__  // a GCC warning; clang has no such group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
 #include <immintrin.h>
 
 #include <cmath>

@@ -8,12 +8,6 @@
 //     2i's and key 2i+1's), also prepared once.
 // Keys are padded to a multiple of 32 and head_dim to one of 32 with zeros (zero weights times
 // zero values), so every tile is whole.
-// GCC 12 warns of uninitialised values inside its own AVX-512 headers (masked loads): false.
-#ifndef __clang__  // a GCC warning; clang has no such group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
 #include "ops/attention/segment_amx.hpp"
 
 #include <immintrin.h>

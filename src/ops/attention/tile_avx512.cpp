@@ -4,12 +4,6 @@
 // which keeps the memory streaming (reading values piecewise as the sums wanted them ran 12-25%
 // slower on cold caches); each query's 16 scores come from 16 running sums reduced together; and
 // the values are added into up to four queries' accumulators at a time, held in registers.
-// GCC 12 warns of uninitialised values inside its own AVX-512 headers (masked loads): false.
-#ifndef __clang__  // a GCC warning; clang has no such group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
 #include <immintrin.h>
 
 #include <cmath>

@@ -18,12 +18,6 @@
 // 16 x 16 exact int32 sums that 64 vpdpbusd make, and the AVX-512 int8 loop's own epilogue
 // (int8_blocks.hpp) finishes each row's block from them. So a row's outputs are the bits the
 // VNNI loop gives it (tests/ops/gemm_int8_test.cpp checks that), whatever the batch.
-// GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsics as maybe
-// uninitialised (a known false positive, as in gemm_avx512.cpp); they are never read.
-#ifndef __clang__  // a GCC warning; clang has no such group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>

@@ -7,12 +7,6 @@
 // f32 by d_w * d_x.
 // The K-quants' f32 loops (quant_blocks.hpp) in 16 lanes, for gemm_hwy.cpp's AVX-512 copy.
 // Only intrinsics and plain loops here: no library code built for AVX-512 can leak out.
-// GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsics as maybe
-// uninitialised (a known false positive); the placeholders are never read.
-#ifndef __clang__  // a GCC warning; clang has no such group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
