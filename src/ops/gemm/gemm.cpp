@@ -185,7 +185,7 @@ class Matmul : public Operator {
                          gemv_, residual_, bias_,    norm_,     norm_weighted_,
                          norm_epsilon_};
     // The fast kernels take a weight (N, K) of a float or block kind and float activations
-    // (refuses_fast); everything else, and a processor without AVX2/FMA/F16C, takes the
+    // (refuses_fast); everything else, and a processor without AVX2/FMA/F16C or NEON, takes the
     // portable loops.
     if (const FastPath p = fast_path(a); p.isa)
       return gemm::fast_kernel(a, c, *p.isa, p.bf16, p.int8, p.amx_bf16, p.amx_int8);
