@@ -202,7 +202,7 @@ class Matmul : public Operator {
     FastPath p;
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
     p.isa = gemm::select_isa(f);
-    if (!p.isa || !refuses_fast(*this, a).empty()) return {};
+    if (!p.isa || !refusal(*this, a, *p.isa).empty()) return {};
     const bool medium = a.precision == Precision::medium && !gemv_;
     // ProjectionGEMM at medium may round x to int8 blocks (the AVX-512 loops with VNNI, the AVX2
     // ones with vpmaddubsw), where its weight has an int8 layout (packed_int8 decides).
@@ -219,14 +219,17 @@ class Matmul : public Operator {
   /// Why the vector loops do not take this step (a weight or activation they have no loop for),
   /// empty when they do: what part_kernel() asks before taking them.
   static std::string refuses_fast(const Operator& op, const cpu::KernelArgs& a) {
-    const Matmul& m = static_cast<const Matmul&>(op);
+    const gemm::Isa* isa = gemm::select_isa(a.features ? *a.features : cpu::Features::host());
+    return isa ? refusal(static_cast<const Matmul&>(op), a, *isa) : "no vector loops on this processor";
+  }
+  /// refuses_fast for the loops of `isa`.
+  static std::string refusal(const Matmul& m, const cpu::KernelArgs& a, const gemm::Isa& isa) {
     auto plain_float = [](DType t) { return t == f32 || t == bf16 || t == f16; };
     const DType x = a.in.at(0).dtype, w = a.in.at(1).dtype, y = a.out.at(0).dtype;
     if (!m.col_maj_) return "a weight of (K, N) rather than (N, K)";
     if (!gemm::fast_weight(w)) return "a " + std::string(iron::name(w)) + " weight";
-    const gemm::Isa* isa = gemm::select_isa(a.features ? *a.features : cpu::Features::host());
-    if (isa && !isa->k_quants && gemm::int8_k(w))
-      return "a " + std::string(iron::name(w)) + " weight (no K-quant loop on " + isa->name + " yet)";
+    if (!isa.k_quants && gemm::int8_k(w))
+      return "a " + std::string(iron::name(w)) + " weight (no K-quant loop on " + isa.name + " yet)";
     if (!plain_float(x) || !plain_float(y))
       return "a " + std::string(iron::name(plain_float(x) ? y : x)) + (plain_float(x) ? " output" : " input");
     if (m.k_ % info(w).block != 0)

@@ -50,16 +50,20 @@ constexpr int64_t kAhead = 8;
 // convert the quants and meet the block's offset with its sum of x.
 constexpr bool kTable = kN >= 16;
 
-// The K-quants' loops (quant_blocks.hpp), built in the x86 file of this width; none elsewhere.
+// The K-quants' loops (quant_blocks.hpp), built in the x86 file of this width; none elsewhere
+// (kKQuants: what this target's Isa says of them).
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr auto kQuantGemv = &avx512::quant_gemv;
 constexpr auto kQuantDequantise = &avx512::quant_dequantise;
+constexpr bool kKQuants = true;
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
 constexpr auto kQuantGemv = &avx2::quant_gemv;
 constexpr auto kQuantDequantise = &avx2::quant_dequantise;
+constexpr bool kKQuants = true;
 #else
 constexpr bool (*kQuantGemv)(const GemvArgs&) = nullptr;
 constexpr bool (*kQuantDequantise)(DType, const char*, int64_t, float*) = nullptr;
+constexpr bool kKQuants = false;
 #endif
 
 HWY_INLINE float half(const char* p) {
@@ -585,19 +589,19 @@ const Isa& avx512_isa() {
   static const Isa isa{"avx512", N_AVX3::kNR, &N_AVX3::gemv, &N_AVX3::pack, &N_AVX3::tile,
                        &avx512::pack_bf16, &avx512::rows_bf16, &avx512::tile_bf16, &avx512::quantise_x8,
                        &avx512::gemm_int8, &N_AVX3::gemv_many, &tile_bf16_amx, &gemm_int8_amx,
-                       /*k_quants=*/true};
+                       N_AVX3::kKQuants};
   return isa;
 }
 const Isa& avx2_isa() {
   static const Isa isa{"avx2", N_AVX2::kNR, &N_AVX2::gemv, &N_AVX2::pack, &N_AVX2::tile, nullptr, nullptr,
                        nullptr, &quantise_x8_avx2, &gemm_int8_avx2, &N_AVX2::gemv_many, nullptr, nullptr,
-                       /*k_quants=*/true};
+                       N_AVX2::kKQuants};
   return isa;
 }
 #elif HWY_ARCH_ARM_A64 && (HWY_TARGETS & HWY_NEON)
 const Isa& neon_isa() {
   static const Isa isa{"neon", N_NEON::kNR, &N_NEON::gemv, &N_NEON::pack, &N_NEON::tile, nullptr, nullptr,
-                       nullptr, nullptr, nullptr, &N_NEON::gemv_many};
+                       nullptr, nullptr, nullptr, &N_NEON::gemv_many, nullptr, nullptr, N_NEON::kKQuants};
   return isa;
 }
 #endif

@@ -18,9 +18,9 @@
 // against R rows of x, so an accumulator is one register; the half's bytes are read once a pass
 // and its cache lines stay in L1 for the other half. One row of x alone (a decode) has the
 // registers for both halves in one pass, which reads the group once. Each row of x gets the same
-// operations in the same order whatever R is, so a row's outputs do not depend on the rows beside
-// it (a batched decode step's streams get what they would alone). quantise_x8 makes the bits the AVX-512 one
-// does (the same IEEE operations on each block).
+// operations in the same order whatever R is, so a row's outputs do not depend on the rows
+// beside it (a batched decode step's streams get what they would alone). quantise_x8 makes the
+// bits the AVX-512 one does (the same IEEE operations on each block).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -223,7 +223,7 @@ constexpr int64_t kPrefetchAhead = R == 1 ? 4096 : 1024;
 // broadcast once for the 16 rows, and the group is read once, where a pass per half read it
 // twice (its second pass from the cache) and broadcast x twice.
 template <DType T, int R, int H>
-inline void int8_half(const GemmInt8Args& g, int64_t i0, const char* group, int h0, float* y) {
+inline void int8_pass(const GemmInt8Args& g, int64_t i0, const char* group, int h0, float* y) {
   const int64_t blocks = g.k / 32;
   const int8_t* q[R];
   const float *scale[R], *xsum[R], *xsum16[R];
@@ -287,10 +287,10 @@ template <DType T>
 constexpr int kPassRows = T == DType::q6_k ? 3 : 4;
 
 template <DType T, int R = kPassRows<T> - 1>
-void int8_half_tail(const GemmInt8Args& g, int64_t i, const char* group, int h, float* y) {
+void int8_pass_tail(const GemmInt8Args& g, int64_t i, const char* group, int h, float* y) {
   if constexpr (R >= 1) {
-    if (g.m - i == R) return int8_half<T, R, 1>(g, i, group, h, y + i * g.ldy);
-    int8_half_tail<T, R - 1>(g, i, group, h, y);
+    if (g.m - i == R) return int8_pass<T, R, 1>(g, i, group, h, y + i * g.ldy);
+    int8_pass_tail<T, R - 1>(g, i, group, h, y);
   }
 }
 
@@ -302,13 +302,13 @@ void gemm_int8_groups(const GemmInt8Args& g) {
     const char* group = g.w + j * group_bytes;
     float* y = g.y + j * kInt8Rows;
     if (g.m == 1) {
-      int8_half<T, 1, 2>(g, 0, group, 0, y);
+      int8_pass<T, 1, 2>(g, 0, group, 0, y);
       continue;
     }
     for (int h = 0; h < 2; ++h) {
       int64_t i = 0;
-      for (; i + kPass <= g.m; i += kPass) int8_half<T, kPass, 1>(g, i, group, h, y + i * g.ldy);
-      if (i < g.m) int8_half_tail<T>(g, i, group, h, y);
+      for (; i + kPass <= g.m; i += kPass) int8_pass<T, kPass, 1>(g, i, group, h, y + i * g.ldy);
+      if (i < g.m) int8_pass_tail<T>(g, i, group, h, y);
     }
   }
 }
