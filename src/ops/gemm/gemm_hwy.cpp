@@ -63,7 +63,7 @@ constexpr bool kKQuants = true;
 #else
 constexpr bool (*kQuantGemv)(const GemvArgs&) = nullptr;
 constexpr bool (*kQuantDequantise)(DType, const char*, int64_t, float*) = nullptr;
-constexpr bool kKQuants = false;
+[[maybe_unused]] constexpr bool kKQuants = false;  // the NEON Isa reads it; other copies may not
 #endif
 
 HWY_INLINE float half(const char* p) {
