@@ -5,10 +5,12 @@
 // read cold, as a decode step reads each layer's: calls rotate over copies larger than the
 // last-level cache. GB/s counts the cache bytes read (keys and values); "of stream" is that over
 // a streaming read of 256 MiB on as many threads.
-//   ./build/bench/bench_attention [threads=2] [rounds=7] [cold|hot] ["words the rows' names hold"] [medium]
+//   ./build/bench/bench_attention [threads=2] [rounds=7] [cold|hot] ["words the rows' names hold"] [medium] [prefill]
 // (hot: one copy of the caches, read from the processor's caches: what the kernel computes at;
 // medium: the grouped kernel at highest against itself at medium, which rounds a q8_0 cache's
-// queries for int8 scores where VNNI runs).
+// queries for int8 scores where VNNI runs; prefill: 64 query rows, the depth's last, rather
+// than one: a prefill's tiles, each reading the keys once for its rows; GB/s then counts the
+// cache's bytes once for each query row, what as many decode steps would read).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -41,16 +43,18 @@ constexpr int64_t kPoolBytes = int64_t(192) << 20;  // the caches' copies: past 
 // Every copy of a model's caches at one depth and dtype, one kernel per copy and path.
 struct Setup {
   int64_t cache_bytes = 0;  // one call's keys and values
+  int64_t row_bytes = 0;    // those once for each query row
   std::vector<float> q, y;
   std::vector<std::unique_ptr<cpu::Kernel>> kernels[2];  // [0]: per_head (or highest), [1]: grouped (or medium)
   int64_t words[3];
 
-  Setup(const Model& m, int64_t depth, DType t, const std::vector<char>& pool, bool hot, bool medium) {
-    const iron::Shape qs{1, m.heads, m.d}, cs{depth, m.kv_heads, m.d};
+  Setup(const Model& m, int64_t depth, DType t, const std::vector<char>& pool, bool hot, bool medium, int64_t rows) {
+    const iron::Shape qs{rows, m.heads, m.d}, cs{depth, m.kv_heads, m.d};
     cache_bytes = 2 * storage_bytes(t, element_count(cs));
-    q.assign(size_t(m.heads * m.d), 0.1f);
+    row_bytes = cache_bytes * rows;
+    q.assign(size_t(rows * m.heads * m.d), 0.1f);
     y.assign(q.size(), 0.0f);
-    words[0] = 1, words[1] = depth, words[2] = depth - 1;  // rows, cache rows, start: every key
+    words[0] = rows, words[1] = depth, words[2] = depth - rows;  // rows, cache rows, start: every key
     const int64_t copies = hot ? 1 : std::max<int64_t>(2, int64_t(pool.size()) / cache_bytes);
     for (int path = 0; path < 2; ++path) {
       std::shared_ptr<Operator> op = catalog_entry("Attention")
@@ -90,7 +94,7 @@ struct Setup {
       }
       elapsed = now() - begin;
     } while (elapsed < seconds);
-    return double(cache_bytes) * double(calls) / elapsed / 1e9;
+    return double(row_bytes) * double(calls) / elapsed / 1e9;
   }
 };
 
@@ -106,11 +110,23 @@ int main(int argc, char** argv) {
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
   const bool hot = argc > 3 && std::string(argv[3]) == "hot";  // one copy: what the kernel computes at
   const std::string only = argc > 4 ? argv[4] : "";  // "SmolLM2", "f16", "Gemma3 q8_0": these rows alone
-  const bool medium = argc > 5 && std::string(argv[5]) == "medium";  // highest against medium
+  bool medium = false;  // highest against medium
+  int64_t query_rows = 1;  // a decode step's, or a prefill's 64
+  for (int i = 5; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "medium") {
+      medium = true;
+    } else if (flag == "prefill") {
+      query_rows = 64;
+    } else {
+      std::fprintf(stderr, "bench_attention: unknown flag '%s' (medium, prefill)\n", argv[i]);
+      return 1;
+    }
+  }
   cpu::ThreadPool::shared(threads);
   const double stream = cpu_device::measure_read_bandwidth(threads);
-  std::printf("decode attention, %d threads, %d rounds alternating the paths, caches %s; streaming read %.1f GB/s\n",
-              threads, rounds, hot ? "hot" : "cold", stream);
+  std::printf("%s attention, %d threads, %d rounds alternating the paths, caches %s; streaming read %.1f GB/s\n",
+              query_rows > 1 ? "prefill (64 query rows)" : "decode", threads, rounds, hot ? "hot" : "cold", stream);
   std::printf("GB/s (by %s time): median [min, max] of the rounds\n", threads == 1 ? "CPU" : "wall");
   std::printf("%-8s %-5s %6s  %-24s %-24s %8s %10s\n", "model", "cache", "depth",
               medium ? "highest GB/s" : "per_head GB/s", medium ? "medium GB/s" : "grouped GB/s",
@@ -142,7 +158,7 @@ int main(int argc, char** argv) {
     }
     for (auto [model, depth] : rows) {
       const Model& m = *model;
-      Setup s(m, depth, t, pool, hot, medium);
+      Setup s(m, depth, t, pool, hot, medium, query_rows);
       s.time(0, threads, 0.05), s.time(1, threads, 0.05);  // warm up both
       std::vector<double> gbs[2];
       for (int r = 0; r < rounds; ++r)

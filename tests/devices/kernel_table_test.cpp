@@ -98,12 +98,12 @@ TEST(KernelTable, ANeonMachineTakesTheNeonLoopsWhereAnOperatorHasThem) {
   expect_highway_kernels(f, "neon");
   // The matmuls take NEON's f32 loops (no int8 or bf16 ones yet at medium); a K-quant weight,
   // which they have no loop for, the portable loops with NEON's features (so an epilogue merged
-  // into them gives the bits the operator alone gives). Attention has no ARM loops yet.
+  // into them gives the bits the operator alone gives). Attention takes Highway's NEON tile.
   EXPECT_EQ(choice(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "neon (sve passed over: needs sve)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(f32 FMA)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q6_k weight, f32 rows, medium"),
             "(the portable loops: a q6_k weight (no K-quant loop on neon yet))");
-  EXPECT_EQ(choice(f, "Attention", "f16 cache, highest"), "portable");
+  EXPECT_EQ(choice(f, "Attention", "f16 cache, highest"), "neon");
 }
 
 TEST(KernelTable, AnSveMachineTakesTheSveLoopsAtAnyVectorLength) {
@@ -115,6 +115,8 @@ TEST(KernelTable, AnSveMachineTakesTheSveLoopsAtAnyVectorLength) {
     // IRON_CPU=neon leaves SVE out.
     expect_highway_kernels(f.limited_to("neon"), "neon");
     EXPECT_EQ(taken(f.limited_to("portable"), "RMSNorm", "f32 rows"), "portable");
+    // Attention's tile has no SVE copy (arrays of vectors): NEON's serves.
+    EXPECT_EQ(choice(f, "Attention", "f16 cache, highest"), "neon");
   }
   EXPECT_EQ(sve_machine(256).str(), "neon sve (256-bit)");
   EXPECT_EQ(sve_machine(256).limited_to("neon").str(), "neon");
@@ -140,7 +142,7 @@ TEST(KernelTable, AnAvx2MachineTakesTheAvx2LoopsWhereAnOperatorHasThem) {
                 .find("portable (amx passed over: needs amx-bf16 or amx-int8"),
             std::string::npos);
   EXPECT_NE(choice(f, "Attention", "f32 cache, the per-head path")
-                .find("avx2 passed over: the per-head rows have no AVX2 loop"),
+                .find("avx2 passed over: the per-head rows have a vector loop for AVX-512 alone"),
             std::string::npos);
   EXPECT_EQ(taken(f, "Copy", "f32 rows into a f16 cache"), "avx2");
   EXPECT_NE(choice(f, "Copy", "f32 rows into a q8_0 cache").find("avx2 passed over: only f32 into f16 or bf16"),

@@ -224,6 +224,20 @@ TEST(Attention, PrefillTilesShareKeysAcrossRowsAndHeads) {
       }
 }
 
+// Head sizes AVX-512's own tile has none for: 160 (whole vectors of 16: Highway's AVX-512 copy of
+// its tile) and 200 (whole vectors of 8 alone: its AVX2 copy, on AVX-512 processors too), and 36
+// (whole vectors of 4: NEON's copy on ARM, the portable loops on x86). Decode and prefill.
+TEST(Attention, HeadSizesWithoutAnAvx512TileTakeHighwaysTile) {
+  uint32_t seed = 1300;
+  for (const cpu::Features& f : feature_sets())
+    for (int64_t d : {160, 200, 36})
+      for (DType cache : kCaches) {
+        const Shape3 s{6, 2, d};
+        check_direct({s, 80, 1, 70, 80, cache, {{"split", int64_t(32)}}}, f, seed++);
+        check_direct({s, 80, 13, 20, 80, cache, {{"tile", int64_t(12)}}}, f, seed++);
+      }
+}
+
 // Gemma's local layers: each row attends to the last `window` positions up to its own. Decode
 // windows that start mid-block and cut across partials, prefill tiles whose rows' windows begin
 // at different keys, a window wider than what the cache holds, and a window of one key.

@@ -224,10 +224,10 @@ class Kernel final : public cpu::Kernel {
       // rounded to q8_0 blocks); highest and high keep the f32 products.
       if (a.precision == Precision::medium && k_.dtype == DType::q8_0 && f.avx512vnni)
         if (attention::TileFn t = attention::avx512_decode_tile_q8_0_int8(d_.d)) decode_tile_ = t;
-    } else if (f.avx2 && f.fma && f.f16c && k_.dtype == v_.dtype) {
-      tile_ = decode_tile_ = attention::avx2_tile(k_.dtype, d_.d);
     }
 #endif
+    // Highway's tile where AVX-512's has none (a head size it lacks, or another processor).
+    if (!tile_ && k_.dtype == v_.dtype) tile_ = decode_tile_ = attention::vector_tile(f, k_.dtype, d_.d);
     int64_t scratch = state_floats() + attention::work_floats(width_, d_.kv_heads, queries_ / d_.kv_heads);
 #if defined(__x86_64__)
     // At medium, an encoder's f32 attention on AMX tiles where the OS allows them (bf16 products,
@@ -669,8 +669,8 @@ class Kernel final : public cpu::Kernel {
   int64_t rows_per_tile_;  // a prefill tile's rows
   int64_t queries_;        // a tile's query vectors at most: its rows times the heads
   cpu::Scratch scratch_;
-  attention::TileFn tile_ = nullptr;         // the AVX-512 (or AVX2) tile, where the CPU has it
-  attention::TileFn decode_tile_ = nullptr;  // and its build for one query row (AVX2: the same)
+  attention::TileFn tile_ = nullptr;         // a vector tile (AVX-512's, else Highway's), where the CPU has one
+  attention::TileFn decode_tile_ = nullptr;  // and its build for one query row (Highway's: the same)
   attention::RowFn row_ = nullptr;    // the per-head path's AVX-512 row loop, for f32 caches
 #if defined(__x86_64__)
   bool segment_amx_ = false;  // segments on AMX tiles (segment_amx.hpp), at medium
@@ -783,11 +783,17 @@ std::string refuses_vector(const Operator& o, const cpu::KernelArgs& a, bool avx
   const Attention& op = static_cast<const Attention&>(o);
   const DType k = a.in.at(1).dtype, v = a.in.at(2).dtype;
   if (per_head(op)) {
-    if (!avx512) return "the per-head rows have no AVX2 loop";
+    if (!avx512) return "the per-head rows have a vector loop for AVX-512 alone";
     if (k != f32 || v != f32) return "the per-head rows read f32 caches only";
     return "";
   }
   if (k != v) return "keys and values of different dtypes";
+  const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
+  bool tile = attention::vector_tile(f, k, op.d_.d) != nullptr;
+#if defined(__x86_64__)
+  tile = tile || (avx512 && attention::avx512_tile(k, op.d_.d));
+#endif
+  if (!tile) return "no vector tile for a head_dim of " + std::to_string(op.d_.d) + " over " + std::string(name(k));
   return "";
 }
 std::string refuses_amx(const Operator& o, const cpu::KernelArgs& a) {
@@ -809,6 +815,8 @@ OpEntry attention_entry() {
       {{cpu::Target::amx, refuses_amx},
        {cpu::Target::avx512, [](const Operator& o, const cpu::KernelArgs& a) { return refuses_vector(o, a, true); }},
        {cpu::Target::avx2, [](const Operator& o, const cpu::KernelArgs& a) { return refuses_vector(o, a, false); }},
+       // NEON's tile on SVE processors too (tile_hwy.cpp): the table says neon for what runs.
+       {cpu::Target::neon, [](const Operator& o, const cpu::KernelArgs& a) { return refuses_vector(o, a, false); }},
        {cpu::Target::portable}},
       IRON_VULKAN_RECORDER(record_attention));
 }

@@ -6,12 +6,17 @@
 // kv heads). An online softmax over blocks of 16 keys: each query keeps a running maximum, the
 // sum of its weights and the weighted sum of values, all relative to e^max, so a tile can stop
 // at any key and a later one (or a combine of several) can carry on from its state.
-// AVX-512 and AVX2 builds for f32, f16, bf16 and q8_0 caches beside a portable one for any of them.
+// AVX-512 tiles and Highway ones (AVX2, AVX-512, NEON) for f32, f16, bf16 and q8_0 caches, beside
+// a portable one for any of them.
 #pragma once
 
 #include <cstdint>
 
 #include "iron/dtype.hpp"
+
+namespace iron::cpu {
+struct Features;
+}
 
 namespace iron::ops::attention {
 
@@ -77,9 +82,10 @@ TileFn avx512_decode_tile(DType cache, int64_t d);
 /// blocks takes avx512_decode_tile's. The CPU must have AVX512-VNNI too.
 TileFn avx512_decode_tile_q8_0_int8(int64_t d);
 
-/// The AVX2 tile (FMA and F16C too) for prefill and decode alike; nullptr where head_dim is not
-/// a multiple of 8 or its row takes more than 16 vectors (other than 256).
-TileFn avx2_tile(DType cache, int64_t d);
+/// The tile written once with Highway (tile_hwy.cpp), for prefill and decode alike: the widest
+/// copy `f` runs (AVX-512, AVX2 with FMA and F16C, NEON) whose vectors divide head_dim `d`;
+/// nullptr where there is none.
+TileFn vector_tile(const cpu::Features& f, DType cache, int64_t d);
 
 /// The portable tile: any of f32, f16, bf16 and q8_0 for keys and for values.
 void portable_tile(DType k, DType v, const Tile& t);
