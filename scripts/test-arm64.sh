@@ -63,7 +63,7 @@ qemu=(qemu-aarch64)
 # One processor's checks, into its log: what `iron info` reports (it must name the kernels it
 # runs, and the vector extensions QEMU gives), the tests, then the greedy ids.
 run_on() {
-  local name=$1 cpu=$2 features=$3 t
+  local name=$1 cpu=$2 features=$3 skip=${4:-} t
   # The two processors run at once: each gets its own temporary folder, so no test's scratch
   # file is written by the other between its write and its read.
   local tmp="$build/tmp-$name"
@@ -73,7 +73,7 @@ run_on() {
     t=$SECONDS
     "${qemu[@]}" -cpu "$cpu" "$build/iron" info --devices | tee "$build/$name.info"
     grep -qF "features: $features" "$build/$name.info" || { echo "expected features: $features" >&2; return 1; }
-    TMPDIR="$tmp" "${qemu[@]}" -cpu "$cpu" "$build/tests/iron_tests" --gtest_filter="$filter" --gtest_brief=1
+    TMPDIR="$tmp" "${qemu[@]}" -cpu "$cpu" "$build/tests/iron_tests" --gtest_filter="$filter${skip:+:-$skip}" --gtest_brief=1
     echo "--- $name: tests took $((SECONDS - t)) s"
     if [ -f "$stories" ]; then
       t=$SECONDS
@@ -92,7 +92,9 @@ run_on() {
 }
 run_on neon max,sve=off 'neon' &
 neon=$!
-run_on sve256 max,sve256=on 'neon sve (256-bit)' &
+# Attention has no SVE copy (tile_hwy.cpp): on the SVE processor it would run NEON's tile again,
+# the NEON processor's run over (45 s of this one's 147 under QEMU, 2026-12-06).
+run_on sve256 max,sve256=on 'neon sve (256-bit)' 'Attention.*' &
 sve=$!
 status=0
 wait $neon || status=1
