@@ -76,17 +76,33 @@ HWY_INLINE V4 fold_to_block(DV dv, hn::Vec<DV> v) {
   }
 }
 
-// Lane j: the sum of the lanes of x[j], for four vectors. Within each 128-bit block, pairs of
-// vectors interleaved and added twice (as 32-bit, then 64-bit lanes) leave one partial sum of
-// each vector per lane; the blocks are then added.
+// Lane j: the sum of the lanes of x[j], for four vectors. Each 128-bit block of the four is
+// transposed (interleaves of 32-bit, then 64-bit lanes), so that adding the transposed rows
+// sums each vector's lanes j in adjacent pairs, ((0 + 1) + (2 + 3)); then the blocks are added.
+// That is the order AVX2's horizontal adds took in this tile's intrinsics form, so the AVX2 copy
+// gives that form's bits (medium's int8 rounding downstream turns another order's last bits
+// into different logits at a few positions of Gemma 3's reference test).
 HWY_INLINE V4 sum4(const V x[4]) {
   const D d;
   const hn::Repartition<double, D> dd;
-  const V ab = hn::Add(hn::InterleaveLower(d, x[0], x[1]), hn::InterleaveUpper(d, x[0], x[1]));
-  const V cd = hn::Add(hn::InterleaveLower(d, x[2], x[3]), hn::InterleaveUpper(d, x[2], x[3]));
-  const auto ab2 = hn::BitCast(dd, ab), cd2 = hn::BitCast(dd, cd);
-  const V abcd = hn::Add(hn::BitCast(d, hn::InterleaveLower(dd, ab2, cd2)), hn::BitCast(d, hn::InterleaveUpper(dd, ab2, cd2)));
-  return fold_to_block(d, abcd);
+  const auto ab_lo = hn::BitCast(dd, hn::InterleaveLower(d, x[0], x[1]));  // x0_0 x1_0 x0_1 x1_1
+  const auto ab_hi = hn::BitCast(dd, hn::InterleaveUpper(d, x[0], x[1]));  // x0_2 x1_2 x0_3 x1_3
+  const auto cd_lo = hn::BitCast(dd, hn::InterleaveLower(d, x[2], x[3]));
+  const auto cd_hi = hn::BitCast(dd, hn::InterleaveUpper(d, x[2], x[3]));
+  const V t0 = hn::BitCast(d, hn::InterleaveLower(dd, ab_lo, cd_lo));  // x0_0 x1_0 x2_0 x3_0
+  const V t1 = hn::BitCast(d, hn::InterleaveUpper(dd, ab_lo, cd_lo));  // x0_1 x1_1 x2_1 x3_1
+  const V t2 = hn::BitCast(d, hn::InterleaveLower(dd, ab_hi, cd_hi));
+  const V t3 = hn::BitCast(d, hn::InterleaveUpper(dd, ab_hi, cd_hi));
+  return fold_to_block(d, hn::Add(hn::Add(t0, t1), hn::Add(t2, t3)));
+}
+
+// The sum of v's lanes: the halves added down to four lanes, then lanes 0 + 2 and 1 + 3, then
+// those two (AVX2's hsum8 order, as above).
+HWY_INLINE float sum_lanes(V v) {
+  const D d;
+  HWY_ALIGN float f[4];
+  hn::Store(fold_to_block(d, v), D4(), f);
+  return (f[0] + f[2]) + (f[1] + f[3]);
 }
 
 // The vector of `dv` whose 128-bit blocks are part[0], part[1], ... in order.
@@ -203,7 +219,7 @@ void block(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, int64_t r
   for (int i = 0; i < B; ++i) {
     // A query with no key kept may hold -inf as its maximum: its lanes (NaN or not) are zeroed.
     const V e = hn::IfThenElseZero(keep[i], cpu::hwy_math::HWY_NAMESPACE::Exp(d, hn::Sub(s[i], hn::Set(d, a.max[m + i]))));
-    a.sum[m + i] += hn::GetLane(hn::SumOfLanes(d, e));
+    a.sum[m + i] += sum_lanes(e);
     hn::Store(e, d, weights + i * kN);
   }
   values<T, B>(a, h, m, j0, n, rows, weights);
