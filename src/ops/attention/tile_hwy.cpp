@@ -23,6 +23,7 @@
 #include <hwy/highway.h>
 
 #include "devices/cpu/hwy_exp-inl.h"
+#include "devices/cpu/hwy_load-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace iron::ops::attention {
@@ -44,20 +45,12 @@ constexpr int kMaxPass = 3;  // query vectors a pass: 12 score sums, a key and a
 template <DType T>
 HWY_INLINE V load(const char* buffer, int64_t e) {
   const D d;
-  if constexpr (T == DType::f32) {
-    return hn::LoadU(d, reinterpret_cast<const float*>(buffer) + e);
-  } else if constexpr (T == DType::f16) {
-    const hn::Rebind<hwy::float16_t, D> dh;
-    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(buffer) + e));
-  } else if constexpr (T == DType::bf16) {
-    const hn::Rebind<hwy::bfloat16_t, D> db;
-    return hn::PromoteTo(d, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(buffer) + e));
+  if constexpr (T != DType::q8_0) {
+    return cpu::hwy_load::HWY_NAMESPACE::LoadF32<T>(d, buffer + e * (T == DType::f32 ? 4 : 2));
   } else {
     static_assert(T == DType::q8_0);
     const char* block = buffer + (e >> 5) * 34;
-    const hn::CappedTag<float, 1> d1;
-    const hn::Rebind<hwy::float16_t, decltype(d1)> h1;
-    const float scale = hn::GetLane(hn::PromoteTo(d1, hn::LoadU(h1, reinterpret_cast<const hwy::float16_t*>(block))));
+    const float scale = cpu::hwy_load::HWY_NAMESPACE::F16At(block);
     const hn::Rebind<int8_t, D> d8;
     const hn::RebindToSigned<D> di;
     const auto q = hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(block + 2 + (e & 31))));

@@ -24,6 +24,8 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
+#include "devices/cpu/hwy_load-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace iron::ops::gemm {
 namespace HWY_NAMESPACE {
@@ -66,11 +68,7 @@ constexpr bool (*kQuantDequantise)(DType, const char*, int64_t, float*) = nullpt
 [[maybe_unused]] constexpr bool kKQuants = false;  // the NEON Isa reads it; other copies may not
 #endif
 
-HWY_INLINE float half(const char* p) {
-  const hn::CappedTag<float, 1> d1;
-  const hn::Rebind<hwy::float16_t, decltype(d1)> h1;
-  return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(h1, reinterpret_cast<const hwy::float16_t*>(p))));
-}
+HWY_INLINE float half(const char* p) { return cpu::hwy_load::HWY_NAMESPACE::F16At(p); }
 
 // A block's f16 scale d (the first 2 bytes at p) and, `Minimum`, the f16 m after it, each in
 // every lane (m zero without one): both converted at once in a vector of four (the block's
@@ -94,16 +92,7 @@ constexpr int64_t elem_bytes() {
 // kN values of a float kind from p.
 template <DType T>
 HWY_INLINE V load_w(const char* p) {
-  const D d;
-  if constexpr (T == DType::f32) {
-    return hn::LoadU(d, reinterpret_cast<const float*>(p));
-  } else if constexpr (T == DType::bf16) {
-    const hn::Rebind<hwy::bfloat16_t, D> db;
-    return hn::PromoteTo(d, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(p)));
-  } else {
-    const hn::Rebind<hwy::float16_t, D> dh;
-    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-  }
+  return cpu::hwy_load::HWY_NAMESPACE::LoadF32<T>(D(), p);
 }
 // The first n < kN values, zeros after them: copied out first, so nothing past the n is read
 // (the last row of a weight can end its mapping).
