@@ -159,6 +159,32 @@ constexpr int64_t kSegmentTileRows = 16;
 // (one row): the keys are cut into partials spread over threads, and the thread that finishes
 // the last partial combines them (log-sum-exp rescaling). The cuts depend on the number of keys
 // alone and every output is computed in one order, so results do not depend on the thread count.
+// The vector tiles a grouped (not per-head) kernel runs on `f`: AVX-512's where it has one for
+// these caches and head size, else Highway's (tile_hwy.cpp); none (the portable tile) where
+// neither has, or keys and values differ in dtype. The kernel and the table's refusal both ask
+// this, so what `iron info --kernels` says is what runs.
+struct VectorTiles {
+  attention::TileFn prefill = nullptr, decode = nullptr;
+};
+VectorTiles vector_tiles(const cpu::Features& f, DType k, DType v, int64_t d, Precision precision) {
+  VectorTiles t;
+  if (k != v) return t;
+#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.f16c) {
+    t.prefill = attention::avx512_tile(k, d);
+    t.decode = attention::avx512_decode_tile(k, d);
+    // At medium, a q8_0 cache's decode scores are int8 products where VNNI runs (the query
+    // rounded to q8_0 blocks); highest and high keep the f32 products.
+    if (precision == Precision::medium && k == DType::q8_0 && f.avx512vnni)
+      if (attention::TileFn i = attention::avx512_decode_tile_q8_0_int8(d)) t.decode = i;
+  }
+#else
+  (void)precision;
+#endif
+  if (!t.prefill) t.prefill = t.decode = attention::vector_tile(f, k, d);
+  return t;
+}
+
 class Kernel final : public cpu::Kernel {
  public:
   Kernel(const Dims& dims, const cpu::KernelArgs& a, const Fields& tunables)
@@ -216,18 +242,9 @@ class Kernel final : public cpu::Kernel {
       if (k_.dtype == f32 && v_.dtype == f32 && avx512) row_ = attention::avx512_row(d_.d);
       return;
     }
-#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
-    if (avx512 && k_.dtype == v_.dtype) {
-      tile_ = attention::avx512_tile(k_.dtype, d_.d);
-      decode_tile_ = attention::avx512_decode_tile(k_.dtype, d_.d);
-      // At medium, a q8_0 cache's decode scores are int8 products where VNNI runs (the query
-      // rounded to q8_0 blocks); highest and high keep the f32 products.
-      if (a.precision == Precision::medium && k_.dtype == DType::q8_0 && f.avx512vnni)
-        if (attention::TileFn t = attention::avx512_decode_tile_q8_0_int8(d_.d)) decode_tile_ = t;
-    }
-#endif
-    // Highway's tile where AVX-512's has none (a head size it lacks, or another processor).
-    if (!tile_ && k_.dtype == v_.dtype) tile_ = decode_tile_ = attention::vector_tile(f, k_.dtype, d_.d);
+    const VectorTiles tiles = vector_tiles(f, k_.dtype, v_.dtype, d_.d, a.precision);
+    tile_ = tiles.prefill;
+    decode_tile_ = tiles.decode;
     int64_t scratch = state_floats() + attention::work_floats(width_, d_.kv_heads, queries_ / d_.kv_heads);
 #if defined(__x86_64__)
     // At medium, an encoder's f32 attention on AMX tiles where the OS allows them (bf16 products,
@@ -789,11 +806,8 @@ std::string refuses_vector(const Operator& o, const cpu::KernelArgs& a, bool avx
   }
   if (k != v) return "keys and values of different dtypes";
   const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
-  bool tile = attention::vector_tile(f, k, op.d_.d) != nullptr;
-#if defined(__x86_64__)
-  tile = tile || (avx512 && attention::avx512_tile(k, op.d_.d));
-#endif
-  if (!tile) return "no vector tile for a head_dim of " + std::to_string(op.d_.d) + " over " + std::string(name(k));
+  if (!vector_tiles(f, k, v, op.d_.d, a.precision).prefill)
+    return "no vector tile for a head_dim of " + std::to_string(op.d_.d) + " over " + std::string(name(k));
   return "";
 }
 std::string refuses_amx(const Operator& o, const cpu::KernelArgs& a) {
