@@ -157,10 +157,11 @@ TEST(SampleRows, EachRowDrawsAsItDrawsAlone) {
 // At highest, a GEMM of up to 8 rows sums each row as the GEMV sums it alone, for float and
 // block weights (the fast kernels' GEMV loop; the portable loops take a dot per row anyway).
 TEST(GemmRows, AtHighestEachOfAFewRowsIsItsGemvBitForBit) {
-  const int64_t K = 256, N = 200;
-  // Every kind the GEMV loops take over several rows at once (AVX-512: gemv_many), and one they
-  // leave to gemv() per row (q4_k).
-  for (DType w : {f32, bf16, f16, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0, DType::q4_k}) {
+  const int64_t K = 512, N = 200;
+  // Every kind the GEMV loops take over several rows at once (gemv_many), the K-quants included.
+  // K of 512 is two super-blocks of the K-quants.
+  for (DType w : {f32, bf16, f16, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0, DType::q4_k,
+                  DType::q5_k, DType::q6_k}) {
     for (int64_t M : {int64_t(2), int64_t(3), int64_t(5), int64_t(8)}) {
       const std::vector<float> a = random_values(M * K, 21), weights = random_values(N * K, 22);
       Case c;

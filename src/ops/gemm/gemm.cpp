@@ -202,7 +202,7 @@ class Matmul : public Operator {
     FastPath p;
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
     p.isa = gemm::select_isa(f);
-    if (!p.isa || !refusal(*this, a, *p.isa).empty()) return {};
+    if (!p.isa || !refusal(*this, a).empty()) return {};
     const bool medium = a.precision == Precision::medium && !gemv_;
     // ProjectionGEMM at medium may round x to int8 blocks (the AVX-512 loops with VNNI, the AVX2
     // ones with vpmaddubsw), where its weight has an int8 layout (packed_int8 decides).
@@ -220,16 +220,14 @@ class Matmul : public Operator {
   /// empty when they do: what part_kernel() asks before taking them.
   static std::string refuses_fast(const Operator& op, const cpu::KernelArgs& a) {
     const gemm::Isa* isa = gemm::select_isa(a.features ? *a.features : cpu::Features::host());
-    return isa ? refusal(static_cast<const Matmul&>(op), a, *isa) : "no vector loops on this processor";
+    return isa ? refusal(static_cast<const Matmul&>(op), a) : "no vector loops on this processor";
   }
-  /// refuses_fast for the loops of `isa`.
-  static std::string refusal(const Matmul& m, const cpu::KernelArgs& a, const gemm::Isa& isa) {
+  /// refuses_fast where an instruction set's loops run (each takes the same steps).
+  static std::string refusal(const Matmul& m, const cpu::KernelArgs& a) {
     auto plain_float = [](DType t) { return t == f32 || t == bf16 || t == f16; };
     const DType x = a.in.at(0).dtype, w = a.in.at(1).dtype, y = a.out.at(0).dtype;
     if (!m.col_maj_) return "a weight of (K, N) rather than (N, K)";
     if (!gemm::fast_weight(w)) return "a " + std::string(iron::name(w)) + " weight";
-    if (!isa.k_quants && gemm::int8_k(w))
-      return "a " + std::string(iron::name(w)) + " weight (no K-quant loop on " + isa.name + " yet)";
     if (!plain_float(x) || !plain_float(y))
       return "a " + std::string(iron::name(plain_float(x) ? y : x)) + (plain_float(x) ? " output" : " input");
     if (m.k_ % info(w).block != 0)
@@ -303,7 +301,7 @@ std::vector<OpEntry> matmul_entries() {
                                           {cpu::Target::avx512, &Matmul::refuses_fast, &Matmul::describe_fast},
                                           {cpu::Target::avx2, &Matmul::refuses_fast, &Matmul::describe_fast},
                                           // NEON's loops (on SVE processors too); a step they refuse
-                                          // (a K-quant weight) takes the portable loops with the target's
+                                          // (K not whole blocks) takes the portable loops with the target's
                                           // features, so a GELU, SwiGLU or GeGLU merged into it runs the
                                           // vector loop (and gives the bits) the operator alone takes.
                                           {cpu::Target::sve, nullptr, &Matmul::describe_fast},

@@ -5,7 +5,6 @@
 // Int8 (Precision::medium, AVX512_VNNI): x quantised to int8 blocks, vpdpbusd of W's quants
 // rearranged 16 rows to a load (kernels.hpp) with 4 values of x, int32 sums per block scaled in
 // f32 by d_w * d_x.
-// The K-quants' f32 loops (quant_blocks.hpp) in 16 lanes, for gemm_hwy.cpp's AVX-512 copy.
 // Only intrinsics and plain loops here: no library code built for AVX-512 can leak out.
 #include <immintrin.h>
 
@@ -21,39 +20,6 @@ namespace {
 
 constexpr int kNR = 32;  // columns of a packed tile (gemm_hwy.cpp's AVX-512 copy packs them)
 constexpr int kMR = 8;   // rows of a in one bf16 tile pass
-
-// The f32 lanes of the K-quant loops (quant_blocks.hpp): 32 quants as two vectors of 16.
-struct Lanes {
-  using Acc = __m512;
-  static Acc zero() { return _mm512_setzero_ps(); }
-  static float sum(Acc a) { return _mm512_reduce_add_ps(a); }
-  static float sum32(const float* x) {
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)));
-  }
-  static __m512 low16(__m256i q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))); }
-  static __m512 high16(__m256i q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))); }
-  template <bool Halves>
-  static Acc fma32(__m256i q, const float* x, float s0, float s1, Acc acc) {
-    const __m512 lo = _mm512_mul_ps(low16(q), _mm512_loadu_ps(x));
-    if constexpr (!Halves) return _mm512_fmadd_ps(_mm512_fmadd_ps(high16(q), _mm512_loadu_ps(x + 16), lo), _mm512_set1_ps(s0), acc);
-    acc = _mm512_fmadd_ps(lo, _mm512_set1_ps(s0), acc);
-    return _mm512_fmadd_ps(_mm512_mul_ps(high16(q), _mm512_loadu_ps(x + 16)), _mm512_set1_ps(s1), acc);
-  }
-  template <bool>
-  static void store32(__m256i q, float s0, float s1, float offset, float* out) {
-    const __m512 o = _mm512_set1_ps(offset);
-    _mm512_storeu_ps(out, _mm512_fmadd_ps(low16(q), _mm512_set1_ps(s0), o));
-    _mm512_storeu_ps(out + 16, _mm512_fmadd_ps(high16(q), _mm512_set1_ps(s1), o));
-  }
-};
-
-}  // namespace
-}  // namespace iron::ops::gemm
-
-#include "ops/gemm/quant_blocks.hpp"
-
-namespace iron::ops::gemm {
-namespace {
 
 // ---- bf16 tiles (Precision::medium) ---------------------------------------------------------
 
@@ -316,8 +282,6 @@ void gemm_int8(const GemmInt8Args& g) {
 
 // What avx512_isa() (gemm_hwy.cpp) takes from this file.
 namespace avx512 {
-bool quant_gemv(const GemvArgs& g) { return gemm::quant_gemv<Lanes>(g); }
-bool quant_dequantise(DType t, const char* w, int64_t k, float* out) { return gemm::quant_dequantise<Lanes>(t, w, k, out); }
 void pack_bf16(const PackBf16Args& p) { gemm::pack_bf16(p); }
 void rows_bf16(const RowsBf16Args& r) { gemm::rows_bf16(r); }
 void tile_bf16(const TileBf16Args& t) { gemm::tile_bf16(t); }

@@ -1,6 +1,6 @@
 // The matmul loops every vector target shares, written once with Highway (devices/cpu/highway.hpp):
-//   GEMV: four rows of W at a time share each load of x (f32, bf16, f16, q8_0 and the blocks of
-//     4 or 5 bits; the K-quants through the x86 files' loops, below); GEMV over several rows of x
+//   GEMV: four rows of W at a time share each load of x (f32, bf16, f16, q8_0, the blocks of 4
+//     or 5 bits and the K-quants' super-blocks of 256); GEMV over several rows of x
 //     reads each block of W once for all of them, each row's sums those GEMV gives it alone;
 //   pack: a tile of W's rows (dequantised to f32 first where they are not) transposed, so the
 //     tile reads one row of `kNR` columns per step of k;
@@ -11,8 +11,7 @@
 //
 // What stays beside this file, each for an instruction Highway 1.0.3 does not express:
 // gemm_avx512.cpp's bf16 tiles (vdpbf16ps) and int8 loops (vpdpbusd), int8_avx2.cpp's
-// (vpmaddubsw), gemm_amx.cpp's tiles, and the K-quants' decoding (quant_blocks.hpp: AVX2 byte
-// shuffles), which the x86 files build once per width.
+// (vpmaddubsw) and gemm_amx.cpp's tiles.
 #include <cstdint>
 #include <cstring>
 
@@ -52,21 +51,6 @@ constexpr int64_t kAhead = 8;
 // convert the quants and meet the block's offset with its sum of x.
 constexpr bool kTable = kN >= 16;
 
-// The K-quants' loops (quant_blocks.hpp), built in the x86 file of this width; none elsewhere
-// (kKQuants: what this target's Isa says of them).
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-constexpr auto kQuantGemv = &avx512::quant_gemv;
-constexpr auto kQuantDequantise = &avx512::quant_dequantise;
-constexpr bool kKQuants = true;
-#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-constexpr auto kQuantGemv = &avx2::quant_gemv;
-constexpr auto kQuantDequantise = &avx2::quant_dequantise;
-constexpr bool kKQuants = true;
-#else
-constexpr bool (*kQuantGemv)(const GemvArgs&) = nullptr;
-constexpr bool (*kQuantDequantise)(DType, const char*, int64_t, float*) = nullptr;
-[[maybe_unused]] constexpr bool kKQuants = false;  // the NEON Isa reads it; other copies may not
-#endif
 
 HWY_INLINE float half(const char* p) { return cpu::hwy_load::HWY_NAMESPACE::F16At(p); }
 
@@ -175,6 +159,236 @@ void block_sums(const float* x, int64_t k, float* xsum) {
     for (int e = kN; e < 32; e += kN) s = hn::Add(s, hn::LoadU(d, x + b * 32 + e));
     xsum[b] = hn::GetLane(hn::SumOfLanes(d, s));
   }
+}
+
+// ---- the K-quants (q4_k, q5_k, q6_k) ------------------------------------------------------
+// A super-block of 256 weights is 8 sub-blocks of 32, each 32 signed quants q with
+// w_i = scale_(i / 16) q_i + offset (the two scales differ only for q6_k, whose scales cover 16
+// weights each). A sub-block's quants are decoded with byte operations into one vector of 32
+// int8 (two on NEON), each slice of kN of them then widened to f32 lanes. Then
+//   GEMV: sum_i w_i x_i = scale * sum_i q_i x_i + offset * sum_i x_i, the offsets meeting the
+//     sub-blocks' sums of x (block_sums);
+//   the tile path's rows: w_i as f32 (dequantise), then the f32 tiles.
+// (medium's int8 path reads them rearranged: kernels.hpp, packed_int8.cpp.) Everything stays
+// in registers: quants stored and reloaded as narrower slices, and scale bytes assembled in
+// memory from words, cost this loop 15% on AVX2 (loads that a wider store must forward).
+
+using DQ = hn::CappedTag<uint8_t, 32>;  // a sub-block's 32 quants in one vector, or two (NEON)
+using QV = hn::Vec<DQ>;
+using D8 = hn::CappedTag<float, 8>;  // a super-block's 8 offsets or sums of x
+constexpr int kQ = int(hn::MaxLanes(DQ()));
+
+/// Lanes [N i, N i + N) of v, halving the vector until N lanes are left (i a constant once the
+/// callers' loops are unrolled).
+template <size_t N, class DB>
+HWY_INLINE auto slice(DB db, hn::Vec<DB> v, int i) {
+  if constexpr (hn::MaxLanes(db) == N) {
+    return v;
+  } else {
+    const hn::Half<DB> dh;
+    constexpr int kHalf = int(hn::MaxLanes(db) / N / 2);  // slices in a half
+    return i < kHalf ? slice<N>(dh, hn::LowerHalf(dh, v), i) : slice<N>(dh, hn::UpperHalf(dh, v), i - kHalf);
+  }
+}
+
+/// A super-block's scales and offsets: weight i of sub-block s is scale[s] q_i + offset[s], or
+/// with kHalves scale[2 s + i / 16] q_i (offsets are set only for kinds with kOffset).
+struct KScales {
+  HWY_ALIGN float scale[16];
+  HWY_ALIGN float offset[8];
+  template <class K>
+  HWY_INLINE float first(int s) const { return scale[K::kHalves ? 2 * s : s]; }
+  template <class K>
+  HWY_INLINE float second(int s) const { return scale[K::kHalves ? 2 * s + 1 : s]; }
+};
+
+/// The bytes of `bytes` (little-endian) as f32 times `by`, into out[0..8).
+HWY_INLINE void bytes_times(uint64_t bytes, float by, float* out) {
+  const D8 d;
+  const hn::CappedTag<uint8_t, 8> d8;
+  const auto v = hn::BitCast(d8, hn::Set(hn::CappedTag<uint64_t, 1>(), bytes));
+  constexpr int kLanes = int(hn::MaxLanes(d));
+  for (int i = 0; i < 8 / kLanes; ++i)
+    hn::Store(hn::Mul(hn::ConvertTo(d, hn::PromoteTo(hn::RebindToSigned<D8>(), slice<kLanes>(d8, v, i))), hn::Set(d, by)),
+              d, out + i * kLanes);
+}
+
+// Each kind: kBytes of a super-block, kOffset (whether any offset is nonzero), kHalves (whether
+// the two scales of a sub-block differ); scales() the super-block's, quants() sub-block j's 32
+// quants (as unsigned bytes whose bits are the int8 values).
+
+// q4_k and q5_k (Fifth): f16 d, f16 dmin, 12 bytes of 6-bit scales and minimums (dtype.cpp),
+// (q5_k) 32 bytes of fifth bits (byte l, bit j: element l of sub-block j), 128 bytes of nibbles
+// (sub-blocks 2p and 2p + 1 the low and high nibbles of bytes 32p .. 32p + 31);
+// w = d scale_j q - dmin minimum_j.
+template <bool Fifth>
+struct KBlocks {
+  static constexpr int64_t kBytes = Fifth ? 176 : 144;
+  static constexpr bool kOffset = true, kHalves = false;
+  static HWY_INLINE void scales(const char* b, KScales& s) {
+    // k_scale_min for all 8 sub-blocks at once, 4 bytes to a word: scales and minimums 0-3 are
+    // the low 6 bits of words 0 and 1; 4-7 a nibble of word 2 under the top 2 bits of 0 and 1.
+    uint32_t w[3];
+    std::memcpy(w, b + 4, 12);
+    const uint32_t six = 0x3f3f3f3f, nibble = 0x0f0f0f0f, top = 0x30303030;
+    const uint64_t scale = (w[0] & six) | uint64_t((w[2] & nibble) | ((w[0] >> 2) & top)) << 32;
+    const uint64_t minimum = (w[1] & six) | uint64_t(((w[2] >> 4) & nibble) | ((w[1] >> 2) & top)) << 32;
+    bytes_times(scale, half(b), s.scale);
+    bytes_times(minimum, -half(b + 2), s.offset);
+  }
+  static HWY_INLINE void quants(const char* b, int j, QV* q) {
+    const DQ d;
+    const auto* nibbles = reinterpret_cast<const uint8_t*>(b + (Fifth ? 48 : 16) + 32 * (j / 2));
+    for (int i = 0; i < 32 / kQ; ++i) {
+      const QV v = hn::LoadU(d, nibbles + i * kQ);
+      q[i] = hn::And(j % 2 ? hn::ShiftRight<4>(v) : v, hn::Set(d, 0x0f));
+      if constexpr (Fifth) {
+        const QV fifth = hn::LoadU(d, reinterpret_cast<const uint8_t*>(b + 16) + i * kQ);
+        q[i] = hn::Or(q[i], hn::IfThenElseZero(hn::TestBit(fifth, hn::Set(d, uint8_t(1u << j))), hn::Set(d, 0x10)));
+      }
+    }
+  }
+};
+
+// q6_k: 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16 int8 scales (one per 16
+// weights), f16 d; w = d scale (q - 32). Sub-block j = 4h + c (h a half of 128 weights) takes
+// low nibbles (c < 2) or high ones of bytes 64h + 32 (c % 2) .., and bits 2c, 2c + 1 of bytes
+// 128 + 32h ..; its scales are 8h + 2c and 8h + 2c + 1, which is 2j and 2j + 1: the bytes' order.
+struct Q6KBlocks {
+  static constexpr int64_t kBytes = 210;
+  static constexpr bool kOffset = false, kHalves = true;
+  static HWY_INLINE void scales(const char* b, KScales& s) {
+    const D8 d;
+    const hn::Rebind<int8_t, D8> d8;
+    const float dd = half(b + 208);
+    for (int i = 0; i < 16; i += int(hn::Lanes(d))) {
+      const auto bytes = hn::LoadU(d8, reinterpret_cast<const int8_t*>(b + 192 + i));
+      hn::Store(hn::Mul(hn::ConvertTo(d, hn::PromoteTo(hn::RebindToSigned<D8>(), bytes)), hn::Set(d, dd)), d, s.scale + i);
+    }
+  }
+  static HWY_INLINE void quants(const char* b, int j, QV* q) {
+    const DQ d;
+    const hn::Repartition<uint16_t, DQ> d16;
+    const int h = j / 4, c = j % 4;
+    const auto* low = reinterpret_cast<const uint8_t*>(b + 64 * h + 32 * (c % 2));
+    const auto* high = reinterpret_cast<const uint8_t*>(b + 128 + 32 * h);
+    for (int i = 0; i < 32 / kQ; ++i) {
+      const QV l = hn::LoadU(d, low + i * kQ);
+      const QV lo = hn::And(c < 2 ? l : hn::ShiftRight<4>(l), hn::Set(d, 0x0f));
+      // Shifted as 16-bit lanes: the bits that cross into a byte from its neighbour are masked
+      // off with the rest (Highway's 8-bit shift would mask them once more).
+      const QV hi = hn::And(hn::BitCast(d, hn::ShiftRightSame(hn::BitCast(d16, hn::LoadU(d, high + i * kQ)), 2 * c)),
+                            hn::Set(d, 0x03));
+      // q - 32 wraps in the unsigned bytes; read as int8 it is the signed value.
+      q[i] = hn::Sub(hn::Or(lo, hn::ShiftLeft<4>(hi)), hn::Set(d, 32));
+    }
+  }
+};
+
+/// Calls fn(Kind{}) with the kind of `t`; false for a kind that is not a K-quant these take.
+template <class Fn>
+bool with_k_quant(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::q4_k:
+      return fn(KBlocks<false>{}), true;
+    case DType::q5_k:
+      return fn(KBlocks<true>{}), true;
+    case DType::q6_k:
+      return fn(Q6KBlocks{}), true;
+    default:
+      return false;
+  }
+}
+
+// Quants c kN .. c kN + kN - 1 of a sub-block as f32.
+HWY_INLINE V k_vector(const QV* q, int c) {
+  const D d;
+  const auto bytes = slice<size_t(kN)>(DQ(), q[c * kN / kQ], c % (kQ / kN));
+  const hn::Rebind<int8_t, D> d8;
+  return hn::ConvertTo(d, hn::PromoteTo(hn::RebindToSigned<D>(), hn::BitCast(d8, bytes)));
+}
+
+// acc + (the first 16 quants times x) s0 + (the other 16 times x) s1 (Halves false: s0 == s1):
+// each half summed in its own chain first. `quant(c)`: vector c of the quants as f32 (converted
+// here, or once for several rows of x: the same operations either way).
+template <bool Halves, class Quant>
+HWY_INLINE V k_times(Quant&& quant, const float* x, float s0, float s1, V acc) {
+  const D d;
+  constexpr int kHalf = 16 / kN;  // vectors in a half
+  V lo = hn::Mul(quant(0), hn::LoadU(d, x));
+  V hi = hn::Mul(quant(kHalf), hn::LoadU(d, x + 16));
+  for (int c = 1; c < kHalf; ++c) {
+    lo = hn::MulAdd(quant(c), hn::LoadU(d, x + c * kN), lo);
+    hi = hn::MulAdd(quant(kHalf + c), hn::LoadU(d, x + 16 + c * kN), hi);
+  }
+  if constexpr (!Halves) return hn::MulAdd(hn::Add(lo, hi), hn::Set(d, s0), acc);
+  return hn::MulAdd(hi, hn::Set(d, s1), hn::MulAdd(lo, hn::Set(d, s0), acc));
+}
+
+template <class K, int R>
+void k_gemv_rows(const GemvArgs& g, const char* w, float* y) {
+  const D d;
+  const D8 d8;
+  constexpr int k8 = int(hn::MaxLanes(D8()));
+  V acc[R];
+  hn::Vec<D8> corr[R];
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(d), corr[r] = hn::Zero(d8);
+  for (int64_t b = 0; b < g.k / 256; ++b) {
+    const char* blk[R];
+    KScales sc[R];
+    for (int r = 0; r < R; ++r) {
+      blk[r] = w + r * g.row_bytes + b * K::kBytes;
+      for (int64_t line = 0; line < K::kBytes; line += 64) hwy::Prefetch(blk[r] + kAhead * g.row_bytes + line);
+      K::scales(blk[r], sc[r]);
+      // The super-block's 8 offsets times x's sums of its 8 sub-blocks.
+      if constexpr (K::kOffset)
+        for (int i = 0; i < 8; i += k8)
+          corr[r] = hn::MulAdd(hn::Load(d8, sc[r].offset + i), hn::LoadU(d8, g.xsum + 8 * b + i), corr[r]);
+    }
+    for (int s = 0; s < 8; ++s) {
+      const float* x = g.x + b * 256 + 32 * s;
+      for (int r = 0; r < R; ++r) {
+        QV q[32 / kQ];
+        K::quants(blk[r], s, q);
+        acc[r] = k_times<K::kHalves>([&](int c) { return k_vector(q, c); }, x, sc[r].template first<K>(s),
+                                     sc[r].template second<K>(s), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    y[r] = hn::GetLane(hn::SumOfLanes(d, acc[r])) + hn::GetLane(hn::SumOfLanes(d8, corr[r]));
+}
+
+// The GEMV of a K-quant (false for another kind): four rows at a time share each load of x.
+bool k_gemv(const GemvArgs& g) {
+  return with_k_quant(g.dtype, [&](auto kind) {
+    using K = decltype(kind);
+    if constexpr (K::kOffset) block_sums(g.x, g.k, g.xsum);
+    int64_t r = 0;
+    for (; r + 4 <= g.rows; r += 4) k_gemv_rows<K, 4>(g, g.w + r * g.row_bytes, g.y + r);
+    for (; r < g.rows; ++r) k_gemv_rows<K, 1>(g, g.w + r * g.row_bytes, g.y + r);
+  });
+}
+
+// One row of W (k weights) of a K-quant as f32 (false for another kind).
+bool k_dequantise(DType t, const char* w, int64_t k, float* out) {
+  return with_k_quant(t, [&](auto kind) {
+    using K = decltype(kind);
+    const D d;
+    for (int64_t b = 0; b < k / 256; ++b, w += K::kBytes) {
+      KScales sc;
+      K::scales(w, sc);
+      for (int s = 0; s < 8; ++s, out += 32) {
+        QV q[32 / kQ];
+        K::quants(w, s, q);
+        const V o = hn::Set(d, K::kOffset ? sc.offset[s] : 0.0f);
+        for (int c = 0; c < 32 / kN; ++c) {
+          const float scale = c < 16 / kN ? sc.template first<K>(s) : sc.template second<K>(s);
+          hn::StoreU(hn::MulAdd(k_vector(q, c), hn::Set(d, scale), o), d, out + c * kN);
+        }
+      }
+    }
+  });
 }
 
 // ---- GEMV ---------------------------------------------------------------------------------
@@ -302,7 +516,7 @@ void gemv_rows(const GemvArgs& g, const char* w, float* y) {
 }
 
 void gemv(const GemvArgs& g) {
-  if (kQuantGemv && kQuantGemv(g)) return;
+  if (k_gemv(g)) return;
   if (!kTable && with_blocks32(g.dtype, [](auto, auto) {})) block_sums(g.x, g.k, g.xsum);
   int64_t r = 0;
   for (; r + 4 <= g.rows; r += 4) gemv_rows<4>(g, g.w + r * g.row_bytes, g.y + r);
@@ -374,6 +588,45 @@ void many_q4(const GemvManyArgs& g) {
   }
 }
 
+// The K-quants: each super-block's scales read, and each sub-block's quants decoded and
+// converted, once for every row of x; each row's steps those of k_gemv_rows.
+template <class K, int M>
+void many_k(const GemvManyArgs& g) {
+  const D d;
+  const D8 d8;
+  constexpr int k8 = int(hn::MaxLanes(D8()));
+  const int64_t blocks = g.k / 32;
+  if constexpr (K::kOffset)
+    for (int m = 0; m < M; ++m) block_sums(g.x + m * g.ldx, g.k, g.xsum + m * blocks);
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const char* row = g.w + r * g.row_bytes;
+    V acc[M];
+    hn::Vec<D8> corr[M];
+    for (int m = 0; m < M; ++m) acc[m] = hn::Zero(d), corr[m] = hn::Zero(d8);
+    for (int64_t b = 0; b < g.k / 256; ++b) {
+      const char* blk = row + b * K::kBytes;
+      for (int64_t line = 0; line < K::kBytes; line += 64) hwy::Prefetch(blk + kAhead * g.row_bytes + line);
+      KScales sc;
+      K::scales(blk, sc);
+      if constexpr (K::kOffset)
+        for (int m = 0; m < M; ++m)
+          for (int i = 0; i < 8; i += k8)
+            corr[m] = hn::MulAdd(hn::Load(d8, sc.offset + i), hn::LoadU(d8, g.xsum + m * blocks + 8 * b + i), corr[m]);
+      for (int s = 0; s < 8; ++s) {
+        QV q[32 / kQ];
+        K::quants(blk, s, q);
+        V qf[32 / kN];
+        for (int c = 0; c < 32 / kN; ++c) qf[c] = k_vector(q, c);
+        for (int m = 0; m < M; ++m)
+          acc[m] = k_times<K::kHalves>([&](int c) { return qf[c]; }, g.x + m * g.ldx + b * 256 + 32 * s,
+                                       sc.template first<K>(s), sc.template second<K>(s), acc[m]);
+      }
+    }
+    for (int m = 0; m < M; ++m)
+      g.y[m * g.ldy + r] = hn::GetLane(hn::SumOfLanes(d, acc[m])) + hn::GetLane(hn::SumOfLanes(d8, corr[m]));
+  }
+}
+
 template <int M>
 bool many_rows(const GemvManyArgs& g) {
   switch (g.dtype) {
@@ -386,12 +639,12 @@ bool many_rows(const GemvManyArgs& g) {
     case DType::q8_0:
       return many_q8_0<M>(g), true;
     default:
-      return with_blocks32(g.dtype, [&](auto q1, auto fifth) { many_q4<q1, fifth, M>(g); });
+      return with_k_quant(g.dtype, [&](auto kind) { many_k<decltype(kind), M>(g); }) ||
+             with_blocks32(g.dtype, [&](auto q1, auto fifth) { many_q4<q1, fifth, M>(g); });
   }
 }
 
-// The K-quants are not taken: their rows go through gemv() one at a time. One row is gemv()'s
-// own call (the caller takes gemv_many for two rows or more).
+// One row is gemv()'s own call (the caller takes gemv_many for two rows or more).
 bool gemv_many(const GemvManyArgs& g) {
   switch (g.m) {
     case 2:
@@ -417,7 +670,7 @@ bool gemv_many(const GemvManyArgs& g) {
 
 // One row of W (k values) as f32.
 void dequantise(DType t, const char* w, int64_t k, float* out) {
-  if (kQuantDequantise && kQuantDequantise(t, w, k, out)) return;
+  if (k_dequantise(t, w, k, out)) return;
   const D d;
   auto floats = [&](auto kind) {
     constexpr DType T = decltype(kind)::value;
@@ -577,20 +830,18 @@ namespace iron::ops::gemm {
 const Isa& avx512_isa() {
   static const Isa isa{"avx512", N_AVX3::kNR, &N_AVX3::gemv, &N_AVX3::pack, &N_AVX3::tile,
                        &avx512::pack_bf16, &avx512::rows_bf16, &avx512::tile_bf16, &avx512::quantise_x8,
-                       &avx512::gemm_int8, &N_AVX3::gemv_many, &tile_bf16_amx, &gemm_int8_amx,
-                       N_AVX3::kKQuants};
+                       &avx512::gemm_int8, &N_AVX3::gemv_many, &tile_bf16_amx, &gemm_int8_amx};
   return isa;
 }
 const Isa& avx2_isa() {
   static const Isa isa{"avx2", N_AVX2::kNR, &N_AVX2::gemv, &N_AVX2::pack, &N_AVX2::tile, nullptr, nullptr,
-                       nullptr, &quantise_x8_avx2, &gemm_int8_avx2, &N_AVX2::gemv_many, nullptr, nullptr,
-                       N_AVX2::kKQuants};
+                       nullptr, &quantise_x8_avx2, &gemm_int8_avx2, &N_AVX2::gemv_many, nullptr, nullptr};
   return isa;
 }
 #elif HWY_ARCH_ARM_A64 && (HWY_TARGETS & HWY_NEON)
 const Isa& neon_isa() {
   static const Isa isa{"neon", N_NEON::kNR, &N_NEON::gemv, &N_NEON::pack, &N_NEON::tile, nullptr, nullptr,
-                       nullptr, nullptr, nullptr, &N_NEON::gemv_many, nullptr, nullptr, N_NEON::kKQuants};
+                       nullptr, nullptr, nullptr, &N_NEON::gemv_many, nullptr, nullptr};
   return isa;
 }
 #endif

@@ -345,9 +345,6 @@ struct Isa {
   // int8 path's whole tiles of 16 rows.
   void (*tile_bf16_amx)(const TileAmxArgs&) = nullptr;
   void (*gemm_int8_amx)(const GemmInt8Args&) = nullptr;
-  // Whether gemv and pack take the K-quants (q2_k .. q6_k): the x86 files' loops do
-  // (quant_blocks.hpp), NEON's not yet.
-  bool k_quants = false;
 };
 
 /// f(std::integral_constant<DType, t>{}) for a kind the int8 path takes (nothing for another):
@@ -409,15 +406,8 @@ inline bool int8_weight(DType t) {
 const Isa& avx512_isa();
 const Isa& avx2_isa();
 const Isa& neon_isa();
-/// What the x86 files give them: the K-quants' f32 loops in their width (quant_blocks.hpp;
-/// false for another kind), and AVX-512's bf16 and int8 loops.
-namespace avx2 {
-bool quant_gemv(const GemvArgs&);
-bool quant_dequantise(DType, const char* w, int64_t k, float* out);
-}  // namespace avx2
+/// What gemm_avx512.cpp gives the AVX-512 Isa: its bf16 and int8 loops.
 namespace avx512 {
-bool quant_gemv(const GemvArgs&);
-bool quant_dequantise(DType, const char* w, int64_t k, float* out);
 void pack_bf16(const PackBf16Args&);
 void rows_bf16(const RowsBf16Args&);
 void tile_bf16(const TileBf16Args&);
