@@ -55,6 +55,8 @@ void expect_highway_kernels(const cpu::Features& f, const std::string& target) {
   EXPECT_EQ(taken(f, "GeGLU", "f32"), target);
   EXPECT_EQ(taken(f, "GELU", "f32"), target);
   EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), target);
+  EXPECT_EQ(taken(f, "Copy", "f32 rows into a f16 cache"), target);
+  EXPECT_EQ(taken(f, "Copy", "f32 rows into a bf16 cache"), target);
 }
 
 TEST(KernelTable, APortableMachineTakesThePortableLoopsAndSaysWhatEachFasterOneNeeds) {
@@ -96,13 +98,14 @@ TEST(KernelTable, ANeonMachineTakesTheNeonLoopsWhereAnOperatorHasThem) {
   const cpu::Features f = neon_machine();
   EXPECT_EQ(choice(f, "GELU", "f32"), "neon (sve passed over: needs sve)");
   expect_highway_kernels(f, "neon");
-  // The matmuls take NEON's f32 loops (no int8 or bf16 ones yet at medium); a K-quant weight,
-  // which they have no loop for, the portable loops with NEON's features (so an epilogue merged
-  // into them gives the bits the operator alone gives). Attention takes Highway's NEON tile.
+  // The matmuls take NEON's f32 loops, the K-quants' too (no int8 or bf16 ones yet at medium); a
+  // step they refuse, the portable loops with NEON's features (so an epilogue merged into them
+  // gives the bits the operator alone gives). Attention takes Highway's NEON tile.
   EXPECT_EQ(choice(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "neon (sve passed over: needs sve)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(f32 FMA)");
-  EXPECT_EQ(how(f, "ProjectionGEMM", "q6_k weight, f32 rows, medium"),
-            "(the portable loops: a q6_k weight (no K-quant loop on neon yet))");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "q6_k weight, f32 rows, medium"), "(f32 FMA)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, K of 1000 (not whole blocks)"),
+            "(the portable loops: K of 1000, not whole blocks of 32)");
   EXPECT_EQ(choice(f, "Attention", "f16 cache, highest"), "neon");
 }
 
@@ -144,7 +147,6 @@ TEST(KernelTable, AnAvx2MachineTakesTheAvx2LoopsWhereAnOperatorHasThem) {
   EXPECT_NE(choice(f, "Attention", "f32 cache, the per-head path")
                 .find("avx2 passed over: the per-head rows have a vector loop for AVX-512 alone"),
             std::string::npos);
-  EXPECT_EQ(taken(f, "Copy", "f32 rows into a f16 cache"), "avx2");
   EXPECT_NE(choice(f, "Copy", "f32 rows into a q8_0 cache").find("avx2 passed over: only f32 into f16 or bf16"),
             std::string::npos);
 }

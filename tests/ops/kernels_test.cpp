@@ -399,13 +399,10 @@ TEST(OpKernels, CopyCastsBetweenDtypes) {
 
 // The lanes that write f16 and bf16 caches give the scalar conversions' bits on the values where
 // rounding is delicate: ties, the edge of f16's range, its subnormals, f32's subnormals, NaNs
-// (any payload, either sign) and infinities, at every length up to 40 (each tail).
+// (any payload, either sign) and infinities, at every length up to 40 (each tail), on every
+// vector target this host has.
 TEST(OpKernels, CopyConversionsInLanesGiveTheScalarBits) {
-#if !defined(__x86_64__)
-  GTEST_SKIP() << "the lanes are x86-64's (built for it alone): the scalar conversions run here";
-#else
-  const cpu::Features& f = cpu::Features::host();
-  if (!f.avx2 || !f.f16c) GTEST_SKIP() << "no AVX2 and F16C here (the scalar conversions run)";
+  int targets = 0;
   auto from_bits = [](uint32_t b) {
     float x;
     std::memcpy(&x, &b, 4);
@@ -423,20 +420,28 @@ TEST(OpKernels, CopyConversionsInLanesGiveTheScalarBits) {
     state = state * 1664525u + 1013904223u;
     values.push_back(from_bits(state));
   }
-  for (int64_t n = 0; n <= 40; ++n)
-    for (size_t at = 0; at + size_t(n) <= values.size(); at += 7) {
-      std::vector<uint16_t> lanes(size_t(n) + 1, 0xabcd);
-      std::vector<uint16_t> scalar(static_cast<size_t>(n));
-      ops::copy::f32_to_f16_avx2(values.data() + at, lanes.data(), n);
-      for (int64_t i = 0; i < n; ++i) scalar[size_t(i)] = f32_to_f16(values[at + size_t(i)]);
-      EXPECT_TRUE(std::equal(scalar.begin(), scalar.end(), lanes.begin())) << "f16, " << n << " from " << at;
-      EXPECT_EQ(lanes[size_t(n)], 0xabcd) << "f16 wrote past its " << n;
-      ops::copy::f32_to_bf16_avx2(values.data() + at, lanes.data(), n);
-      for (int64_t i = 0; i < n; ++i) scalar[size_t(i)] = f32_to_bf16(values[at + size_t(i)]);
-      EXPECT_TRUE(std::equal(scalar.begin(), scalar.end(), lanes.begin())) << "bf16, " << n << " from " << at;
-      EXPECT_EQ(lanes[size_t(n)], 0xabcd) << "bf16 wrote past its " << n;
-    }
-#endif
+  for (const cpu::Features& f : test::feature_sets()) {
+    const ops::copy::ConvertFn to_f16 = ops::copy::f32_convert_vector(f16, f);
+    const ops::copy::ConvertFn to_bf16 = ops::copy::f32_convert_vector(bf16, f);
+    ASSERT_EQ(to_f16 == nullptr, to_bf16 == nullptr) << f.str();
+    if (!to_f16) continue;
+    ++targets;
+    SCOPED_TRACE(f.str());
+    for (int64_t n = 0; n <= 40; ++n)
+      for (size_t at = 0; at + size_t(n) <= values.size(); at += 7) {
+        std::vector<uint16_t> lanes(size_t(n) + 1, 0xabcd);
+        std::vector<uint16_t> scalar(static_cast<size_t>(n));
+        to_f16(values.data() + at, lanes.data(), n);
+        for (int64_t i = 0; i < n; ++i) scalar[size_t(i)] = f32_to_f16(values[at + size_t(i)]);
+        EXPECT_TRUE(std::equal(scalar.begin(), scalar.end(), lanes.begin())) << "f16, " << n << " from " << at;
+        EXPECT_EQ(lanes[size_t(n)], 0xabcd) << "f16 wrote past its " << n;
+        to_bf16(values.data() + at, lanes.data(), n);
+        for (int64_t i = 0; i < n; ++i) scalar[size_t(i)] = f32_to_bf16(values[at + size_t(i)]);
+        EXPECT_TRUE(std::equal(scalar.begin(), scalar.end(), lanes.begin())) << "bf16, " << n << " from " << at;
+        EXPECT_EQ(lanes[size_t(n)], 0xabcd) << "bf16 wrote past its " << n;
+      }
+  }
+  if (targets == 0) GTEST_SKIP() << "no vector target here (the scalar conversions run)";
 }
 
 TEST(OpKernels, CopyAndGatherGatheredRows) {

@@ -97,13 +97,7 @@ class CopyKernel final : public cpu::Kernel {
                     to_string(dst_.shape) + " with strides " + to_string(dst_.strides));
     }
     if (src_.rank() > 8) value_error("Copy of a view of rank above 8");
-#if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
-    const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
-    if (src_.dtype == f32 && f.avx2 && f.f16c) {
-      if (dst_.dtype == f16) convert_ = copy::f32_to_f16_avx2;
-      if (dst_.dtype == bf16) convert_ = copy::f32_to_bf16_avx2;
-    }
-#endif
+    if (src_.dtype == f32) convert_ = copy::f32_convert_vector(dst_.dtype, a.features ? *a.features : cpu::Features::host());
   }
 
   void run(const int64_t* w, int thread, int threads) const override {
@@ -261,7 +255,10 @@ std::vector<CpuTarget> copy_targets() {
     if (s == f32 && (d == f16 || d == bf16)) return "";
     return "only f32 into f16 or bf16 has a vector loop";
   };
-  return {{cpu::Target::avx2, refuses}, {cpu::Target::portable}};
+  std::vector<CpuTarget> targets = highway_targets();
+  for (CpuTarget& t : targets)
+    if (t.target != cpu::Target::portable) t.refuses = refuses;
+  return targets;
 }
 }  // namespace
 
