@@ -103,7 +103,7 @@ std::string describe_cpu_kernels(const cpu::Features& features) {
 #if defined(__aarch64__)
   constexpr const char* kLevels = "portable|neon";
 #else
-  constexpr const char* kLevels = "portable|avx2|avx512";
+  constexpr const char* kLevels = "portable|avx2|avxvnni|avx512";
 #endif
   o << "CPU features: " << features.str() << " (IRON_CPU=" << kLevels << " narrows them)\n";
   for (cpu::Target t : cpu::kTargets)

@@ -151,6 +151,23 @@ TEST(KernelTable, AnAvx2MachineTakesTheAvx2LoopsWhereAnOperatorHasThem) {
             std::string::npos);
 }
 
+TEST(KernelTable, AnAvxVnniMachineTakesVpdpbusdOnTheAvx2Loops) {
+  cpu::Features f = avx2_machine();
+  f.avxvnni = true;
+  EXPECT_EQ(f.str(), "avx2 fma f16c avxvnni");
+  EXPECT_EQ(taken(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "avx2");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: vpdpbusd, AVX-VNNI)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "q6_k weight, f32 rows, medium"), "(int8 x: vpdpbusd, AVX-VNNI)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, highest"), "(f32 FMA)");
+  // IRON_CPU=avx2 is a processor with AVX2 alone; IRON_CPU=avxvnni keeps it.
+  EXPECT_EQ(how(f.limited_to("avx2"), "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: vpmaddubsw)");
+  EXPECT_EQ(f.limited_to("avxvnni").str(), "avx2 fma f16c avxvnni");
+  cpu::Features big = avx512_machine();
+  big.avxvnni = true;
+  EXPECT_EQ(big.limited_to("avxvnni").str(), "avx2 fma f16c avxvnni");
+  EXPECT_EQ(big.limited_to("avx2").str(), "avx2 fma f16c");
+}
+
 TEST(KernelTable, AnAvx512MachineWithoutAmxTakesAvx512) {
   const cpu::Features f = avx512_machine();
   for (const char* step : {"q4_1 weight, f32 rows, medium", "f32 weight, f32 rows, highest"})

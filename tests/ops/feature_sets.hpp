@@ -1,5 +1,5 @@
-// The CPU dispatch paths a kernel test runs on this host: the portable loops always; AVX2 and
-// AVX-512 where the host has them (each limited to its own target); and the whole host where it
+// The CPU dispatch paths a kernel test runs on this host: the portable loops always; AVX2 (without
+// AVX-VNNI, then with it) and AVX-512 where the host has them (each limited to its own target); and the whole host where it
 // has more (AMX); on ARM, NEON (limited to it) and SVE where the host has them.
 #pragma once
 
@@ -13,6 +13,7 @@ inline std::vector<cpu::Features> feature_sets() {
   const cpu::Features& host = cpu::Features::host();
   std::vector<cpu::Features> sets{host.limited_to("portable")};
   if (host.avx2 && host.fma && host.f16c) sets.push_back(host.limited_to("avx2"));
+  if (host.avxvnni) sets.push_back(host.limited_to("avxvnni"));
   if (host.avx512f && host.avx512bw && host.avx512vl && host.avx512dq && host.f16c)
     sets.push_back(host.limited_to("avx512"));
   if (host.amx_bf16) sets.push_back(host);

@@ -216,7 +216,7 @@ TEST(GemmInt8, AvxTwoGivesTheVnniLoopsBits) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host to compare with";
   cpu::Features vnni = cpu::Features::host();
   vnni.amx_int8 = false;
-  const cpu::Features avx2 = cpu::narrowed_to(cpu::Features::host(), cpu::Target::avx2);
+  const cpu::Features avx2 = cpu::Features::host().limited_to("avx2");  // vpmaddubsw, not AVX-VNNI
   for (DType t : every_kind()) {
     if (t == DType::q8_0) continue;
     for (int64_t k : row_lengths(t))
@@ -231,6 +231,28 @@ TEST(GemmInt8, AvxTwoGivesTheVnniLoopsBits) {
         }
       }
   }
+}
+
+TEST(GemmInt8, AvxVnniGivesTheAvxTwoLoopsBits) {
+  // AVX-VNNI's vpdpbusd sums each block in the same exact int32 values as vpmaddubsw, the int16
+  // partial sums and vpmaddwd do (the AVX2 loops never saturate), in passes of other sizes, so
+  // every kind, q8_0 included, gives the AVX2 loops' bits: a decode's one row, passes' rests, and
+  // several passes.
+  const cpu::Features& host = cpu::Features::host();
+  if (!host.avxvnni) GTEST_SKIP() << "no AVX-VNNI on this host";
+  const cpu::Features vnni = host.limited_to("avxvnni"), avx2 = host.limited_to("avx2");
+  for (DType t : every_kind())
+    for (int64_t k : row_lengths(t))
+      for (auto [rows, valid] : {std::pair<int64_t, int64_t>{1, 1}, {3, 3}, {8, 7}, {40, 37}}) {
+        Case c;
+        c.w = t, c.k = k, c.n = 35, c.rows = rows, c.valid = valid, c.gaussian = true;
+        SCOPED_TRACE(describe(c));
+        const Outcome a = run(c, vnni), b = run(c, avx2);
+        for (size_t e = 0; e < a.got1.size(); ++e) {
+          ASSERT_EQ(a.got1[e], b.got1[e]) << "output " << e << " (1 thread)";
+          ASSERT_EQ(a.got2[e], b.got2[e]) << "output " << e << " (2 threads)";
+        }
+      }
 }
 
 TEST(GemmInt8, AmxTilesGiveTheVnniLoopsBits) {

@@ -44,7 +44,10 @@ const Features& Features::host() {
       f.amx_bf16 = (d & (1u << 22)) && (d & (1u << 24));  // AMX-BF16 and AMX-TILE
       f.amx_int8 = (d & (1u << 25)) && (d & (1u << 24));  // AMX-INT8 and AMX-TILE
     }
-    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = a & (1u << 5);
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+      f.avxvnni = a & (1u << 4);  // vpdpbusd on 256-bit registers (Alder Lake and later, Zen 5)
+      f.avx512bf16 = a & (1u << 5);
+    }
     // The OS must also save the wide registers (XCR0): AVX state and, for AVX-512, opmask/ZMM.
     unsigned xcr0_lo = 0, xcr0_hi = 0;
     if (__get_cpuid_count(1, 0, &a, &b, &c, &d) && (c & (1u << 27)))
@@ -52,6 +55,7 @@ const Features& Features::host() {
     bool avx_state = (xcr0_lo & 0x6) == 0x6, avx512_state = (xcr0_lo & 0xe6) == 0xe6;
     f.avx2 = f.avx2 && avx_state;
     f.fma = f.fma && avx_state;
+    f.avxvnni = f.avxvnni && f.avx2;
     f.avx512f = f.avx512f && avx512_state;
     f.avx512bw = f.avx512bw && avx512_state;
     f.avx512vl = f.avx512vl && avx512_state;
@@ -84,10 +88,12 @@ const Features& Features::host() {
 Features Features::limited_to(std::string_view level) const {
   Features f = *this;
   if (level == "avx512") f.amx_bf16 = f.amx_int8 = false;
-  if (level == "portable" || level == "avx2") {
+  if (level == "portable" || level == "avx2" || level == "avxvnni") {
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512bf16 = f.avx512vnni = false;
     f.amx_bf16 = f.amx_int8 = false;
   }
+  // "avx2" is a processor with AVX2 alone (Haswell to Zen 3), "avxvnni" one with AVX-VNNI too.
+  if (level == "portable" || level == "avx2") f.avxvnni = false;
   if (level == "portable") f.avx2 = f.fma = f.f16c = false;
   if (level == "portable" || level == "neon") f.sve_bits = 0;
   if (level == "portable") f.neon = false;
@@ -96,7 +102,7 @@ Features Features::limited_to(std::string_view level) const {
 
 std::string Features::str() const {
   std::ostringstream o;
-  o << (avx2 ? "avx2 " : "") << (fma ? "fma " : "") << (f16c ? "f16c " : "")
+  o << (avx2 ? "avx2 " : "") << (fma ? "fma " : "") << (f16c ? "f16c " : "") << (avxvnni ? "avxvnni " : "")
     << (avx512f ? "avx512f " : "") << (avx512bw ? "avx512bw " : "") << (avx512vl ? "avx512vl " : "")
     << (avx512dq ? "avx512dq " : "") << (avx512bf16 ? "avx512bf16 " : "")
     << (avx512vnni ? "avx512vnni " : "") << (amx_bf16 ? "amx-bf16 " : "")

@@ -180,6 +180,7 @@ inline Operand dense_operand(DType t, const Shape& shape, char* base, std::optio
 /// IRON_CPU=neon offers no SVE.
 struct Features {
   bool avx2 = false, fma = false, f16c = false;
+  bool avxvnni = false;  // AVX-VNNI: vpdpbusd on 256-bit registers, beside AVX2
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512bf16 = false,
        avx512vnni = false;
   bool amx_bf16 = false;  // AMX tiles with bf16 dot products, and the OS lets this process use them
@@ -189,8 +190,8 @@ struct Features {
   bool neon = false;
   int sve_bits = 0;
   static const Features& host();
-  /// The features above less what `level` ("portable", "avx2", "avx512", "neon" or anything else:
-  /// all) leaves out.
+  /// The features above less what `level` ("portable", "avx2": AVX2 alone, "avxvnni": AVX2 with
+  /// AVX-VNNI, "avx512", "neon" or anything else: all) leaves out.
   Features limited_to(std::string_view level) const;
   std::string str() const;
 };

@@ -62,8 +62,8 @@ Features narrowed_to(const Features& f, Target t) {
       return f;
     case Target::avx512:
       return f.limited_to("avx512");
-    case Target::avx2:
-      return f.limited_to("avx2");
+    case Target::avx2:  // its loops take AVX-VNNI where it runs
+      return f.limited_to("avxvnni");
     case Target::sve:
       return f;
     case Target::neon:

@@ -242,9 +242,8 @@ class Matmul : public Operator {
       const std::string why = refuses_fast(op, a);
       return why.empty() ? "" : "(the portable loops: " + why + ")";
     }
-    const bool avx512 = std::string_view(p.isa->name) == "avx512";
     if (p.amx_int8) return "(int8 x: AMX-INT8 tiles, vpdpbusd for a few rows)";
-    if (p.int8) return avx512 ? "(int8 x: vpdpbusd)" : "(int8 x: vpmaddubsw)";
+    if (p.int8) return std::string("(int8 x: ") + p.isa->int8_instructions + ")";
     if (p.amx_bf16) return "(bf16 x: AMX-BF16 tiles)";
     if (p.bf16) return "(bf16 x: vdpbf16ps)";
     return "(f32 FMA)";

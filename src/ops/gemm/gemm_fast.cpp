@@ -54,7 +54,7 @@ void finish_all(Epilogue e, float* v, int64_t n, const cpu::Features& f, bool ex
 const Isa* select_isa([[maybe_unused]] const cpu::Features& f) {
 #if defined(__x86_64__)  // the x86 kernels are built for x86-64 alone (CMakeLists.txt)
   if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma && f.f16c) return &avx512_isa();
-  if (f.avx2 && f.fma && f.f16c) return &avx2_isa();
+  if (f.avx2 && f.fma && f.f16c) return f.avxvnni ? &avx2_vnni_isa() : &avx2_isa();
 #elif defined(__aarch64__)
   if (f.neon) return &neon_isa();
 #endif

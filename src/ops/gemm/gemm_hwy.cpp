@@ -830,12 +830,22 @@ namespace iron::ops::gemm {
 const Isa& avx512_isa() {
   static const Isa isa{"avx512", N_AVX3::kNR, &N_AVX3::gemv, &N_AVX3::pack, &N_AVX3::tile,
                        &avx512::pack_bf16, &avx512::rows_bf16, &avx512::tile_bf16, &avx512::quantise_x8,
-                       &avx512::gemm_int8, &N_AVX3::gemv_many, &tile_bf16_amx, &gemm_int8_amx};
+                       &avx512::gemm_int8, &N_AVX3::gemv_many, &tile_bf16_amx, &gemm_int8_amx, "vpdpbusd"};
   return isa;
 }
 const Isa& avx2_isa() {
   static const Isa isa{"avx2", N_AVX2::kNR, &N_AVX2::gemv, &N_AVX2::pack, &N_AVX2::tile, nullptr, nullptr,
-                       nullptr, &quantise_x8_avx2, &gemm_int8_avx2, &N_AVX2::gemv_many, nullptr, nullptr};
+                       nullptr, &quantise_x8_avx2, &gemm_int8_avx2, &N_AVX2::gemv_many, nullptr, nullptr,
+                       "vpmaddubsw"};
+  return isa;
+}
+const Isa& avx2_vnni_isa() {
+  static const Isa isa = [] {
+    Isa i = avx2_isa();
+    i.gemm_int8 = &gemm_int8_avxvnni;
+    i.int8_instructions = "vpdpbusd, AVX-VNNI";
+    return i;
+  }();
   return isa;
 }
 #elif HWY_ARCH_ARM_A64 && (HWY_TARGETS & HWY_NEON)

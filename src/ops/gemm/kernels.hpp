@@ -345,6 +345,8 @@ struct Isa {
   // int8 path's whole tiles of 16 rows.
   void (*tile_bf16_amx)(const TileAmxArgs&) = nullptr;
   void (*gemm_int8_amx)(const GemmInt8Args&) = nullptr;
+  // The instructions gemm_int8's dot products take (`iron info --kernels` says them).
+  const char* int8_instructions = "";
 };
 
 /// f(std::integral_constant<DType, t>{}) for a kind the int8 path takes (nothing for another):
@@ -405,6 +407,7 @@ inline bool int8_weight(DType t) {
 /// processors too: the loops keep arrays of vectors, which SVE's sizeless vectors cannot be).
 const Isa& avx512_isa();
 const Isa& avx2_isa();
+const Isa& avx2_vnni_isa();  // AVX2's, its int8 loops on AVX-VNNI
 const Isa& neon_isa();
 /// What gemm_avx512.cpp gives the AVX-512 Isa: its bf16 and int8 loops.
 namespace avx512 {
@@ -418,6 +421,8 @@ void gemm_int8(const GemmInt8Args&);
 /// AVX2 Isa's quantise_x8 and gemm_int8.
 void quantise_x8_avx2(const QuantiseX8Args&);
 void gemm_int8_avx2(const GemmInt8Args&);
+/// The same loops with AVX-VNNI's 256-bit vpdpbusd (int8_avxvnni.cpp): the AVX2 loops' bits.
+void gemm_int8_avxvnni(const GemmInt8Args&);
 
 /// W (n rows of row_bytes, k columns) rearranged as above into `out` (groups * 16 rows' bytes).
 void pack_int8(DType t, const char* w, int64_t row_bytes, int64_t n, int64_t k, char* out);

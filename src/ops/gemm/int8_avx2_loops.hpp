@@ -1,0 +1,267 @@
+// The int8 path's loops on 256-bit registers (Precision::medium), included by int8_avx2.cpp
+// (AVX2: vpmaddubsw, then vpmaddwd against ones) and int8_avxvnni.cpp (AVX-VNNI: vpdpbusd),
+// each of which first defines `kVnni` and is compiled for its own instruction set. Everything
+// here has internal linkage, so each file's copy is built for that file's instructions alone.
+// int8_avx2.cpp's comment says how the loops read W and x; the two files sum each block in
+// exactly the same int32 values and finish them alike, so they give the same bits.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "ops/gemm/kernels.hpp"
+
+namespace iron::ops::gemm {
+namespace {
+
+// ---- one half of a group: 8 rows of W ----------------------------------------------------------
+
+inline __m256 halves8(const char* at) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+}
+inline __m256i bytes8_u(const char* at) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
+}
+inline __m256i bytes8_s(const char* at) {
+  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(at)));
+}
+inline __m256i load32(const char* at) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+}
+
+/// The 8 rows' scales of block b for half h: as Int8Scales (int8_blocks.hpp) on 8 lanes.
+template <DType T>
+struct Scales8 {
+  __m256 d, m = _mm256_setzero_ps(), d16[2];
+  __m256 super_d = _mm256_setzero_ps(), super_dmin = _mm256_setzero_ps();  // set at each super-block's first block
+  void load(const char* group, int64_t b, int h) {
+    if constexpr (T == DType::q6_k) {
+      const char* header = group + int8_k_header_at(T, b / 8);
+      if (b % 8 == 0) super_d = halves8(header + 16 * h);
+      for (int s = 0; s < 2; ++s)
+        d16[s] = _mm256_mul_ps(
+            super_d, _mm256_cvtepi32_ps(bytes8_s(header + 32 + 16 * (2 * (b % 8) + s) + 8 * h)));
+    } else if constexpr (int8_k(T)) {
+      const char* header = group + int8_k_header_at(T, b / 8);
+      const int64_t s = b % 8;
+      if (s == 0) super_d = halves8(header + 16 * h), super_dmin = halves8(header + 32 + 16 * h);
+      const __m256i sm = bytes8_u(header + 64 + 16 * s + 8 * h);
+      const __m256i top = bytes8_u(header + 192 + 16 * (s / 2) + 8 * h);
+      const __m256i six = _mm256_and_si256(sm, _mm256_set1_epi32(63));
+      const __m256i minimum = _mm256_or_si256(
+          _mm256_srli_epi32(sm, 6),
+          _mm256_slli_epi32(
+              _mm256_and_si256(_mm256_srli_epi32(top, int(4 * (s % 2))), _mm256_set1_epi32(15)),
+              2));
+      d = _mm256_mul_ps(super_d, _mm256_cvtepi32_ps(six));
+      m = _mm256_mul_ps(super_dmin,
+                        _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), minimum)));
+    } else {
+      d = halves8(group + int8_d_at(T, b) + 16 * h);
+      if constexpr (int8_minimum(T)) m = halves8(group + int8_m_at(T, b) + 16 * h);
+    }
+  }
+};
+
+/// Quad c (0-3) of a block's quants for half h, as unsigned bytes (q8_0: signed, its stored +128
+/// taken off): `lo` columns 8c .. 8c + 3, `hi` 8c + 4 .. 8c + 7, byte 4j + i row j's column.
+template <DType T>
+inline void unpack(const char* quants, int c, int h, __m256i* lo, __m256i* hi) {
+  if constexpr (T == DType::q8_0) {
+    const __m256i flip = _mm256_set1_epi8(char(0x80));
+    *lo = _mm256_xor_si256(load32(quants + 128 * c + 32 * h), flip);
+    *hi = _mm256_xor_si256(load32(quants + 128 * c + 64 + 32 * h), flip);
+  } else {
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    const __m256i v = load32(quants + 64 * c + 32 * h);
+    *lo = _mm256_and_si256(v, low);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    if constexpr (int8_fifth(T)) {
+      // Plus 16 where bit 2c (low) or 2c + 1 (high) of the fifth bits' byte is set: that bit
+      // moved to bit 4 (16-bit shifts; what crosses from the next byte is masked off).
+      const __m256i fifth = load32(quants + 256 + 32 * h), sixteen = _mm256_set1_epi8(16);
+      auto bit4 = [&](int bit) {
+        return _mm256_and_si256(
+            bit <= 4 ? _mm256_slli_epi16(fifth, 4 - bit) : _mm256_srli_epi16(fifth, bit - 4),
+            sixteen);
+      };
+      *lo = _mm256_or_si256(*lo, bit4(2 * c));
+      *hi = _mm256_or_si256(*hi, bit4(2 * c + 1));
+    }
+    if constexpr (T ==
+                  DType::q6_k) {  // the top 2 bits: bits 4 (c % 2) (low) and 4 (c % 2) + 2 (high)
+      const __m256i top = load32(quants + 256 + 64 * (c / 2) + 32 * h),
+                    bits = _mm256_set1_epi8(0x30);
+      *lo = _mm256_or_si256(*lo, _mm256_and_si256(c % 2 ? top : _mm256_slli_epi16(top, 4), bits));
+      *hi = _mm256_or_si256(
+          *hi,
+          _mm256_and_si256(c % 2 ? _mm256_srli_epi16(top, 2) : _mm256_slli_epi16(top, 2), bits));
+    }
+  }
+}
+
+/// Products of one operand with 4 values of x in every int32 lane, as int16 pairs.
+template <DType T>
+inline __m256i products(__m256i w, __m256i x) {
+  // q8_0: |w| (0..128, -128 included, as unsigned) times x with w's sign (|x| <= 127, so
+  // negating it cannot overflow).
+  if constexpr (T == DType::q8_0) return _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+  return _mm256_maddubs_epi16(w, x);
+}
+
+/// acc plus the products of one operand with 4 values of x in every int32 lane, with AVX-VNNI's
+/// vpdpbusd (unsigned bytes of W times signed bytes of x, four summed into int32): the same
+/// exact sums products() and the widening give, in one instruction. q8_0 as products().
+template <DType T>
+inline __m256i vnni_products(__m256i acc, __m256i w, __m256i x) {
+  if constexpr (T == DType::q8_0) return _mm256_dpbusd_avx_epi32(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+  return _mm256_dpbusd_avx_epi32(acc, w, x);
+}
+
+// Quads of a block a kind sums in int16 before widening (see the top of the file).
+template <DType T>
+constexpr int kQuadsInInt16 = T == DType::q8_0   ? 0
+                              : T == DType::q6_k ? 1
+                              : int8_fifth(T)    ? 2
+                                                 : 4;
+
+/// One row of x's block finished into its accumulator (8 rows of W): as int8_finish.
+template <DType T>
+inline __m256 finish(const Scales8<T>& s, const __m256i* dot, float scale, float xsum,
+                     const float* xsum16, __m256 acc) {
+  constexpr float kOffset = T == DType::q4_0 ? -8.0f : T == DType::q5_0 ? -16.0f : 0.0f;
+  const __m256 sc = _mm256_set1_ps(scale);
+  if constexpr (T == DType::q6_k) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256 sum =
+          _mm256_fmsub_ps(_mm256_cvtepi32_ps(dot[h]), sc, _mm256_set1_ps(32.0f * xsum16[h]));
+      acc = _mm256_fmadd_ps(s.d16[h], sum, acc);
+    }
+    return acc;
+  } else if constexpr (int8_minimum(T) || int8_k(T)) {
+    const __m256 sum = _mm256_mul_ps(_mm256_cvtepi32_ps(dot[0]), sc);
+    return _mm256_fmadd_ps(s.d, sum, _mm256_fmadd_ps(s.m, _mm256_set1_ps(xsum), acc));
+  } else if constexpr (T == DType::q8_0) {
+    return _mm256_fmadd_ps(s.d, _mm256_mul_ps(_mm256_cvtepi32_ps(dot[0]), sc), acc);
+  } else {
+    const __m256 sum =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[0]), sc, _mm256_set1_ps(kOffset * xsum));
+    return _mm256_fmadd_ps(s.d, sum, acc);
+  }
+}
+
+// Bytes ahead of the block being read that a pass prefetches (as the AVX-512 loop: the hardware
+// prefetcher has not ramped up within a short call, nor kept up over weights larger than the
+// cache). Half 0 prefetches; half 1 reads the same lines. A decode's one row streams W from
+// memory and gains from prefetching 4 KiB ahead (Qwen2.5-Coder-1.5B at 2 threads, IRON_CPU=avx2:
+// 20.0-22.2 -> 25.0-26.3 t/s; Gemma 3 270M 62-76% -> 78-83% of the streaming-read bound); a
+// prefill's passes of several rows read each group many times from the cache, where 1 KiB ahead
+// did as well or better.
+template <int R>
+constexpr int64_t kPrefetchAhead = R == 1 ? 4096 : 1024;
+
+// R rows of x (from i0) against H halves of one group from half h0: 8 output columns per row
+// and half, at y + 8h. One row (a decode) takes both halves in one pass: each block's x is
+// broadcast once for the 16 rows, and the group is read once, where a pass per half read it
+// twice (its second pass from the cache) and broadcast x twice.
+template <DType T, int R, int H>
+inline void int8_pass(const GemmInt8Args& g, int64_t i0, const char* group, int h0, float* y) {
+  const int64_t blocks = g.k / 32;
+  const int8_t* q[R];
+  const float *scale[R], *xsum[R], *xsum16[R];
+  __m256 acc[H][R];
+  for (int r = 0; r < R; ++r) {
+    q[r] = g.q + (i0 + r) * g.k;
+    scale[r] = g.scale + (i0 + r) * blocks;
+    xsum[r] = g.xsum + (i0 + r) * blocks;
+    xsum16[r] = g.xsum16 + (i0 + r) * 2 * blocks;
+    for (int h = 0; h < H; ++h) acc[h][r] = _mm256_setzero_ps();
+  }
+  auto x4 = [&](int r, int64_t at) {
+    int32_t v;
+    __builtin_memcpy(&v, q[r] + at, 4);
+    return _mm256_set1_epi32(v);
+  };
+  const __m256i ones = _mm256_set1_epi16(1);
+  constexpr int kSpan = kQuadsInInt16<T>;
+  Scales8<T> sc[H];
+  for (int64_t b = 0; b < blocks; ++b) {
+    const char* quants = group + int8_quants_at(T, b);
+    if (h0 == 0)
+      for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c)
+        _mm_prefetch(quants + kPrefetchAhead<R> + 64 * c, _MM_HINT_T0);
+    for (int h = 0; h < H; ++h) sc[h].load(group, b, h0 + h);
+    __m256i dot[H][R][2], part[H][R];
+    for (int h = 0; h < H; ++h)
+      for (int r = 0; r < R; ++r) dot[h][r][0] = dot[h][r][1] = part[h][r] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      __m256i lo[H], hi[H];
+      for (int h = 0; h < H; ++h) unpack<T>(quants, c, h0 + h, &lo[h], &hi[h]);
+      const int half = T == DType::q6_k ? c / 2 : 0;
+      for (int r = 0; r < R; ++r) {
+        const __m256i x_lo = x4(r, b * 32 + 8 * c), x_hi = x4(r, b * 32 + 8 * c + 4);
+        for (int h = 0; h < H; ++h) {
+          if constexpr (kVnni) {  // exact int32 sums: no int16 partials to widen
+            dot[h][r][half] = vnni_products<T>(dot[h][r][half], lo[h], x_lo);
+            dot[h][r][half] = vnni_products<T>(dot[h][r][half], hi[h], x_hi);
+            continue;
+          }
+          const __m256i p_lo = products<T>(lo[h], x_lo), p_hi = products<T>(hi[h], x_hi);
+          if constexpr (kSpan == 0) {
+            dot[h][r][0] = _mm256_add_epi32(
+                dot[h][r][0], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)));
+          } else {
+            part[h][r] = _mm256_add_epi16(part[h][r], _mm256_add_epi16(p_lo, p_hi));
+            if ((c + 1) % kSpan == 0) {
+              dot[h][r][half] = _mm256_add_epi32(dot[h][r][half], _mm256_madd_epi16(part[h][r], ones));
+              part[h][r] = _mm256_setzero_si256();
+            }
+          }
+        }
+      }
+    }
+    for (int h = 0; h < H; ++h)
+      for (int r = 0; r < R; ++r)
+        acc[h][r] = finish<T>(sc[h], dot[h][r], scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[h][r]);
+  }
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < R; ++r) _mm256_storeu_ps(y + r * g.ldy + 8 * (h0 + h), acc[h][r]);
+}
+
+// Rows of x a pass takes: 16 registers hold R accumulators, R dot products and (AVX2 alone) R
+// int16 partial sums beside the unpacked quants; q6_k's two dot products a row take one more each.
+// Without the partial sums AVX-VNNI fits more rows: 4 rather than 3 took q6_k's 2048->640 at 64
+// rows from 1.58-1.60 to 1.39-1.40 ms, 6 rather than 5 the others' 1-2% (bench_gemv, one thread).
+template <DType T>
+constexpr int kPassRows = kVnni ? (T == DType::q6_k ? 4 : 6) : (T == DType::q6_k ? 3 : 4);
+
+template <DType T, int R = kPassRows<T> - 1>
+void int8_pass_tail(const GemmInt8Args& g, int64_t i, const char* group, int h, float* y) {
+  if constexpr (R >= 1) {
+    if (g.m - i == R) return int8_pass<T, R, 1>(g, i, group, h, y + i * g.ldy);
+    int8_pass_tail<T, R - 1>(g, i, group, h, y);
+  }
+}
+
+template <DType T>
+void gemm_int8_groups(const GemmInt8Args& g) {
+  const int64_t group_bytes = PackedInt8::group_bytes(g.k, T);
+  constexpr int kPass = kPassRows<T>;
+  for (int64_t j = 0; j < g.groups; ++j) {
+    const char* group = g.w + j * group_bytes;
+    float* y = g.y + j * kInt8Rows;
+    if (g.m == 1) {
+      int8_pass<T, 1, 2>(g, 0, group, 0, y);
+      continue;
+    }
+    for (int h = 0; h < 2; ++h) {
+      int64_t i = 0;
+      for (; i + kPass <= g.m; i += kPass) int8_pass<T, kPass, 1>(g, i, group, h, y + i * g.ldy);
+      if (i < g.m) int8_pass_tail<T>(g, i, group, h, y);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace iron::ops::gemm
