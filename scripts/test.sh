@@ -60,7 +60,8 @@ ctest --test-dir build --output-on-failure -j "$(nproc)"
 narrow_suites='^(Stories260K|SmolLM2|Gemma3|Gemma3Encoder|MiniLM|SentenceEncoder|BatchDecode|Determinism|GgufSmolLM2|LlamaRunner|OpKernels|GemmFast|GemmInt8|Attention)\.'
 if [ "$(uname -m)" = x86_64 ]; then
   narrow=(portable)
-  grep -qw avx512f /proc/cpuinfo && narrow=(avx2 portable)
+  # AVX2 alone where the machine has more (AVX-512, or AVX-VNNI beside AVX2).
+  grep -qwE 'avx512f|avx_vnni' /proc/cpuinfo && narrow=(avx2 portable)
   for cpu in "${narrow[@]}"; do
     stage "test: whole models and kernels with IRON_CPU=$cpu"
     IRON_CPU=$cpu ctest --test-dir build --output-on-failure -j "$(nproc)" -R "$narrow_suites" -E 'Vulkan'
