@@ -107,6 +107,17 @@ TEST(KernelTable, ANeonMachineTakesTheNeonLoopsWhereAnOperatorHasThem) {
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, K of 1000 (not whole blocks)"),
             "(the portable loops: K of 1000, not whole blocks of 32)");
   EXPECT_EQ(choice(f, "Attention", "f16 cache, highest"), "neon");
+  // With the dot-product extension (ARMv8.2), medium's block-quantised matmuls take int8 sdot;
+  // highest and float weights stay in f32.
+  cpu::Features dot = f;
+  dot.dotprod = true;
+  EXPECT_EQ(dot.str(), "neon dotprod");
+  EXPECT_EQ(how(dot, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: sdot)");
+  EXPECT_EQ(how(dot, "ProjectionGEMM", "q6_k weight, f32 rows, medium"), "(int8 x: sdot)");
+  EXPECT_EQ(how(dot, "ProjectionGEMM", "q4_1 weight, f32 rows, highest"), "(f32 FMA)");
+  EXPECT_EQ(how(dot, "ProjectionGEMM", "f16 weight, f32 rows, medium"), "(f32 FMA)");
+  EXPECT_EQ(dot.limited_to("neon").str(), "neon dotprod");
+  EXPECT_EQ(dot.limited_to("portable").str(), "portable");
 }
 
 TEST(KernelTable, AnSveMachineTakesTheSveLoopsAtAnyVectorLength) {

@@ -119,20 +119,23 @@ cpu::Features without_vnni() {
 }
 
 // The int8 loops this host runs, each as the features that take it: the host's own where it has
-// VNNI (AVX-512, and AMX's tiles where usable), and AVX2's (the host narrowed to it).
+// VNNI (AVX-512, and AMX's tiles where usable), AVX2's (the host narrowed to AVX2 alone), and
+// with AVX-VNNI; on ARM64 NEON's with sdot.
 struct Path {
   std::string name;
   cpu::Features features;
 };
 std::vector<Path> int8_paths() {
+  const cpu::Features& host = cpu::Features::host();
   std::vector<Path> paths;
-  if (has_vnni()) paths.push_back({"avx512 vnni", cpu::Features::host()});
-  if (cpu::missing_features(cpu::Target::avx2, cpu::Features::host()).empty())
-    paths.push_back({"avx2", cpu::narrowed_to(cpu::Features::host(), cpu::Target::avx2)});
+  if (has_vnni()) paths.push_back({"avx512 vnni", host});
+  if (cpu::missing_features(cpu::Target::avx2, host).empty()) paths.push_back({"avx2", host.limited_to("avx2")});
+  if (host.avxvnni) paths.push_back({"avx-vnni", host.limited_to("avxvnni")});
+  if (host.dotprod) paths.push_back({"neon sdot", host.limited_to("neon")});
   return paths;
 }
 #define SKIP_WITHOUT_INT8_PATHS() \
-  if (int8_paths().empty()) GTEST_SKIP() << "no int8 loop on this host (AVX2 or AVX512_VNNI)"
+  if (int8_paths().empty()) GTEST_SKIP() << "no int8 loop on this host (AVX2, AVX512_VNNI or ARM's sdot)"
 
 // Checks every valid output against the reference on the loop `features` take; returns the
 // largest |error| / allowed.
@@ -464,8 +467,15 @@ TEST(GemmInt8, GaussianActivationsMeetMediumTolerance) {
 }
 
 TEST(GemmInt8, OtherPrecisionsAndGemvNeverTakeIt) {
-  if (!has_vnni()) GTEST_SKIP() << "no AVX512_VNNI on this host";
-  const cpu::Features plain = without_vnni();
+  // Against the same host without the int8 loop's feature (AVX512_VNNI, or ARM's sdot; AVX2 has
+  // none to turn off: OnAvxTwoOnlyProjectionAtMediumTakesIt).
+  cpu::Features plain = cpu::Features::host();
+  if (has_vnni())
+    plain = without_vnni();
+  else if (plain.dotprod)
+    plain.dotprod = false;
+  else
+    GTEST_SKIP() << "no AVX512_VNNI or sdot on this host";
   for (DType t : every_kind())
     for (bool residual : {false, true}) {
       std::vector<Case> cases;

@@ -73,6 +73,7 @@ const Features& Features::host() {
 #elif defined(__aarch64__)
     const unsigned long hwcap = getauxval(AT_HWCAP);
     f.neon = hwcap & HWCAP_ASIMD;
+    f.dotprod = f.neon && (hwcap & HWCAP_ASIMDDP);
     // SVE's vector length is what the kernel set for this process (in bytes, the low bits).
     if (hwcap & HWCAP_SVE) {
       const int vl = prctl(PR_SVE_GET_VL, 0, 0, 0, 0);
@@ -96,7 +97,7 @@ Features Features::limited_to(std::string_view level) const {
   if (level == "portable" || level == "avx2") f.avxvnni = false;
   if (level == "portable") f.avx2 = f.fma = f.f16c = false;
   if (level == "portable" || level == "neon") f.sve_bits = 0;
-  if (level == "portable") f.neon = false;
+  if (level == "portable") f.neon = f.dotprod = false;
   return f;
 }
 
@@ -106,7 +107,7 @@ std::string Features::str() const {
     << (avx512f ? "avx512f " : "") << (avx512bw ? "avx512bw " : "") << (avx512vl ? "avx512vl " : "")
     << (avx512dq ? "avx512dq " : "") << (avx512bf16 ? "avx512bf16 " : "")
     << (avx512vnni ? "avx512vnni " : "") << (amx_bf16 ? "amx-bf16 " : "")
-    << (amx_int8 ? "amx-int8 " : "") << (neon ? "neon " : "");
+    << (amx_int8 ? "amx-int8 " : "") << (neon ? "neon " : "") << (dotprod ? "dotprod " : "");
   if (sve_bits > 0) o << "sve (" << sve_bits << "-bit) ";
   const std::string s = o.str();
   return s.empty() ? "portable" : s.substr(0, s.size() - 1);

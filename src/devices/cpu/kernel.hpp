@@ -188,6 +188,7 @@ struct Features {
   // ARM: Advanced SIMD (NEON), and SVE's vector length in bits (0 without SVE). Never set on
   // x86, as the x86 features are never set on ARM.
   bool neon = false;
+  bool dotprod = false;  // ARMv8.2's sdot (int8 dot products of four), beside NEON
   int sve_bits = 0;
   static const Features& host();
   /// The features above less what `level` ("portable", "avx2": AVX2 alone, "avxvnni": AVX2 with

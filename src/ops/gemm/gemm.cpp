@@ -205,7 +205,8 @@ class Matmul : public Operator {
     if (!p.isa || !refusal(*this, a).empty()) return {};
     const bool medium = a.precision == Precision::medium && !gemv_;
     // ProjectionGEMM at medium may round x to int8 blocks (the AVX-512 loops with VNNI, the AVX2
-    // ones with vpmaddubsw), where its weight has an int8 layout (packed_int8 decides).
+    // ones with vpmaddubsw or AVX-VNNI, NEON's with sdot), where its weight has an int8 layout
+    // (packed_int8 decides).
     const bool avx512 = std::string_view(p.isa->name) == "avx512";
     p.int8 = medium && projection_ && (f.avx512vnni || !avx512) && p.isa->gemm_int8 && a.in.at(0).dtype == f32 &&
              gemm::int8_weight(a.in.at(1).dtype);

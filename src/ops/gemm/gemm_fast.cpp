@@ -56,7 +56,7 @@ const Isa* select_isa([[maybe_unused]] const cpu::Features& f) {
   if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma && f.f16c) return &avx512_isa();
   if (f.avx2 && f.fma && f.f16c) return f.avxvnni ? &avx2_vnni_isa() : &avx2_isa();
 #elif defined(__aarch64__)
-  if (f.neon) return &neon_isa();
+  if (f.neon) return f.dotprod ? &neon_dotprod_isa() : &neon_isa();
 #endif
   return nullptr;
 }

@@ -854,6 +854,16 @@ const Isa& neon_isa() {
                        nullptr, nullptr, nullptr, &N_NEON::gemv_many, nullptr, nullptr};
   return isa;
 }
+const Isa& neon_dotprod_isa() {
+  static const Isa isa = [] {
+    Isa i = neon_isa();
+    i.quantise_x8 = &quantise_x8_dotprod;
+    i.gemm_int8 = &gemm_int8_dotprod;
+    i.int8_instructions = "sdot";
+    return i;
+  }();
+  return isa;
+}
 #endif
 
 }  // namespace iron::ops::gemm

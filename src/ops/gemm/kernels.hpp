@@ -409,6 +409,7 @@ const Isa& avx512_isa();
 const Isa& avx2_isa();
 const Isa& avx2_vnni_isa();  // AVX2's, its int8 loops on AVX-VNNI
 const Isa& neon_isa();
+const Isa& neon_dotprod_isa();  // NEON's, with the int8 path on sdot
 /// What gemm_avx512.cpp gives the AVX-512 Isa: its bf16 and int8 loops.
 namespace avx512 {
 void pack_bf16(const PackBf16Args&);
@@ -423,6 +424,9 @@ void quantise_x8_avx2(const QuantiseX8Args&);
 void gemm_int8_avx2(const GemmInt8Args&);
 /// The same loops with AVX-VNNI's 256-bit vpdpbusd (int8_avxvnni.cpp): the AVX2 loops' bits.
 void gemm_int8_avxvnni(const GemmInt8Args&);
+/// The int8 path on ARM64 with sdot (int8_dotprod.cpp).
+void quantise_x8_dotprod(const QuantiseX8Args&);
+void gemm_int8_dotprod(const GemmInt8Args&);
 
 /// W (n rows of row_bytes, k columns) rearranged as above into `out` (groups * 16 rows' bytes).
 void pack_int8(DType t, const char* w, int64_t row_bytes, int64_t n, int64_t k, char* out);
