@@ -91,7 +91,7 @@ constexpr bool kVnni = false;  // int8_avx2_loops.hpp: vpmaddubsw and vpmaddwd
 namespace iron::ops::gemm {
 
 void gemm_int8_avx2(const GemmInt8Args& g) {
-  with_int8_kind(g.dtype, [&](auto kind) { gemm_int8_groups<decltype(kind)::value>(g); });
+  with_int8_kind(g.dtype, [&](auto kind) { int8_groups<Lanes, decltype(kind)::value>(g); });
 }
 
 }  // namespace iron::ops::gemm

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "ops/gemm/int8_pass.hpp"
 #include "ops/gemm/kernels.hpp"
 
 namespace iron::ops::gemm {
@@ -67,7 +68,7 @@ struct Scales8 {
 /// Quad c (0-3) of a block's quants for half h, as unsigned bytes (q8_0: signed, its stored +128
 /// taken off): `lo` columns 8c .. 8c + 3, `hi` 8c + 4 .. 8c + 7, byte 4j + i row j's column.
 template <DType T>
-inline void unpack(const char* quants, int c, int h, __m256i* lo, __m256i* hi) {
+inline void unpack_half(const char* quants, int c, int h, __m256i* lo, __m256i* hi) {
   if constexpr (T == DType::q8_0) {
     const __m256i flip = _mm256_set1_epi8(char(0x80));
     *lo = _mm256_xor_si256(load32(quants + 128 * c + 32 * h), flip);
@@ -128,7 +129,7 @@ constexpr int kQuadsInInt16 = T == DType::q8_0   ? 0
 
 /// One row of x's block finished into its accumulator (8 rows of W): as int8_finish.
 template <DType T>
-inline __m256 finish(const Scales8<T>& s, const __m256i* dot, float scale, float xsum,
+inline __m256 finish_half(const Scales8<T>& s, const __m256i* dot, float scale, float xsum,
                      const float* xsum16, __m256 acc) {
   constexpr float kOffset = T == DType::q4_0 ? -8.0f : T == DType::q5_0 ? -16.0f : 0.0f;
   const __m256 sc = _mm256_set1_ps(scale);
@@ -151,117 +152,65 @@ inline __m256 finish(const Scales8<T>& s, const __m256i* dot, float scale, float
   }
 }
 
-// Bytes ahead of the block being read that a pass prefetches (as the AVX-512 loop: the hardware
-// prefetcher has not ramped up within a short call, nor kept up over weights larger than the
-// cache). Half 0 prefetches; half 1 reads the same lines. A decode's one row streams W from
-// memory and gains from prefetching 4 KiB ahead (Qwen2.5-Coder-1.5B at 2 threads, IRON_CPU=avx2:
-// 20.0-22.2 -> 25.0-26.3 t/s; Gemma 3 270M 62-76% -> 78-83% of the streaming-read bound); a
-// prefill's passes of several rows read each group many times from the cache, where 1 KiB ahead
-// did as well or better.
-template <int R>
-constexpr int64_t kPrefetchAhead = R == 1 ? 4096 : 1024;
-
-// R rows of x (from i0) against H halves of one group from half h0: 8 output columns per row
-// and half, at y + 8h. One row (a decode) takes both halves in one pass: each block's x is
-// broadcast once for the 16 rows, and the group is read once, where a pass per half read it
-// twice (its second pass from the cache) and broadcast x twice.
-template <DType T, int R, int H>
-inline void int8_pass(const GemmInt8Args& g, int64_t i0, const char* group, int h0, float* y) {
-  const int64_t blocks = g.k / 32;
-  const int8_t* q[R];
-  const float *scale[R], *xsum[R], *xsum16[R];
-  __m256 acc[H][R];
-  for (int r = 0; r < R; ++r) {
-    q[r] = g.q + (i0 + r) * g.k;
-    scale[r] = g.scale + (i0 + r) * blocks;
-    xsum[r] = g.xsum + (i0 + r) * blocks;
-    xsum16[r] = g.xsum16 + (i0 + r) * 2 * blocks;
-    for (int h = 0; h < H; ++h) acc[h][r] = _mm256_setzero_ps();
+// The registers int8_pass.hpp's loop takes: each 64-byte load of the layout as two halves of
+// 8 rows (its low 32 bytes the first 8 rows, its high 32 the other 8), one f32 lane a row.
+struct Lanes {
+  static constexpr int64_t kRows = 8;
+  using F = __m256;
+  using I = __m256i;
+  using W = __m256i;
+  using X = __m256i;
+  static F fzero() { return _mm256_setzero_ps(); }
+  static X broadcast(int32_t four) { return _mm256_set1_epi32(four); }
+  static void store(float* y, F acc) { _mm256_storeu_ps(y, acc); }
+  static void prefetch(const char* at) { _mm_prefetch(at, _MM_HINT_T0); }
+  template <DType T>
+  using Scales = Scales8<T>;
+  template <DType T>
+  [[gnu::always_inline]] static void unpack(const char* quants, int c, int half, W* lo, W* hi) {
+    unpack_half<T>(quants, c, half, lo, hi);
   }
-  auto x4 = [&](int r, int64_t at) {
-    int32_t v;
-    __builtin_memcpy(&v, q[r] + at, 4);
-    return _mm256_set1_epi32(v);
-  };
-  const __m256i ones = _mm256_set1_epi16(1);
-  constexpr int kSpan = kQuadsInInt16<T>;
-  Scales8<T> sc[H];
-  for (int64_t b = 0; b < blocks; ++b) {
-    const char* quants = group + int8_quants_at(T, b);
-    if (h0 == 0)
-      for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c)
-        _mm_prefetch(quants + kPrefetchAhead<R> + 64 * c, _MM_HINT_T0);
-    for (int h = 0; h < H; ++h) sc[h].load(group, b, h0 + h);
-    __m256i dot[H][R][2], part[H][R];
-    for (int h = 0; h < H; ++h)
-      for (int r = 0; r < R; ++r) dot[h][r][0] = dot[h][r][1] = part[h][r] = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      __m256i lo[H], hi[H];
-      for (int h = 0; h < H; ++h) unpack<T>(quants, c, h0 + h, &lo[h], &hi[h]);
+  template <DType T>
+  [[gnu::always_inline]] static F finish(const Scales8<T>& s, const I* sums, float scale, float xsum, const float* xsum16, F acc) {
+    return finish_half<T>(s, sums, scale, xsum, xsum16, acc);
+  }
+  // A block's int32 sums of one half against one row of x: with AVX-VNNI vpdpbusd straight into
+  // them; with AVX2 the products' int16 pairs summed as far as cannot saturate (kQuadsInInt16),
+  // then widened by vpmaddwd against ones.
+  template <DType T>
+  struct Dot {
+    I sums[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    I part = _mm256_setzero_si256();  // int16 partial sums (AVX2)
+    [[gnu::always_inline]] void add(W lo, W hi, X x_lo, X x_hi, int c) {
       const int half = T == DType::q6_k ? c / 2 : 0;
-      for (int r = 0; r < R; ++r) {
-        const __m256i x_lo = x4(r, b * 32 + 8 * c), x_hi = x4(r, b * 32 + 8 * c + 4);
-        for (int h = 0; h < H; ++h) {
-          if constexpr (kVnni) {  // exact int32 sums: no int16 partials to widen
-            dot[h][r][half] = vnni_products<T>(dot[h][r][half], lo[h], x_lo);
-            dot[h][r][half] = vnni_products<T>(dot[h][r][half], hi[h], x_hi);
-            continue;
-          }
-          const __m256i p_lo = products<T>(lo[h], x_lo), p_hi = products<T>(hi[h], x_hi);
-          if constexpr (kSpan == 0) {
-            dot[h][r][0] = _mm256_add_epi32(
-                dot[h][r][0], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)));
-          } else {
-            part[h][r] = _mm256_add_epi16(part[h][r], _mm256_add_epi16(p_lo, p_hi));
-            if ((c + 1) % kSpan == 0) {
-              dot[h][r][half] = _mm256_add_epi32(dot[h][r][half], _mm256_madd_epi16(part[h][r], ones));
-              part[h][r] = _mm256_setzero_si256();
-            }
+      if constexpr (kVnni) {
+        sums[half] = vnni_products<T>(sums[half], lo, x_lo);
+        sums[half] = vnni_products<T>(sums[half], hi, x_hi);
+      } else {
+        const __m256i ones = _mm256_set1_epi16(1);
+        const __m256i p_lo = products<T>(lo, x_lo), p_hi = products<T>(hi, x_hi);
+        constexpr int kSpan = kQuadsInInt16<T>;
+        if constexpr (kSpan == 0) {
+          sums[0] = _mm256_add_epi32(sums[0], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)));
+        } else {
+          part = _mm256_add_epi16(part, _mm256_add_epi16(p_lo, p_hi));
+          if ((c + 1) % kSpan == 0) {
+            sums[half] = _mm256_add_epi32(sums[half], _mm256_madd_epi16(part, ones));
+            part = _mm256_setzero_si256();
           }
         }
       }
     }
-    for (int h = 0; h < H; ++h)
-      for (int r = 0; r < R; ++r)
-        acc[h][r] = finish<T>(sc[h], dot[h][r], scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[h][r]);
-  }
-  for (int h = 0; h < H; ++h)
-    for (int r = 0; r < R; ++r) _mm256_storeu_ps(y + r * g.ldy + 8 * (h0 + h), acc[h][r]);
-}
-
-// Rows of x a pass takes: 16 registers hold R accumulators, R dot products and (AVX2 alone) R
-// int16 partial sums beside the unpacked quants; q6_k's two dot products a row take one more each.
-// Without the partial sums AVX-VNNI fits more rows: 4 rather than 3 took q6_k's 2048->640 at 64
-// rows from 1.58-1.60 to 1.39-1.40 ms, 6 rather than 5 the others' 1-2% (bench_gemv, one thread).
-template <DType T>
-constexpr int kPassRows = kVnni ? (T == DType::q6_k ? 4 : 6) : (T == DType::q6_k ? 3 : 4);
-
-template <DType T, int R = kPassRows<T> - 1>
-void int8_pass_tail(const GemmInt8Args& g, int64_t i, const char* group, int h, float* y) {
-  if constexpr (R >= 1) {
-    if (g.m - i == R) return int8_pass<T, R, 1>(g, i, group, h, y + i * g.ldy);
-    int8_pass_tail<T, R - 1>(g, i, group, h, y);
-  }
-}
-
-template <DType T>
-void gemm_int8_groups(const GemmInt8Args& g) {
-  const int64_t group_bytes = PackedInt8::group_bytes(g.k, T);
-  constexpr int kPass = kPassRows<T>;
-  for (int64_t j = 0; j < g.groups; ++j) {
-    const char* group = g.w + j * group_bytes;
-    float* y = g.y + j * kInt8Rows;
-    if (g.m == 1) {
-      int8_pass<T, 1, 2>(g, 0, group, 0, y);
-      continue;
-    }
-    for (int h = 0; h < 2; ++h) {
-      int64_t i = 0;
-      for (; i + kPass <= g.m; i += kPass) int8_pass<T, kPass, 1>(g, i, group, h, y + i * g.ldy);
-      if (i < g.m) int8_pass_tail<T>(g, i, group, h, y);
-    }
-  }
-}
+  };
+  // Rows of x a pass of one half takes (one row takes both halves): 16 registers hold R
+  // accumulators, R dot products and (AVX2 alone) R int16 partial sums beside the unpacked
+  // quants; q6_k's two dot products a row take one more each. Without the partial sums AVX-VNNI
+  // fits more rows: 4 rather than 3 took q6_k's 2048->640 at 64 rows from 1.58-1.60 to 1.39-1.40
+  // ms, 6 rather than 5 the others' 1-2% (bench_gemv, one thread).
+  template <DType T>
+  static constexpr int kPassRows = kVnni ? (T == DType::q6_k ? 4 : 6) : (T == DType::q6_k ? 3 : 4);
+  static constexpr int kPassParts = 1;
+};
 
 }  // namespace
 }  // namespace iron::ops::gemm

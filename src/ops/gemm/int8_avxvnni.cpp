@@ -18,7 +18,7 @@ constexpr bool kVnni = true;  // int8_avx2_loops.hpp: vpdpbusd
 namespace iron::ops::gemm {
 
 void gemm_int8_avxvnni(const GemmInt8Args& g) {
-  with_int8_kind(g.dtype, [&](auto kind) { gemm_int8_groups<decltype(kind)::value>(g); });
+  with_int8_kind(g.dtype, [&](auto kind) { int8_groups<Lanes, decltype(kind)::value>(g); });
 }
 
 }  // namespace iron::ops::gemm

@@ -7,15 +7,17 @@
 //
 // A 64-byte load of the layout holds 4 columns of each of a group's 16 rows, byte 4j + i row
 // j's column i: as four 128-bit registers, each 4 rows (a quarter of the group), which is what
-// sdot multiplies with 4 values of x broadcast, into one int32 lane per row. A pass takes H
-// quarters of a group against R rows of x, each (quarter, row) an accumulator register and an
-// int32 dot register (q6_k: two, one per half of a block, each half having its own scale). All
+// sdot multiplies with 4 values of x broadcast, into one int32 lane per row. The loop over a
+// group is int8_pass.hpp's, which the x86 AVX2 loops share: a pass takes some quarters against
+// some rows of x, each (quarter, row) an accumulator register and an int32 dot register (q6_k:
+// two, one per half of a block, each half having its own scale). All
 // quants are unsigned below 64 but q8_0's, stored plus 128 (for x86's vpdpbusd): flipped back
 // here, so sdot multiplies signed bytes by signed bytes and q8_0 takes no offset term.
 #include <arm_neon.h>
 
 #include <cstdint>
 
+#include "ops/gemm/int8_pass.hpp"
 #include "ops/gemm/kernels.hpp"
 
 namespace iron::ops::gemm {
@@ -95,7 +97,7 @@ struct Scales4 {
 /// Load c (0-3) of a block's quants for quarter `part`, as signed bytes: `lo` columns 8c .. 8c + 3,
 /// `hi` 8c + 4 .. 8c + 7, byte 4j + i row j's column.
 template <DType T>
-inline void unpack(const char* quants, int c, int part, int8x16_t* lo, int8x16_t* hi) {
+inline void unpack_quarter(const char* quants, int c, int part, int8x16_t* lo, int8x16_t* hi) {
   auto at = [&](int64_t offset) { return vld1q_u8(reinterpret_cast<const uint8_t*>(quants + offset + 16 * part)); };
   if constexpr (T == DType::q8_0) {
     const uint8x16_t flip = vdupq_n_u8(0x80);
@@ -122,7 +124,7 @@ inline void unpack(const char* quants, int c, int part, int8x16_t* lo, int8x16_t
 /// One row of x's block finished into its accumulator (4 rows of W): as int8_blocks.hpp's
 /// int8_finish, q8_0 signed (no offset term).
 template <DType T>
-inline float32x4_t finish(const Scales4<T>& s, const int32x4_t* dot, float scale, float xsum, const float* xsum16,
+inline float32x4_t finish_quarter(const Scales4<T>& s, const int32x4_t* dot, float scale, float xsum, const float* xsum16,
                           float32x4_t acc) {
   constexpr float kOffset = T == DType::q4_0 ? -8.0f : T == DType::q5_0 ? -16.0f : 0.0f;
   if constexpr (T == DType::q6_k) {
@@ -140,100 +142,53 @@ inline float32x4_t finish(const Scales4<T>& s, const int32x4_t* dot, float scale
   }
 }
 
-// Bytes ahead of the block being read that a pass prefetches (as the x86 loops).
-template <int R>
-constexpr int64_t kPrefetchAhead = R == 1 ? 4096 : 1024;
-
-// R rows of x (from i0) against H quarters of one group from quarter p0: 4 output columns per
-// row and quarter, at y + 4 p. Each row of x gets the same operations in the same order whatever
-// R and H are, so a row's outputs do not depend on the rows beside it.
-template <DType T, int R, int H>
-inline void int8_pass(const GemmInt8Args& g, int64_t i0, const char* group, int p0, float* y) {
-  const int64_t blocks = g.k / 32;
-  const int8_t* q[R];
-  const float *scale[R], *xsum[R], *xsum16[R];
-  float32x4_t acc[H][R];
-  for (int r = 0; r < R; ++r) {
-    q[r] = g.q + (i0 + r) * g.k;
-    scale[r] = g.scale + (i0 + r) * blocks;
-    xsum[r] = g.xsum + (i0 + r) * blocks;
-    xsum16[r] = g.xsum16 + (i0 + r) * 2 * blocks;
-    for (int h = 0; h < H; ++h) acc[h][r] = vdupq_n_f32(0.0f);
+// The registers int8_pass.hpp's loop takes: each 64-byte load of the layout as four quarters
+// of 4 rows, one f32 lane a row.
+struct Lanes {
+  static constexpr int64_t kRows = 4;
+  using F = float32x4_t;
+  using I = int32x4_t;
+  using W = int8x16_t;
+  using X = int8x16_t;
+  static F fzero() { return vdupq_n_f32(0.0f); }
+  static X broadcast(int32_t four) { return vreinterpretq_s8_s32(vdupq_n_s32(four)); }
+  static void store(float* y, F acc) { vst1q_f32(y, acc); }
+  static void prefetch(const char* at) { __builtin_prefetch(at); }
+  template <DType T>
+  using Scales = Scales4<T>;
+  template <DType T>
+  [[gnu::always_inline]] static void unpack(const char* quants, int c, int part, W* lo, W* hi) {
+    unpack_quarter<T>(quants, c, part, lo, hi);
   }
-  auto x4 = [&](int r, int64_t at) {
-    int32_t v;
-    __builtin_memcpy(&v, q[r] + at, 4);
-    return vreinterpretq_s8_s32(vdupq_n_s32(v));
-  };
-  Scales4<T> sc[H];
-  for (int64_t b = 0; b < blocks; ++b) {
-    const char* quants = group + int8_quants_at(T, b);
-    if (p0 == 0)
-      for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c)
-        __builtin_prefetch(quants + kPrefetchAhead<R> + 64 * c);
-    for (int h = 0; h < H; ++h) sc[h].load(group, b, p0 + h);
-    int32x4_t dot[H][R][2];
-    for (int h = 0; h < H; ++h)
-      for (int r = 0; r < R; ++r) dot[h][r][0] = dot[h][r][1] = vdupq_n_s32(0);
-    for (int c = 0; c < 4; ++c) {
-      int8x16_t lo[H], hi[H];
-      for (int h = 0; h < H; ++h) unpack<T>(quants, c, p0 + h, &lo[h], &hi[h]);
+  template <DType T>
+  [[gnu::always_inline]] static F finish(const Scales4<T>& s, const I* sums, float scale, float xsum,
+                                         const float* xsum16, F acc) {
+    return finish_quarter<T>(s, sums, scale, xsum, xsum16, acc);
+  }
+  // A block's int32 sums of one quarter against one row of x, sdot straight into them.
+  template <DType T>
+  struct Dot {
+    I sums[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+    [[gnu::always_inline]] void add(W lo, W hi, X x_lo, X x_hi, int c) {
       const int half = T == DType::q6_k ? c / 2 : 0;
-      for (int r = 0; r < R; ++r) {
-        const int8x16_t x_lo = x4(r, b * 32 + 8 * c), x_hi = x4(r, b * 32 + 8 * c + 4);
-        for (int h = 0; h < H; ++h) {
-          dot[h][r][half] = vdotq_s32(dot[h][r][half], lo[h], x_lo);
-          dot[h][r][half] = vdotq_s32(dot[h][r][half], hi[h], x_hi);
-        }
-      }
+      sums[half] = vdotq_s32(sums[half], lo, x_lo);
+      sums[half] = vdotq_s32(sums[half], hi, x_hi);
     }
-    for (int h = 0; h < H; ++h)
-      for (int r = 0; r < R; ++r)
-        acc[h][r] = finish<T>(sc[h], dot[h][r], scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[h][r]);
-  }
-  for (int h = 0; h < H; ++h)
-    for (int r = 0; r < R; ++r) vst1q_f32(y + r * g.ldy + 4 * (p0 + h), acc[h][r]);
-}
-
-// A pass's shape in 32 registers: H quarters take 2H for the unpacked quants; each row of x H
-// accumulators and H dot products (2H for q6_k). A decode's one row takes the whole group in one
-// pass (the group read once); several rows take half a group, 3 rows a pass (q6_k 2).
-template <DType T>
-constexpr int kPassRows = T == DType::q6_k ? 2 : 3;
-
-template <DType T, int R = kPassRows<T> - 1>
-void int8_pass_tail(const GemmInt8Args& g, int64_t i, const char* group, int p, float* y) {
-  if constexpr (R >= 1) {
-    if (g.m - i == R) return int8_pass<T, R, 2>(g, i, group, p, y + i * g.ldy);
-    int8_pass_tail<T, R - 1>(g, i, group, p, y);
-  }
-}
-
-template <DType T>
-void gemm_int8_groups(const GemmInt8Args& g) {
-  const int64_t group_bytes = PackedInt8::group_bytes(g.k, T);
-  constexpr int kPass = kPassRows<T>;
-  for (int64_t j = 0; j < g.groups; ++j) {
-    const char* group = g.w + j * group_bytes;
-    float* y = g.y + j * kInt8Rows;
-    if (g.m == 1) {
-      int8_pass<T, 1, 4>(g, 0, group, 0, y);
-      continue;
-    }
-    for (int p = 0; p < 4; p += 2) {
-      int64_t i = 0;
-      for (; i + kPass <= g.m; i += kPass) int8_pass<T, kPass, 2>(g, i, group, p, y + i * g.ldy);
-      if (i < g.m) int8_pass_tail<T>(g, i, group, p, y);
-    }
-  }
-}
+  };
+  // A pass of several rows in 32 registers: 2 quarters (half the group) take 4 for the unpacked
+  // quants; each row of x 2 accumulators and 2 dot products (4 for q6_k). A decode's one row takes
+  // the whole group in one pass (the group read once).
+  template <DType T>
+  static constexpr int kPassRows = T == DType::q6_k ? 2 : 3;
+  static constexpr int kPassParts = 2;
+};
 
 }  // namespace
 
 void quantise_x8_dotprod(const QuantiseX8Args& a) { quantise_x8(a); }
 
 void gemm_int8_dotprod(const GemmInt8Args& g) {
-  with_int8_kind(g.dtype, [&](auto kind) { gemm_int8_groups<decltype(kind)::value>(g); });
+  with_int8_kind(g.dtype, [&](auto kind) { int8_groups<Lanes, decltype(kind)::value>(g); });
 }
 
 }  // namespace iron::ops::gemm
