@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "ops/gemm/int8_blocks.hpp"
+#include "ops/gemm/int8_pass.hpp"
 #include "ops/gemm/kernels.hpp"
 
 namespace iron::ops::gemm {
@@ -189,93 +190,62 @@ void quantise_x8(const QuantiseX8Args& a) {
   }
 }
 
-// Software prefetch, 4 KiB ahead of the block being read, for every call. The hardware
-// prefetcher alone fell behind: a batched step's pass of several rows spends ~8 times as long on
-// each block (576->1536 Q4_1, 8 rows, one thread, W cold: 73.7-85.9 -> 70.1-70.8 us a call in
-// bench_gemv's BM_GEMMCold; docs/design.md "MEDIUM on a batched step"), and a decode's one row
-// over weights larger than the cache left it behind too (Qwen2.5-Coder-1.5B, 935 MiB a token, 2
-// threads: 70-77% of the streaming-read bound without the prefetches, 76-89% with them 4 KiB
-// ahead, 83-84% 8 KiB ahead; 1 KiB ahead, once the choice for one row, 70-76%).
-constexpr int64_t kPrefetchAhead = 4096;
-
-// R rows of x against one group of 16 rows of W: 16 output columns per row. Per block, each
-// 64-byte load of W feeds one vpdpbusd per row of x (4 columns of the 16 rows against 4 values
-// of x broadcast), then the block's int32 sums meet d_w * scale (and the offset term) in f32.
-template <DType T, int R>
-inline void int8_group(const GemmInt8Args& g, int64_t i0, const char* group, float* y) {
-  const int64_t blocks = g.k / 32;
-  const int8_t* q[R];
-  const float *scale[R], *xsum[R], *xsum16[R];
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) {
-    q[r] = g.q + (i0 + r) * g.k;
-    scale[r] = g.scale + (i0 + r) * blocks;
-    xsum[r] = g.xsum + (i0 + r) * blocks;
-    xsum16[r] = g.xsum16 + (i0 + r) * 2 * blocks;
-    acc[r] = _mm512_setzero_ps();
-  }
-  // Four values of row r of x from column `at`, in every int32 lane.
-  auto x4 = [&](int r, int64_t at) {
-    int32_t v;
-    __builtin_memcpy(&v, q[r] + at, 4);
-    return _mm512_set1_epi32(v);
+// The registers int8_pass.hpp's loop takes: each 64-byte load of W is one register of the
+// group's 16 rows, which feeds one vpdpbusd per row of x (4 columns of the 16 rows against 4
+// values of x broadcast); the block's int32 sums then meet d_w * scale (and the offset term) in
+// f32 (int8_blocks.hpp, which the AMX loop shares).
+struct Lanes {
+  static constexpr int64_t kRows = 16;
+  using F = __m512;
+  using I = __m512i;
+  using W = __m512i;
+  using X = __m512i;
+  static F fzero() { return _mm512_setzero_ps(); }
+  static X broadcast(int32_t four) { return _mm512_set1_epi32(four); }
+  static void store(float* y, F acc) { _mm512_storeu_ps(y, acc); }
+  static void prefetch(const char* at) { _mm_prefetch(at, _MM_HINT_T0); }
+  // Software prefetch 4 KiB ahead of the block being read, whatever the rows. The hardware
+  // prefetcher alone fell behind: a batched step's pass of several rows spends ~8 times as long
+  // on each block (576->1536 Q4_1, 8 rows, one thread, W cold: 73.7-85.9 -> 70.1-70.8 us a call
+  // in bench_gemv's BM_GEMMCold; docs/design.md "MEDIUM on a batched step"), and a decode's one
+  // row over weights larger than the cache left it behind too (Qwen2.5-Coder-1.5B, 935 MiB a
+  // token, 2 threads: 70-77% of the streaming-read bound without the prefetches, 76-89% with them
+  // 4 KiB ahead, 83-84% 8 KiB ahead; 1 KiB ahead, once the choice for one row, 70-76%).
+  static constexpr int64_t ahead(int) { return 4096; }
+  template <DType T>
+  struct Scales : Int8Scales<T> {
+    void load(const char* group, int64_t b, int) { Int8Scales<T>::load(group, b); }
   };
-  Int8Scales<T> sc;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const char* quants = group + int8_quants_at(T, b);
-    int8_prefetch<T>(quants, kPrefetchAhead);
-    sc.load(group, b);
-    // q6_k sums columns 0-15 and 16-31 apart (each 16 has its own scale); the rest in dot[0].
-    __m512i dot[R][2];
-    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm512_setzero_si512();
-    for (int c = 0; c < 4; ++c) {
-      __m512i lo, hi;
-      int8_unpack<T>(quants, c, &lo, &hi);
+  template <DType T>
+  [[gnu::always_inline]] static void unpack(const char* quants, int c, int, W* lo, W* hi) {
+    int8_unpack<T>(quants, c, lo, hi);
+  }
+  template <DType T>
+  [[gnu::always_inline]] static F finish(const Int8Scales<T>& s, const I* sums, float scale, float xsum,
+                                         const float* xsum16, F acc) {
+    return int8_finish<T>(s, sums, scale, xsum, xsum16, acc);
+  }
+  // q6_k sums columns 0-15 and 16-31 apart (each 16 has its own scale); the rest in sums[0].
+  template <DType T>
+  struct Dot {
+    I sums[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    [[gnu::always_inline]] void add(W lo, W hi, X x_lo, X x_hi, int c) {
       const int half = T == DType::q6_k ? c / 2 : 0;
-      for (int r = 0; r < R; ++r) {
-        dot[r][half] = _mm512_dpbusd_epi32(dot[r][half], lo, x4(r, b * 32 + 8 * c));
-        dot[r][half] = _mm512_dpbusd_epi32(dot[r][half], hi, x4(r, b * 32 + 8 * c + 4));
-      }
+      sums[half] = _mm512_dpbusd_epi32(sums[half], lo, x_lo);
+      sums[half] = _mm512_dpbusd_epi32(sums[half], hi, x_hi);
     }
-    for (int r = 0; r < R; ++r) acc[r] = int8_finish<T>(sc, dot[r], scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[r]);
-  }
-  for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * g.ldy, acc[r]);
-}
-
-// Rows of x one pass over a group of W takes: each pass unpacks the group's quants (and converts
-// its scales) again, and one row's eight dot products a block form one dependent chain, so a
-// batched decode step (up to 8 rows: a server's streams) is one pass with as many chains as
-// rows. q6_k's two halves take twice the accumulators: 4 rows keep them in registers.
-template <DType T>
-constexpr int kInt8PassRows = T == DType::q6_k ? 4 : 8;
-
-// Rows [i, m) of x, fewer than a full pass, in one pass of as many rows.
-template <DType T, int R = kInt8PassRows<T> - 1>
-void int8_group_tail(const GemmInt8Args& g, int64_t i, const char* group, float* y) {
-  if constexpr (R >= 1) {
-    if (g.m - i == R) return int8_group<T, R>(g, i, group, y + i * g.ldy);
-    int8_group_tail<T, R - 1>(g, i, group, y);
-  }
-}
-
-template <DType T>
-void gemm_int8_groups(const GemmInt8Args& g) {
-  const int64_t group_bytes = PackedInt8::group_bytes(g.k, T);
-  constexpr int kPass = kInt8PassRows<T>;
-  // Group by group, so a group of W (16 rows, a few KiB) stays in L1 while every row meets it.
-  // A row's sums do not depend on the rows beside it in a pass: each has its own accumulators,
-  // fed block by block in the same order.
-  for (int64_t j = 0; j < g.groups; ++j) {
-    const char* group = g.w + j * group_bytes;
-    float* y = g.y + j * kInt8Rows;
-    int64_t i = 0;
-    for (; i + kPass <= g.m; i += kPass) int8_group<T, kPass>(g, i, group, y + i * g.ldy);
-    if (i < g.m) int8_group_tail<T>(g, i, group, y);
-  }
-}
+  };
+  // Rows of x one pass over a group of W takes: each pass unpacks the group's quants (and
+  // converts its scales) again, and one row's eight dot products a block form one dependent
+  // chain, so a batched decode step (up to 8 rows: a server's streams) is one pass with as many
+  // chains as rows. q6_k's two halves take twice the accumulators: 4 rows keep them in registers.
+  template <DType T>
+  static constexpr int kPassRows = T == DType::q6_k ? 4 : 8;
+  static constexpr int kPassParts = 1;
+};
 
 void gemm_int8(const GemmInt8Args& g) {
-  with_int8_kind(g.dtype, [&](auto kind) { gemm_int8_groups<decltype(kind)::value>(g); });
+  with_int8_kind(g.dtype, [&](auto kind) { int8_groups<Lanes, decltype(kind)::value>(g); });
 }
 
 }  // namespace

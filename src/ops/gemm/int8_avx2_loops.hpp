@@ -164,6 +164,7 @@ struct Lanes {
   static X broadcast(int32_t four) { return _mm256_set1_epi32(four); }
   static void store(float* y, F acc) { _mm256_storeu_ps(y, acc); }
   static void prefetch(const char* at) { _mm_prefetch(at, _MM_HINT_T0); }
+  static constexpr int64_t ahead(int rows) { return part_prefetch_ahead(rows); }
   template <DType T>
   using Scales = Scales8<T>;
   template <DType T>

@@ -154,6 +154,7 @@ struct Lanes {
   static X broadcast(int32_t four) { return vreinterpretq_s8_s32(vdupq_n_s32(four)); }
   static void store(float* y, F acc) { vst1q_f32(y, acc); }
   static void prefetch(const char* at) { __builtin_prefetch(at); }
+  static constexpr int64_t ahead(int rows) { return part_prefetch_ahead(rows); }
   template <DType T>
   using Scales = Scales4<T>;
   template <DType T>

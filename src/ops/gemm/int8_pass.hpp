@@ -1,5 +1,5 @@
-// The int8 path's loop over a rearranged W (kernels.hpp), written once for the instruction sets
-// whose registers hold a part of a group's 16 rows: AVX2's and AVX-VNNI's (8 rows a register,
+// The int8 path's loop over a rearranged W (kernels.hpp), written once for every instruction
+// set: AVX-512 VNNI's (16 rows a register, gemm_avx512.cpp), AVX2's and AVX-VNNI's (8 rows,
 // int8_avx2_loops.hpp) and ARM's sdot (4 rows, int8_dotprod.cpp). Each includes this after
 // defining its `Lanes`:
 //   kRows: rows of W a register holds (a part of the group; the group has 16 / kRows);
@@ -10,7 +10,7 @@
 //   Dot<T>: a (part, row of x)'s sums of a block: a default of zero, add(lo, hi, x_lo, x_hi, c),
 //     and `sums`, what finish<T> takes (q6_k: one per half of the block);
 //   finish<T>(scales, sums, x's scale, xsum, xsum16, acc): the block's f32 epilogue into acc;
-//   prefetch(at): a cache line;
+//   prefetch(at): a cache line; ahead(R): how far ahead a pass of R rows prefetches;
 //   kPassRows<T>, kPassParts: rows of x and parts a pass of several rows takes.
 // Everything here has internal linkage: each file builds its copy for its own instructions.
 #pragma once
@@ -22,15 +22,13 @@
 namespace iron::ops::gemm {
 namespace {
 
-// Bytes ahead of the block being read that a pass prefetches (the hardware prefetcher has not
-// ramped up within a short call, nor kept up over weights larger than the cache). Part 0
-// prefetches; the others read the same lines. A decode's one row streams W from memory and gains
-// from prefetching 4 KiB ahead (Qwen2.5-Coder-1.5B at 2 threads, IRON_CPU=avx2: 20.0-22.2 ->
-// 25.0-26.3 t/s; Gemma 3 270M 62-76% -> 78-83% of the streaming-read bound); a prefill's passes
-// of several rows read each group many times from the cache, where 1 KiB ahead did as well or
-// better.
-template <int R>
-constexpr int64_t kPrefetchAhead = R == 1 ? 4096 : 1024;
+// Bytes ahead of the block being read that a pass prefetches where the registers hold part of a
+// group (the hardware prefetcher has not ramped up within a short call, nor kept up over weights
+// larger than the cache). A decode's one row streams W from memory and gains from prefetching 4
+// KiB ahead (Qwen2.5-Coder-1.5B at 2 threads, IRON_CPU=avx2: 20.0-22.2 -> 25.0-26.3 t/s; Gemma 3
+// 270M 62-76% -> 78-83% of the streaming-read bound); a prefill's passes of several rows read
+// each group many times from the cache, where 1 KiB ahead did as well or better.
+constexpr int64_t part_prefetch_ahead(int rows) { return rows == 1 ? 4096 : 1024; }
 
 // R rows of x (from i0) against P parts of one group from part p0: kRows output columns per row
 // and part, at y + kRows p. One row (a decode) takes every part in one pass: each block's x is
@@ -59,9 +57,9 @@ inline void int8_pass(const GemmInt8Args& g, int64_t i0, const char* group, int 
   typename L::template Scales<T> sc[P];
   for (int64_t b = 0; b < blocks; ++b) {
     const char* quants = group + int8_quants_at(T, b);
-    if (p0 == 0)  // five lines a block, six with fifth bits, seven for q6_k
+    if (p0 == 0)  // the first part's pass prefetches (five lines a block, six with fifth bits, seven for q6_k)
       for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c)
-        L::prefetch(quants + kPrefetchAhead<R> + 64 * c);
+        L::prefetch(quants + L::ahead(R) + 64 * c);
     for (int p = 0; p < P; ++p) sc[p].load(group, b, p0 + p);
     typename L::template Dot<T> dot[P][R];
     // Unrolled, so each load's c is a constant where a Dot picks the half of q6_k's sums, or
