@@ -257,7 +257,14 @@ void from_f32(DType to, const float* src, void* dst, int64_t n) {
         const float scale = largest / 127.0f, inverse = scale != 0 ? 1.0f / scale : 0.0f;
         const uint16_t scale16 = f32_to_f16(scale);
         std::memcpy(d, &scale16, 2);
-        for (int i = 0; i < 32; ++i) d[2 + i] = uint8_t(int8_t(std::round(src[i] * inverse)));
+        // A subnormal scale's reciprocal overflows: those blocks divide instead. Non-finite
+        // values (NaN, or an infinity's block) are clamped into int8 rather than converted
+        // out of its range.
+        const bool divide = std::isinf(inverse);
+        for (int i = 0; i < 32; ++i) {
+          const float q = std::round(divide ? src[i] / scale : src[i] * inverse);
+          d[2 + i] = uint8_t(int8_t(q >= 127.0f ? 127.0f : q <= -127.0f ? -127.0f : q == q ? q : 0.0f));
+        }
       }
       return;
     }

@@ -57,6 +57,7 @@ void expect_highway_kernels(const cpu::Features& f, const std::string& target) {
   EXPECT_EQ(taken(f, "RMSNorm", "f32 rows"), target);
   EXPECT_EQ(taken(f, "Copy", "f32 rows into a f16 cache"), target);
   EXPECT_EQ(taken(f, "Copy", "f32 rows into a bf16 cache"), target);
+  EXPECT_EQ(taken(f, "Copy", "f32 rows into a q8_0 cache"), target);
 }
 
 TEST(KernelTable, APortableMachineTakesThePortableLoopsAndSaysWhatEachFasterOneNeeds) {
@@ -158,7 +159,7 @@ TEST(KernelTable, AnAvx2MachineTakesTheAvx2LoopsWhereAnOperatorHasThem) {
   EXPECT_NE(choice(f, "Attention", "f32 cache, the per-head path")
                 .find("avx2 passed over: the per-head rows have a vector loop for AVX-512 alone"),
             std::string::npos);
-  EXPECT_NE(choice(f, "Copy", "f32 rows into a q8_0 cache").find("avx2 passed over: only f32 into f16 or bf16"),
+  EXPECT_NE(choice(f, "Gather", "q8_0 embedding rows into f32").find("avx2 passed over: only f32 into f16, bf16 or q8_0"),
             std::string::npos);
 }
 

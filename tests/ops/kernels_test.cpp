@@ -440,6 +440,30 @@ TEST(OpKernels, CopyConversionsInLanesGiveTheScalarBits) {
         EXPECT_TRUE(std::equal(scalar.begin(), scalar.end(), lanes.begin())) << "bf16, " << n << " from " << at;
         EXPECT_EQ(lanes[size_t(n)], 0xabcd) << "bf16 wrote past its " << n;
       }
+    // q8_0, block by block: the random values above (NaNs and infinities among them: those
+    // blocks take the scalar loop), then blocks whose quotients fall on halves (rounded away
+    // from zero), zeros, one large value among small ones, and subnormals.
+    const ops::copy::ConvertFn to_q8_0 = ops::copy::f32_convert_vector(DType::q8_0, f);
+    ASSERT_NE(to_q8_0, nullptr);
+    std::vector<float> blocks(values.begin(), values.begin() + 192);
+    for (int b = 0; b < 4; ++b)
+      for (int i = 0; i < 32; ++i) {
+        const float sign = i % 2 ? -1.0f : 1.0f;
+        switch (b) {
+          case 0: blocks.push_back(sign * (i == 0 ? 127.0f : float(i) + 0.5f)); break;  // x / scale = i + 0.5
+          case 1: blocks.push_back(0.0f); break;
+          case 2: blocks.push_back(i == 7 ? 1e30f : sign * 1e-3f * float(i)); break;
+          default: blocks.push_back(sign * 1e-40f * float(i + 1)); break;
+        }
+      }
+    const int64_t n = int64_t(blocks.size());
+    std::vector<uint8_t> lanes(size_t(n / 32 * 34) + 1, 0xab), scalar(size_t(n / 32 * 34));
+    to_q8_0(blocks.data(), lanes.data(), n);
+    from_f32(DType::q8_0, blocks.data(), scalar.data(), n);
+    for (int64_t b = 0; b < n / 32; ++b)
+      EXPECT_TRUE(std::equal(scalar.begin() + b * 34, scalar.begin() + (b + 1) * 34, lanes.begin() + b * 34))
+          << "q8_0 block " << b;
+    EXPECT_EQ(lanes.back(), 0xab) << "q8_0 wrote past its blocks";
   }
   if (targets == 0) GTEST_SKIP() << "no vector target here (the scalar conversions run)";
 }

@@ -209,8 +209,8 @@ class CopyKernel final : public cpu::Kernel {
       std::memmove(dp, sp, size_t(storage_bytes(src_.dtype, n)));
       return;
     }
-    if (convert_) {
-      convert_(reinterpret_cast<const float*>(sp), reinterpret_cast<uint16_t*>(dp), n);
+    if (convert_ && n % di.block == 0) {  // (a q8_0 destination: whole blocks)
+      convert_(reinterpret_cast<const float*>(sp), dp, n);
       return;
     }
     float buffer[256];
@@ -222,7 +222,7 @@ class CopyKernel final : public cpu::Kernel {
   }
 
   cpu::Operand src_, dst_;
-  copy::ConvertFn convert_ = nullptr;  // f32 into f16 or bf16 in vector lanes, where the CPU has them
+  copy::ConvertFn convert_ = nullptr;  // f32 into f16, bf16 or q8_0 in vector lanes, where the CPU has them
 };
 
 std::unique_ptr<cpu::Kernel> CopyOp::cpu_kernel(const cpu::KernelArgs& args) const {
@@ -248,12 +248,12 @@ class Transpose : public CopyOp {
 void record_copy(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
 
 namespace {
-// Only f32 into f16 or bf16 converts in vector lanes (CopyKernel's convert_).
+// Only f32 into f16, bf16 or q8_0 converts in vector lanes (CopyKernel's convert_).
 std::vector<CpuTarget> copy_targets() {
   auto refuses = [](const Operator&, const cpu::KernelArgs& a) -> std::string {
     const DType s = a.in.at(0).dtype, d = a.out.at(0).dtype;
-    if (s == f32 && (d == f16 || d == bf16)) return "";
-    return "only f32 into f16 or bf16 has a vector loop";
+    if (s == f32 && (d == f16 || d == bf16 || d == DType::q8_0)) return "";
+    return "only f32 into f16, bf16 or q8_0 has a vector loop";
   };
   std::vector<CpuTarget> targets = highway_targets();
   for (CpuTarget& t : targets)
