@@ -62,6 +62,31 @@ TEST(DType, Q8_0QuantisesEachBlockToItsLargestMagnitude) {
   EXPECT_THROW(from_f32(DType::q4_0, x, q, 32), Error);  // no quantiser for the weight kinds
 }
 
+TEST(DType, Q8_0QuantisesTinyAndNonFiniteBlocksWithinInt8) {
+  // A block whose scale is so small that its reciprocal overflows divides by the scale instead:
+  // its quants are those of the same block scaled up (x / scale is the same quotient). A block
+  // holding a NaN or an infinity writes quants inside int8 (clamped; a NaN's quotient as 0)
+  // rather than convert out of int8's range.
+  float tiny[32], big[32];
+  for (int i = 0; i < 32; ++i) {
+    big[i] = (i % 2 ? -1.0f : 1.0f) * float(i + 1);
+    tiny[i] = big[i] * 1e-40f;  // largest 3.2e-39: scale 2.5e-41, 1 / scale overflows
+  }
+  uint8_t q_tiny[34], q_big[34];
+  from_f32(DType::q8_0, tiny, q_tiny, 32);
+  from_f32(DType::q8_0, big, q_big, 32);
+  EXPECT_EQ(int8_t(q_tiny[2 + 31]), -127);
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(int8_t(q_tiny[2 + i]), int8_t(q_big[2 + i]), 1) << i;
+  float odd[32] = {};
+  odd[0] = std::numeric_limits<float>::infinity();
+  odd[1] = -2.0f;
+  odd[2] = std::numeric_limits<float>::quiet_NaN();
+  uint8_t q[34];
+  from_f32(DType::q8_0, odd, q, 32);  // the scale is infinite: every quotient inf * 0 or NaN
+  for (int i = 0; i < 32; ++i) EXPECT_LE(std::abs(int(int8_t(q[2 + i]))), 127) << i;
+  EXPECT_EQ(int8_t(q[2 + 2]), 0);  // NaN
+}
+
 TEST(DType, Q4_1Dequantises) {
   uint8_t block[20] = {};
   uint16_t d = f32_to_f16(2.0f), m = f32_to_f16(-1.0f);

@@ -257,7 +257,8 @@ void from_f32(DType to, const float* src, void* dst, int64_t n) {
         const float scale = largest / 127.0f, inverse = scale != 0 ? 1.0f / scale : 0.0f;
         const uint16_t scale16 = f32_to_f16(scale);
         std::memcpy(d, &scale16, 2);
-        // A subnormal scale's reciprocal overflows: those blocks divide instead. Non-finite
+        // A scale below about 2.9e-39 (subnormal) has a reciprocal that overflows: those blocks
+        // divide instead. Non-finite
         // values (NaN, or an infinity's block) are clamped into int8 rather than converted
         // out of its range.
         const bool divide = std::isinf(inverse);

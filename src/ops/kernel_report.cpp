@@ -101,7 +101,7 @@ std::vector<KernelReportLine> choose_cpu_kernels(const cpu::Features& features) 
 std::string describe_cpu_kernels(const cpu::Features& features) {
   std::ostringstream o;
 #if defined(__aarch64__)
-  constexpr const char* kLevels = "portable|neon";
+  constexpr const char* kLevels = "portable|neon|dotprod";
 #else
   constexpr const char* kLevels = "portable|avx2|avxvnni|avx512";
 #endif

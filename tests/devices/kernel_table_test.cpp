@@ -99,9 +99,10 @@ TEST(KernelTable, ANeonMachineTakesTheNeonLoopsWhereAnOperatorHasThem) {
   const cpu::Features f = neon_machine();
   EXPECT_EQ(choice(f, "GELU", "f32"), "neon (sve passed over: needs sve)");
   expect_highway_kernels(f, "neon");
-  // The matmuls take NEON's f32 loops, the K-quants' too (no int8 or bf16 ones yet at medium); a
-  // step they refuse, the portable loops with NEON's features (so an epilogue merged into them
-  // gives the bits the operator alone gives). Attention takes Highway's NEON tile.
+  // The matmuls take NEON's f32 loops, the K-quants' too (medium's int8 ones need the
+  // dot-product extension, below); a step they refuse, the portable loops with NEON's features
+  // (so an epilogue merged into them gives the bits the operator alone gives). Attention takes
+  // Highway's NEON tile.
   EXPECT_EQ(choice(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "neon (sve passed over: needs sve)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(f32 FMA)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q6_k weight, f32 rows, medium"), "(f32 FMA)");
@@ -117,7 +118,10 @@ TEST(KernelTable, ANeonMachineTakesTheNeonLoopsWhereAnOperatorHasThem) {
   EXPECT_EQ(how(dot, "ProjectionGEMM", "q6_k weight, f32 rows, medium"), "(int8 x: sdot)");
   EXPECT_EQ(how(dot, "ProjectionGEMM", "q4_1 weight, f32 rows, highest"), "(f32 FMA)");
   EXPECT_EQ(how(dot, "ProjectionGEMM", "f16 weight, f32 rows, medium"), "(f32 FMA)");
-  EXPECT_EQ(dot.limited_to("neon").str(), "neon dotprod");
+  EXPECT_EQ(dot.limited_to("dotprod").str(), "neon dotprod");
+  // IRON_CPU=neon is NEON alone (ARMv8.0): medium's matmuls in f32 there.
+  EXPECT_EQ(dot.limited_to("neon").str(), "neon");
+  EXPECT_EQ(how(dot.limited_to("neon"), "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(f32 FMA)");
   EXPECT_EQ(dot.limited_to("portable").str(), "portable");
 }
 

@@ -1,6 +1,7 @@
 // The CPU dispatch paths a kernel test runs on this host: the portable loops always; AVX2 (without
 // AVX-VNNI, then with it) and AVX-512 where the host has them (each limited to its own target); and the whole host where it
-// has more (AMX); on ARM, NEON (limited to it) and SVE where the host has them.
+// has more (AMX); on ARM, NEON alone, with the dot-product extension, and SVE where the host has
+// them.
 #pragma once
 
 #include <vector>
@@ -18,6 +19,7 @@ inline std::vector<cpu::Features> feature_sets() {
     sets.push_back(host.limited_to("avx512"));
   if (host.amx_bf16) sets.push_back(host);
   if (host.neon) sets.push_back(host.limited_to("neon"));
+  if (host.dotprod) sets.push_back(host.limited_to("dotprod"));
   if (host.neon && host.sve_bits > 0) sets.push_back(host);
   return sets;
 }

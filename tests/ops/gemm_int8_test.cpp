@@ -131,7 +131,7 @@ std::vector<Path> int8_paths() {
   if (has_vnni()) paths.push_back({"avx512 vnni", host});
   if (cpu::missing_features(cpu::Target::avx2, host).empty()) paths.push_back({"avx2", host.limited_to("avx2")});
   if (host.avxvnni) paths.push_back({"avx-vnni", host.limited_to("avxvnni")});
-  if (host.dotprod) paths.push_back({"neon sdot", host.limited_to("neon")});
+  if (host.dotprod) paths.push_back({"neon sdot", host.limited_to("dotprod")});
   return paths;
 }
 #define SKIP_WITHOUT_INT8_PATHS() \
@@ -362,8 +362,9 @@ TEST(GemmInt8, LayoutReadsBackAsTheSource) {
 // group of fewer by masked stores) equal the arithmetic written out a value at a time: each
 // block's largest |x|, its scale and reciprocal, the values rounded to nearest even, the sums of
 // the rounded values (the whole block's and each half's) times the scale. Rows of 16, 18
-// (SmolLM2's 576), 48, 15 and 7 blocks; one block all zeros, one holding a single large value;
-// nothing written past the row's outputs.
+// (SmolLM2's 576), 48, 15 and 7 blocks; one block all zeros, one of values too small for the
+// reciprocal (it would overflow: they round to zeros), one holding a single large value; nothing
+// written past the row's outputs.
 TEST(GemmInt8, QuantisedRowsEqualTheArithmeticWrittenOut) {
   SKIP_WITHOUT_INT8_PATHS();
   for (const Path& path : int8_paths()) {
@@ -376,6 +377,8 @@ TEST(GemmInt8, QuantisedRowsEqualTheArithmeticWrittenOut) {
       std::vector<float> x(static_cast<size_t>(k));
       for (float& v : x) v = normal(rng) * 3.0f;
       std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // block 1: zeros
+      for (int64_t e = 64; e < 96; ++e)                 // block 2: too small for 127 / max
+        x[size_t(e)] = (e % 2 ? -1e-38f : 2e-38f);
       x[size_t(k - 5)] = 1e6f;                          // the last block: one large value
       // Each output with 16 guard values after it, which must stay as they are.
       constexpr int64_t kGuard = 16;
@@ -397,7 +400,8 @@ TEST(GemmInt8, QuantisedRowsEqualTheArithmeticWrittenOut) {
       for (int64_t b = 0; b < blocks; ++b) {
         float mx = 0;
         for (int64_t e = 0; e < 32; ++e) mx = std::max(mx, std::abs(x[size_t(32 * b + e)]));
-        const float id = mx > 0 ? 127.0f / mx : 0.0f, d = mx / 127.0f;
+        const float reciprocal = mx > 0 ? 127.0f / mx : 0.0f, d = mx / 127.0f;
+        const float id = std::isinf(reciprocal) ? 0.0f : reciprocal;  // values too small to scale: zeros
         int32_t half[2] = {0, 0};
         for (int64_t e = 0; e < 32; ++e) {
           const auto v = int32_t(std::nearbyint(x[size_t(32 * b + e)] * id));

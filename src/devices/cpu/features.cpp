@@ -96,8 +96,11 @@ Features Features::limited_to(std::string_view level) const {
   // "avx2" is a processor with AVX2 alone (Haswell to Zen 3), "avxvnni" one with AVX-VNNI too.
   if (level == "portable" || level == "avx2") f.avxvnni = false;
   if (level == "portable") f.avx2 = f.fma = f.f16c = false;
-  if (level == "portable" || level == "neon") f.sve_bits = 0;
-  if (level == "portable") f.neon = f.dotprod = false;
+  if (level == "portable" || level == "neon" || level == "dotprod") f.sve_bits = 0;
+  // "neon" is an ARMv8.0 processor (NEON alone: a Cortex-A72, a Raspberry Pi 4), "dotprod" one
+  // with the dot-product extension too (ARMv8.2 and later, without SVE).
+  if (level == "portable" || level == "neon") f.dotprod = false;
+  if (level == "portable") f.neon = false;
   return f;
 }
 

@@ -192,7 +192,8 @@ struct Features {
   int sve_bits = 0;
   static const Features& host();
   /// The features above less what `level` ("portable", "avx2": AVX2 alone, "avxvnni": AVX2 with
-  /// AVX-VNNI, "avx512", "neon" or anything else: all) leaves out.
+  /// AVX-VNNI, "avx512", "neon": NEON alone, "dotprod": NEON with sdot, or anything else: all)
+  /// leaves out.
   Features limited_to(std::string_view level) const;
   std::string str() const;
 };

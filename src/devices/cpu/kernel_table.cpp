@@ -66,8 +66,8 @@ Features narrowed_to(const Features& f, Target t) {
       return f.limited_to("avxvnni");
     case Target::sve:
       return f;
-    case Target::neon:
-      return f.limited_to("neon");
+    case Target::neon:  // its loops take the dot-product extension where it runs
+      return f.limited_to("dotprod");
     case Target::portable:
       return f.limited_to("portable");
   }

@@ -67,9 +67,9 @@ void f32_to_bf16_rows(const float* src, void* out, int64_t n) {
 // block holding a NaN or an infinity, or so small that 1 / scale overflows, takes the scalar
 // loop.
 void f32_to_q8_0_rows(const float* src, void* out, int64_t n) {
-  const D d;
-  const hn::RebindToSigned<D> di;
-  const hn::Rebind<int8_t, D> d8;
+  const hn::CappedTag<float, 32> d;  // a block at most (SVE's vectors may be longer)
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<int8_t, decltype(d)> d8;
   const int64_t lanes = int64_t(hn::Lanes(d));
   auto* dst = static_cast<uint8_t*>(out);
   for (int64_t b = 0; b < n / 32; ++b, src += 32, dst += 34) {

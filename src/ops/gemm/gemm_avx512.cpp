@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 
 #include "ops/gemm/int8_blocks.hpp"
@@ -154,9 +155,13 @@ void quantise_x8(const QuantiseX8Args& a) {
       m[b] = b < n ? _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + 32 * b)), _mm512_abs_ps(_mm512_loadu_ps(x + 32 * b + 16)))
                    : _mm512_setzero_ps();
     const __m512 mx = reduce_16(m, max_op);
-    // The reciprocal 0 for a block of zeros; |q| <= 127, rounded to nearest (even) by the
-    // default MXCSR mode, saturated for safety.
-    const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(mx, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_set1_ps(127.0f), mx);
+    // The reciprocal 0 for a block of zeros, or of values so small (largest |x| below 127 /
+    // FLT_MAX) that it overflows, which rounds them to zeros; |q| <= 127, rounded to nearest
+    // (even) by the default MXCSR mode, saturated for safety.
+    const __m512 reciprocal =
+        _mm512_maskz_div_ps(_mm512_cmp_ps_mask(mx, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_set1_ps(127.0f), mx);
+    const __m512 id = _mm512_maskz_mov_ps(
+        _mm512_cmp_ps_mask(reciprocal, _mm512_set1_ps(std::numeric_limits<float>::infinity()), _CMP_LT_OQ), reciprocal);
     const __m512 scale = _mm512_div_ps(mx, _mm512_set1_ps(127.0f));
     alignas(64) float ids[16];
     _mm512_store_ps(ids, id);

@@ -11,7 +11,8 @@
 //
 // What stays beside this file, each for an instruction Highway 1.0.3 does not express:
 // gemm_avx512.cpp's bf16 tiles (vdpbf16ps) and int8 loops (vpdpbusd), int8_avx2.cpp's
-// (vpmaddubsw) and gemm_amx.cpp's tiles.
+// (vpmaddubsw), int8_avxvnni.cpp's (AVX-VNNI's vpdpbusd), int8_dotprod.cpp's (ARM's sdot; the
+// int8 loops share int8_pass.hpp) and gemm_amx.cpp's tiles.
 #include <cstdint>
 #include <cstring>
 

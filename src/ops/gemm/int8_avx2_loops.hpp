@@ -1,6 +1,6 @@
 // The int8 path's loops on 256-bit registers (Precision::medium), included by int8_avx2.cpp
-// (AVX2: vpmaddubsw, then vpmaddwd against ones) and int8_avxvnni.cpp (AVX-VNNI: vpdpbusd),
-// each of which first defines `kVnni` and is compiled for its own instruction set. Everything
+// (AVX2: vpmaddubsw, then vpmaddwd against ones: Avx2Lanes<false>) and int8_avxvnni.cpp
+// (AVX-VNNI: vpdpbusd, Avx2Lanes<true>), each compiled for its own instruction set. Everything
 // here has internal linkage, so each file's copy is built for that file's instructions alone.
 // int8_avx2.cpp's comment says how the loops read W and x; the two files sum each block in
 // exactly the same int32 values and finish them alike, so they give the same bits.
@@ -153,8 +153,10 @@ inline __m256 finish_half(const Scales8<T>& s, const __m256i* dot, float scale, 
 }
 
 // The registers int8_pass.hpp's loop takes: each 64-byte load of the layout as two halves of
-// 8 rows (its low 32 bytes the first 8 rows, its high 32 the other 8), one f32 lane a row.
-struct Lanes {
+// 8 rows (its low 32 bytes the first 8 rows, its high 32 the other 8), one f32 lane a row;
+// kVnni: the block sums by AVX-VNNI's vpdpbusd (only int8_avxvnni.cpp, built for it, takes it).
+template <bool kVnni>
+struct Avx2Lanes {
   static constexpr int64_t kRows = 8;
   using F = __m256;
   using I = __m256i;

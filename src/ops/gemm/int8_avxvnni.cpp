@@ -5,20 +5,13 @@
 // AVX2 loops' bits (GemmInt8.AvxVnniGivesTheAvxTwoLoopsBits).
 #include <immintrin.h>
 
-#include "ops/gemm/kernels.hpp"
-
-namespace iron::ops::gemm {
-namespace {
-constexpr bool kVnni = true;  // int8_avx2_loops.hpp: vpdpbusd
-}  // namespace
-}  // namespace iron::ops::gemm
-
 #include "ops/gemm/int8_avx2_loops.hpp"
+#include "ops/gemm/kernels.hpp"
 
 namespace iron::ops::gemm {
 
 void gemm_int8_avxvnni(const GemmInt8Args& g) {
-  with_int8_kind(g.dtype, [&](auto kind) { int8_groups<Lanes, decltype(kind)::value>(g); });
+  with_int8_kind(g.dtype, [&](auto kind) { int8_groups<Avx2Lanes<true>, decltype(kind)::value>(g); });
 }
 
 }  // namespace iron::ops::gemm

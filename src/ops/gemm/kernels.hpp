@@ -244,7 +244,7 @@ struct QuantiseX8Args {
   float* xsum16;  // k / 16 values
 };
 
-// ---- W rearranged for int8 dot products (Precision::medium, AVX512_VNNI) ----------------------
+// ---- W rearranged for int8 dot products (Precision::medium: vpdpbusd, vpmaddubsw, sdot, AMX) ---
 //
 // A q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / q4_k / q5_k / q6_k W (N, K) as groups of 16 rows. In a group, each block (32 columns) has
 // its quants laid out so that one 64-byte load holds 4 consecutive columns of each of the 16
@@ -335,7 +335,7 @@ struct Isa {
   void (*rows_bf16)(const RowsBf16Args&) = nullptr;
   void (*tile_bf16)(const TileBf16Args&) = nullptr;
   // Optional: int8 activations and int32 dot products (Precision::medium; the AVX-512 loops
-  // with AVX512_VNNI, the AVX2 ones with vpmaddubsw).
+  // with AVX512_VNNI, the AVX2 ones with vpmaddubsw or AVX-VNNI, NEON's with sdot).
   void (*quantise_x8)(const QuantiseX8Args&) = nullptr;
   void (*gemm_int8)(const GemmInt8Args&) = nullptr;
   // Optional: GEMV over 2 to kGemvManyRows rows of x (GemvManyArgs); false for a weight kind or
