@@ -5,12 +5,14 @@
 #   bench/build_llama_cpp.sh native [DIR]   every extension this machine has (-DGGML_NATIVE=ON)
 #   bench/build_llama_cpp.sh avx2 [DIR]     AVX2, FMA, F16C and nothing wider: what an AVX2-only
 #                                           x86 runs, to set beside IRON_CPU=avx2 on a wider one
+#   bench/build_llama_cpp.sh avxvnni [DIR]  the same with AVX-VNNI (an Alder Lake, a Zen 5 without
+#                                           AVX-512), beside IRON_CPU=avxvnni
 # DIR defaults to build-llama-cpp-ISA/ (git-ignored as a build directory). The binaries land in
 # DIR/bin/; the flags used are written to DIR/flags.txt, for a figure's note to quote.
 # Not part of the tests. On 2 cores the build takes several minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-isa=${1:?"usage: bench/build_llama_cpp.sh native|avx2 [DIR]"}
+isa=${1:?"usage: bench/build_llama_cpp.sh native|avx2|avxvnni [DIR]"}
 out=${2:-build-llama-cpp-$isa}
 version=${IRON_LLAMA_CPP_PYTHON:-0.3.36}
 case $isa in
@@ -18,7 +20,10 @@ case $isa in
   avx2) flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
     -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF
     -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) ;;
-  *) echo "build_llama_cpp.sh: ISA is native or avx2, not '$isa'" >&2; exit 2 ;;
+  avxvnni) flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+    -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=ON
+    -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) ;;
+  *) echo "build_llama_cpp.sh: ISA is native, avx2 or avxvnni, not '$isa'" >&2; exit 2 ;;
 esac
 mkdir -p "$out"
 src="$out/llama_cpp_python-$version"
