@@ -22,44 +22,45 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using D = hn::ScalableTag<float>;
 
-void f32_to_f16_rows(const float* src, void* out, int64_t n) {
-  auto* dst = static_cast<uint16_t*>(out);
+// n values into 2-byte ones: `lanes_to(x)` a vector's (as 2-byte lanes), `scalar(x)` one value's,
+// which a vector holding a NaN and the tail take.
+template <class Lanes, class Scalar>
+HWY_INLINE void two_byte_rows(const float* src, uint16_t* dst, int64_t n, Lanes lanes_to, Scalar scalar) {
   const D d;
-  const hn::Rebind<hwy::float16_t, D> dh;
-  const int64_t lanes = int64_t(hn::Lanes(d));
-  int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto x = hn::LoadU(d, src + i);
-    if (!hn::AllFalse(d, hn::IsNaN(x))) {
-      for (int64_t k = 0; k < lanes; ++k) dst[i + k] = f32_to_f16(src[i + k]);
-      continue;
-    }
-    hn::StoreU(hn::DemoteTo(dh, x), dh, reinterpret_cast<hwy::float16_t*>(dst + i));
-  }
-  for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
-}
-
-void f32_to_bf16_rows(const float* src, void* out, int64_t n) {
-  auto* dst = static_cast<uint16_t*>(out);
-  const D d;
-  const hn::RebindToUnsigned<D> du;
-  const hn::RebindToSigned<D> di;
   const hn::Rebind<uint16_t, D> d16;
   const int64_t lanes = int64_t(hn::Lanes(d));
   int64_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto x = hn::LoadU(d, src + i);
     if (!hn::AllFalse(d, hn::IsNaN(x))) {
-      for (int64_t k = 0; k < lanes; ++k) dst[i + k] = f32_to_bf16(src[i + k]);
+      for (int64_t k = 0; k < lanes; ++k) dst[i + k] = scalar(src[i + k]);
       continue;
     }
-    // Round to nearest even on the bits: add 0x7fff and the lowest kept bit, keep the top 16.
+    hn::StoreU(lanes_to(x), d16, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = scalar(src[i]);
+}
+
+void f32_to_f16_rows(const float* src, void* out, int64_t n) {
+  const hn::Rebind<hwy::float16_t, D> dh;
+  const hn::Rebind<uint16_t, D> d16;
+  two_byte_rows(
+      src, static_cast<uint16_t*>(out), n, [&](auto x) { return hn::BitCast(d16, hn::DemoteTo(dh, x)); },
+      [](float x) { return f32_to_f16(x); });
+}
+
+void f32_to_bf16_rows(const float* src, void* out, int64_t n) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<uint16_t, D> d16;
+  // Round to nearest even on the bits: add 0x7fff and the lowest kept bit, keep the top 16.
+  auto lanes_to = [&](auto x) {
     const auto b = hn::BitCast(du, x);
     const auto odd = hn::And(hn::ShiftRight<16>(b), hn::Set(du, 1));
     const auto top = hn::ShiftRight<16>(hn::Add(b, hn::Add(hn::Set(du, 0x7fff), odd)));
-    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, top)), d16, dst + i);  // each below 2^16: exact
-  }
-  for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+    return hn::DemoteTo(d16, hn::BitCast(di, top));  // each below 2^16: exact
+  };
+  two_byte_rows(src, static_cast<uint16_t*>(out), n, lanes_to, [](float x) { return f32_to_bf16(x); });
 }
 
 // Whole blocks of 32 as q8_0 (a KV cache's rows), as iron::from_f32 writes them (llama.cpp's

@@ -248,11 +248,12 @@ class Transpose : public CopyOp {
 void record_copy(const Operator& op, const vulkan::KernelArgs& args, vulkan::CommandList& list);
 
 namespace {
-// Only f32 into f16, bf16 or q8_0 converts in vector lanes (CopyKernel's convert_).
+// Only the conversions f32_convert_vector has (f32 into f16, bf16 or q8_0) run in vector lanes
+// (CopyKernel's convert_): what the kernel would take decides the refusal.
 std::vector<CpuTarget> copy_targets() {
   auto refuses = [](const Operator&, const cpu::KernelArgs& a) -> std::string {
-    const DType s = a.in.at(0).dtype, d = a.out.at(0).dtype;
-    if (s == f32 && (d == f16 || d == bf16 || d == DType::q8_0)) return "";
+    const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
+    if (a.in.at(0).dtype == f32 && copy::f32_convert_vector(a.out.at(0).dtype, f)) return "";
     return "only f32 into f16, bf16 or q8_0 has a vector loop";
   };
   std::vector<CpuTarget> targets = highway_targets();

@@ -25,7 +25,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <limits>
 
 #include "ops/gemm/int8_avx2_loops.hpp"
 #include "ops/gemm/kernels.hpp"
@@ -60,11 +59,9 @@ void quantise_x8_avx2(const QuantiseX8Args& a) {
     const float mx = max8(
         _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
                       _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3]))));
-    // As the AVX-512 quantiser: the reciprocal 0 for a block of zeros, or of values so small
-    // (largest |x| below 127 / FLT_MAX) that it overflows, which rounds them to zeros; |q| <= 127
-    // rounded to nearest (even) by the default MXCSR mode, saturated for safety.
-    const float reciprocal = mx > 0 ? 127.0f / mx : 0.0f, scale = mx / 127.0f;
-    const float id = reciprocal < std::numeric_limits<float>::infinity() ? reciprocal : 0.0f;
+    // As the AVX-512 quantiser: int8_reciprocal's multiplier, |q| <= 127 rounded to nearest
+    // (even) by the default MXCSR mode, saturated for safety.
+    const float id = int8_reciprocal(mx), scale = mx / 127.0f;
     const __m256 ib = _mm256_set1_ps(id);
     __m256i q[4];
     for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], ib));

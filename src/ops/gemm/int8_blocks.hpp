@@ -108,11 +108,10 @@ inline __m512 int8_finish(const Int8Scales<T>& s, const __m512i* dot, float scal
   }
 }
 
-/// Prefetches a block's lines `ahead` bytes on: five lines a block (q4_0 / q4_1's 288 to 320
-/// bytes; as measured for q8_0 too), six with fifth bits (352 to 384 bytes), seven for q6_k (420).
+/// Prefetches a block's lines (int8_prefetch_lines) `ahead` bytes on.
 template <DType T>
 inline void int8_prefetch(const char* quants, int64_t ahead) {
-  for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c) _mm_prefetch(quants + ahead + 64 * c, _MM_HINT_T0);
+  for (int c = 0; c < int8_prefetch_lines(T); ++c) _mm_prefetch(quants + ahead + 64 * c, _MM_HINT_T0);
 }
 
 }  // namespace

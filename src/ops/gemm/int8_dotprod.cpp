@@ -16,7 +16,6 @@
 #include <arm_neon.h>
 
 #include <cstdint>
-#include <limits>
 
 #include "ops/gemm/int8_pass.hpp"
 #include "ops/gemm/kernels.hpp"
@@ -32,11 +31,9 @@ void quantise_x8(const QuantiseX8Args& a) {
     float32x4_t v[8];
     float32x4_t mx = vdupq_n_f32(0.0f);
     for (int i = 0; i < 8; ++i) v[i] = vld1q_f32(x + 4 * i), mx = vmaxq_f32(mx, vabsq_f32(v[i]));
-    // As the x86 quantisers: the reciprocal 0 for a block of zeros, or of values so small
-    // (largest |x| below 127 / FLT_MAX) that it overflows, which rounds them to zeros; |q| <= 127
-    // rounded to nearest (even), saturated for safety.
-    const float m = vmaxvq_f32(mx), reciprocal = m > 0 ? 127.0f / m : 0.0f, scale = m / 127.0f;
-    const float id = reciprocal < std::numeric_limits<float>::infinity() ? reciprocal : 0.0f;
+    // As the x86 quantisers: int8_reciprocal's multiplier, |q| <= 127 rounded to nearest (even),
+    // saturated for safety.
+    const float m = vmaxvq_f32(mx), id = int8_reciprocal(m), scale = m / 127.0f;
     int32x4_t q[8];
     for (int i = 0; i < 8; ++i) q[i] = vcvtnq_s32_f32(vmulq_n_f32(v[i], id));
     for (int h = 0; h < 2; ++h) {

@@ -57,9 +57,8 @@ inline void int8_pass(const GemmInt8Args& g, int64_t i0, const char* group, int 
   typename L::template Scales<T> sc[P];
   for (int64_t b = 0; b < blocks; ++b) {
     const char* quants = group + int8_quants_at(T, b);
-    if (p0 == 0)  // the first part's pass prefetches (five lines a block, six with fifth bits, seven for q6_k)
-      for (int c = 0; c < (T == DType::q6_k ? 7 : int8_fifth(T) ? 6 : 5); ++c)
-        L::prefetch(quants + L::ahead(R) + 64 * c);
+    if (p0 == 0)  // the first part's pass prefetches
+      for (int c = 0; c < int8_prefetch_lines(T); ++c) L::prefetch(quants + L::ahead(R) + 64 * c);
     for (int p = 0; p < P; ++p) sc[p].load(group, b, p0 + p);
     typename L::template Dot<T> dot[P][R];
     // Unrolled, so each load's c is a constant where a Dot picks the half of q6_k's sums, or

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -301,6 +302,17 @@ constexpr int64_t int8_d_at(DType t, int64_t b) {
   return b / 2 * int8_pair_bytes(t) + 2 * int8_quant_bytes(t) + 32 * (b % 2);
 }
 constexpr int64_t int8_m_at(DType t, int64_t b) { return int8_d_at(t, b) + 64; }
+/// Cache lines of a block's quants the int8 loops prefetch: five (q4_0 / q4_1's 288 to 320
+/// bytes; as measured for q8_0 too), six with fifth bits (352 to 384 bytes), seven for q6_k (420).
+constexpr int int8_prefetch_lines(DType t) { return t == DType::q6_k ? 7 : int8_fifth(t) ? 6 : 5; }
+/// What x's int8 quantisers multiply a block by: 127 over its largest |x|, or 0 for a block of
+/// zeros or of values so small (largest |x| below 127 / FLT_MAX) that the reciprocal would
+/// overflow, which rounds them to zeros (an infinite one saturated every quant). The AVX-512
+/// quantiser computes the same in its lanes.
+inline float int8_reciprocal(float largest) {
+  const float r = largest > 0 ? 127.0f / largest : 0.0f;
+  return r < std::numeric_limits<float>::infinity() ? r : 0.0f;
+}
 
 /// y[i, j] = sum over blocks of d_w(j) * scale_i * (int32 dot of W's quants with row i of q)
 /// (+ the block's offset times xsum) for `m` rows of quantised x and `groups` groups of 16 rows
