@@ -83,6 +83,18 @@ struct StepPlan {
   std::vector<WordRef> scalars;
   Precision precision = Precision::highest;
   bool barrier_before = false;
+
+  /// A device's kernel arguments (its own `Args`, with in, out, scalars and precision) for this
+  /// step, each operand made by `operand(view)`: how every device's lowering starts a kernel.
+  template <class Args, class ToOperand>
+  Args kernel_args(ToOperand&& operand) const {
+    Args a;
+    for (const View& v : in) a.in.push_back(operand(v));
+    for (const View& v : out) a.out.push_back(operand(v));
+    a.scalars = scalars;
+    a.precision = precision;
+    return a;
+  }
 };
 
 /// Ids the host staged for a gather: each is checked against the table's rows before a run.

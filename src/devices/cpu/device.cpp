@@ -75,11 +75,7 @@ class CpuDevice final : public detail::Device {
     std::vector<bool> barrier_before;
     for (size_t i = 0; i < recording.steps.size(); ++i) {
       const detail::StepPlan& step = plan.steps()[i];
-      KernelArgs a;
-      for (const detail::View& v : step.in) a.in.push_back(operand(v, at));
-      for (const detail::View& v : step.out) a.out.push_back(operand(v, at));
-      a.scalars = step.scalars;
-      a.precision = step.precision;
+      auto a = step.kernel_args<KernelArgs>([&](const detail::View& v) { return operand(v, at); });
       a.features = &Features::host();
       kernels.push_back(cpu::kernels().make(*recording.steps[i].op, a));
       names.push_back(recording.steps[i].op->name());
@@ -93,11 +89,7 @@ class CpuDevice final : public detail::Device {
 }  // namespace
 }  // namespace iron::cpu
 
-namespace iron::detail {
-
-Device& cpu_device() {
+iron::detail::Device& iron::detail::cpu_device() {
   static cpu::CpuDevice device;
   return device;
 }
-
-}  // namespace iron::detail

@@ -1,7 +1,8 @@
 // CPU kernels written once with Google Highway (Debian's libhwy-dev, headers only).
 //
 // A file of such kernels (`src/ops/<op>/<name>_hwy.cpp`) defines them in
-// `namespace <its namespace>::HWY_NAMESPACE` and includes hwy/foreach_target.h, which compiles
+// `namespace <its namespace>::HWY_NAMESPACE` and includes devices/cpu/hwy_each_target.h (which
+// shows the form such a file takes) and so hwy/foreach_target.h, which compiles
 // the file once for each target this build asks of Highway (AVX-512 as N_AVX3 and AVX2 as N_AVX2
 // on x86-64, NEON as N_NEON and SVE as N_SVE on aarch64: CMakeLists.txt turns the others off),
 // each copy with its own instruction set enabled by function attributes, so no
@@ -21,6 +22,15 @@ namespace iron::cpu {
 /// copy (AVX2, FMA, F16C; BMI2, which every AVX2 processor made has).
 inline bool hwy_avx3(const Features& f) { return f.avx512f && f.avx512vl && f.avx512dq && f.avx512bw; }
 inline bool hwy_avx2(const Features& f) { return f.avx2 && f.fma && f.f16c; }
+
+/// Runs `copy` (what IRON_HWY_PICK chose) on `args`; false, running nothing, where none was
+/// chosen: the caller's portable loops then serve.
+template <class Fn, class... Args>
+bool run_picked(Fn* copy, Args... args) {
+  if (!copy) return false;
+  copy(args...);
+  return true;
+}
 
 }  // namespace iron::cpu
 

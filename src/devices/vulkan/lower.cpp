@@ -186,11 +186,7 @@ class VulkanProgram final : public detail::Program {
     const Recording& recording = plan.recording();
     for (size_t i = 0; i < recording.steps.size(); ++i) {
       const detail::StepPlan& step = plan.steps()[i];
-      KernelArgs a;
-      for (const detail::View& v : step.in) a.in.push_back(operand(v, at));
-      for (const detail::View& v : step.out) a.out.push_back(operand(v, at));
-      a.scalars = step.scalars;
-      a.precision = step.precision;
+      auto a = step.kernel_args<KernelArgs>([&](const detail::View& v) { return operand(v, at); });
       a.device = &device_;
       a.words = &words_;
       const Operator& op = *recording.steps[i].op;
@@ -449,19 +445,12 @@ class VulkanDevice final : public detail::Device {
 };
 
 }  // namespace
-}  // namespace iron::vulkan
-
-namespace iron::detail {
-
-Device& vulkan_device() {
-  static vulkan::VulkanDevice device;
-  return device;
-}
-
-}  // namespace iron::detail
-
-namespace iron::vulkan {
 
 Device& shared_device() { return static_cast<VulkanDevice&>(detail::vulkan_device()).device(); }
 
 }  // namespace iron::vulkan
+
+iron::detail::Device& iron::detail::vulkan_device() {
+  static vulkan::VulkanDevice device;
+  return device;
+}

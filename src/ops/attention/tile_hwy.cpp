@@ -17,18 +17,12 @@
 
 #include "ops/attention/tile.hpp"
 
-#undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention/tile_hwy.cpp"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/highway.h>
+#include "devices/cpu/hwy_each_target.h"
 
-#include "devices/cpu/hwy_exp-inl.h"
-#include "devices/cpu/hwy_load-inl.h"
+#include "devices/cpu/hwy_lanes-inl.h"
 
-HWY_BEFORE_NAMESPACE();
-namespace iron::ops::attention {
-namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+IRON_HWY_BEGIN(iron::ops::attention)
 
 // Not built for SVE (see above) nor for Highway's one-lane fallback, which is never picked.
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
@@ -46,11 +40,11 @@ template <DType T>
 HWY_INLINE V load(const char* buffer, int64_t e) {
   const D d;
   if constexpr (T != DType::q8_0) {
-    return cpu::hwy_load::HWY_NAMESPACE::LoadF32<T>(d, buffer + e * (T == DType::f32 ? 4 : 2));
+    return cpu::lanes::HWY_NAMESPACE::LoadF32<T>(d, buffer + e * (T == DType::f32 ? 4 : 2));
   } else {
     static_assert(T == DType::q8_0);
     const char* block = buffer + (e >> 5) * 34;
-    const float scale = cpu::hwy_load::HWY_NAMESPACE::F16At(block);
+    const float scale = cpu::lanes::HWY_NAMESPACE::F16At(block);
     const hn::Rebind<int8_t, D> d8;
     const hn::RebindToSigned<D> di;
     const auto q = hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(block + 2 + (e & 31))));
@@ -198,7 +192,7 @@ void block(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, int64_t r
     // e^(before - after) for the queries whose maximum rises (a lane of -inf less -inf is NaN
     // and unused: its maximum does not rise).
     const V b = hn::Load(d, before);
-    hn::Store(cpu::hwy_math::HWY_NAMESPACE::Exp(d, hn::Sub(b, hn::Max(hn::Load(d, top), b))), d, shrink);
+    hn::Store(cpu::lanes::HWY_NAMESPACE::Exp(d, hn::Sub(b, hn::Max(hn::Load(d, top), b))), d, shrink);
     for (int i = 0; i < B; ++i) {
       if (!(top[i] > before[i])) continue;
       a.sum[m + i] *= shrink[i];
@@ -211,7 +205,7 @@ void block(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, int64_t r
   float* weights = a.work;
   for (int i = 0; i < B; ++i) {
     // A query with no key kept may hold -inf as its maximum: its lanes (NaN or not) are zeroed.
-    const V e = hn::IfThenElseZero(keep[i], cpu::hwy_math::HWY_NAMESPACE::Exp(d, hn::Sub(s[i], hn::Set(d, a.max[m + i]))));
+    const V e = hn::IfThenElseZero(keep[i], cpu::lanes::HWY_NAMESPACE::Exp(d, hn::Sub(s[i], hn::Set(d, a.max[m + i]))));
     a.sum[m + i] += sum_lanes(e);
     hn::Store(e, d, weights + i * kN);
   }
@@ -246,9 +240,7 @@ TileFn tile_for(DType cache, int64_t d) {
 
 #endif  // !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 
-}  // namespace HWY_NAMESPACE
-}  // namespace iron::ops::attention
-HWY_AFTER_NAMESPACE();
+IRON_HWY_END
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"

@@ -8,17 +8,12 @@
 #include <cstdint>
 #include <cstring>
 
-#undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/copy/convert_hwy.cpp"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/highway.h>
+#include "devices/cpu/hwy_each_target.h"
 
 #include "iron/dtype.hpp"
 
-HWY_BEFORE_NAMESPACE();
-namespace iron::ops::copy {
-namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+IRON_HWY_BEGIN(iron::ops::copy)
 
 using D = hn::ScalableTag<float>;
 
@@ -100,9 +95,7 @@ void f32_to_q8_0_rows(const float* src, void* out, int64_t n) {
   }
 }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace iron::ops::copy
-HWY_AFTER_NAMESPACE();
+IRON_HWY_END
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"

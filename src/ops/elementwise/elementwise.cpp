@@ -117,24 +117,17 @@ class Op : public Operator {
   }
 };
 
-struct Add : Op<Kind::add> {
-  Add(Fields p, Fields t) : Op(kAdd, std::move(p), std::move(t)) {}
+// Each operator: its kind of element function and its declaration.
+template <Kind K, const Declaration& D>
+struct Named : Op<K> {
+  Named(Fields p, Fields t) : Op<K>(D, std::move(p), std::move(t)) {}
 };
-struct Sub : Op<Kind::sub> {
-  Sub(Fields p, Fields t) : Op(kSub, std::move(p), std::move(t)) {}
-};
-struct Mul : Op<Kind::mul> {
-  Mul(Fields p, Fields t) : Op(kMul, std::move(p), std::move(t)) {}
-};
-struct Div : Op<Kind::div> {
-  Div(Fields p, Fields t) : Op(kDiv, std::move(p), std::move(t)) {}
-};
-struct SwiGLU : Op<Kind::silu_mul> {
-  SwiGLU(Fields p, Fields t) : Op(kSwiGLU, std::move(p), std::move(t)) {}
-};
-struct GeGLU : Op<Kind::gelu_tanh_mul> {
-  GeGLU(Fields p, Fields t) : Op(kGeGLU, std::move(p), std::move(t)) {}
-};
+using Add = Named<Kind::add, kAdd>;
+using Sub = Named<Kind::sub, kSub>;
+using Mul = Named<Kind::mul, kMul>;
+using Div = Named<Kind::div, kDiv>;
+using SwiGLU = Named<Kind::silu_mul, kSwiGLU>;
+using GeGLU = Named<Kind::gelu_tanh_mul, kGeGLU>;
 
 }  // namespace
 

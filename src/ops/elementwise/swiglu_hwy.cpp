@@ -4,23 +4,18 @@
 #include <cstddef>
 #include <cstdint>
 
-#undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/elementwise/swiglu_hwy.cpp"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/highway.h>
+#include "devices/cpu/hwy_each_target.h"
 
-#include "devices/cpu/hwy_exp-inl.h"
+#include "devices/cpu/hwy_lanes-inl.h"
 
-HWY_BEFORE_NAMESPACE();
-namespace iron::ops::swiglu_hwy {
-namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+IRON_HWY_BEGIN(iron::ops::swiglu_hwy)
 
 using D = hn::ScalableTag<float>;
 using V = hn::Vec<D>;
 
 V silu_mul(D d, V a, V b) {
-  const V e = cpu::hwy_math::HWY_NAMESPACE::Exp(d, hn::Neg(a));
+  const V e = cpu::lanes::HWY_NAMESPACE::Exp(d, hn::Neg(a));
   return hn::Mul(hn::Div(a, hn::Add(hn::Set(d, 1.0f), e)), b);
 }
 
@@ -37,9 +32,7 @@ void silu_mul_rows(const float* a, const float* b, float* y, int64_t n) {
   }
 }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace iron::ops::swiglu_hwy
-HWY_AFTER_NAMESPACE();
+IRON_HWY_END
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"
@@ -47,10 +40,7 @@ HWY_AFTER_NAMESPACE();
 namespace iron::ops {
 
 bool silu_mul_vector(const float* a, const float* b, float* y, int64_t n, const cpu::Features& f) {
-  auto* rows = IRON_HWY_PICK(f, swiglu_hwy, silu_mul_rows);
-  if (!rows) return false;
-  rows(a, b, y, n);
-  return true;
+  return cpu::run_picked(IRON_HWY_PICK(f, swiglu_hwy, silu_mul_rows), a, b, y, n);
 }
 
 }  // namespace iron::ops

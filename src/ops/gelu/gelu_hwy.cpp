@@ -2,24 +2,19 @@
 // every target it has here. The exact form: 0.5 x (1 + erf(x / sqrt 2)), erf from gelu.hpp's
 // polynomials, each lane's interval's coefficients looked up (a BERT encoder's feed-forward; the
 // scalar erf was an eighth of all-MiniLM-L6-v2's time). The tanh form: 0.5 x (1 + tanh(u)) is
-// x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), with a vector e^x (devices/cpu/hwy_exp-inl.h; Gemma's
+// x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), with a vector e^x (devices/cpu/hwy_lanes-inl.h; Gemma's
 // feed-forward runs it on every element of its 2048-wide rows; the scalar tanh in double took a
 // third of a prefill).
 #include <cstddef>
 #include <cstdint>
 
-#undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/gelu/gelu_hwy.cpp"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/highway.h>
+#include "devices/cpu/hwy_each_target.h"
 
-#include "devices/cpu/hwy_exp-inl.h"
+#include "devices/cpu/hwy_lanes-inl.h"
 #include "ops/gelu/gelu.hpp"
 
-HWY_BEFORE_NAMESPACE();
-namespace iron::ops::gelu_hwy {
-namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+IRON_HWY_BEGIN(iron::ops::gelu_hwy)
 
 using D = hn::ScalableTag<float>;
 using V = hn::Vec<D>;
@@ -59,7 +54,7 @@ V gelu_tanh(D d, V x) {
   const V arg = hn::Mul(hn::Set(d, -2.0f * 0.7978845608028654f), inner);
   // Past 88, e^(-2u) is past the largest float: x / (1 + e) is then 0 (exp() holds its argument
   // below that). A NaN goes through as a NaN.
-  const V e = cpu::hwy_math::HWY_NAMESPACE::Exp(d, arg);
+  const V e = cpu::lanes::HWY_NAMESPACE::Exp(d, arg);
   const V y = hn::Div(x, hn::Add(hn::Set(d, 1.0f), e));
   return hn::IfThenZeroElse(hn::Gt(arg, hn::Set(d, 88.0f)), y);
 }
@@ -82,9 +77,7 @@ void rows(float* v, int64_t n, Form form) {
 void erf_rows(float* v, int64_t n) { rows(v, n, [](D d, V x) { return gelu_erf(d, x); }); }
 void tanh_rows(float* v, int64_t n) { rows(v, n, [](D d, V x) { return gelu_tanh(d, x); }); }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace iron::ops::gelu_hwy
-HWY_AFTER_NAMESPACE();
+IRON_HWY_END
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"
@@ -92,10 +85,7 @@ HWY_AFTER_NAMESPACE();
 namespace iron::ops {
 
 bool gelu_rows_vector(float* v, int64_t n, bool tanh, const cpu::Features& f) {
-  auto* rows = tanh ? IRON_HWY_PICK(f, gelu_hwy, tanh_rows) : IRON_HWY_PICK(f, gelu_hwy, erf_rows);
-  if (!rows) return false;
-  rows(v, n);
-  return true;
+  return cpu::run_picked(tanh ? IRON_HWY_PICK(f, gelu_hwy, tanh_rows) : IRON_HWY_PICK(f, gelu_hwy, erf_rows), v, n);
 }
 
 }  // namespace iron::ops

@@ -230,16 +230,11 @@ struct Lanes {
                                          const float* xsum16, F acc) {
     return int8_finish<T>(s, sums, scale, xsum, xsum16, acc);
   }
-  // q6_k sums columns 0-15 and 16-31 apart (each 16 has its own scale); the rest in sums[0].
+  static I izero() { return _mm512_setzero_si512(); }
+  template <DType>
+  [[gnu::always_inline]] static I dot(I sums, W w, X x) { return _mm512_dpbusd_epi32(sums, w, x); }
   template <DType T>
-  struct Dot {
-    I sums[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-    [[gnu::always_inline]] void add(W lo, W hi, X x_lo, X x_hi, int c) {
-      const int half = T == DType::q6_k ? c / 2 : 0;
-      sums[half] = _mm512_dpbusd_epi32(sums[half], lo, x_lo);
-      sums[half] = _mm512_dpbusd_epi32(sums[half], hi, x_hi);
-    }
-  };
+  using Dot = DotInstruction<Lanes, T>;
   // Rows of x one pass over a group of W takes: each pass unpacks the group's quants (and
   // converts its scales) again, and one row's eight dot products a block form one dependent
   // chain, so a batched decode step (up to 8 rows: a server's streams) is one pass with as many

@@ -18,18 +18,13 @@
 
 #include "ops/gemm/kernels.hpp"
 
-#undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/gemm/gemm_hwy.cpp"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include "devices/cpu/hwy_each_target.h"
 #include <hwy/cache_control.h>
-#include <hwy/highway.h>
 
-#include "devices/cpu/hwy_load-inl.h"
+#include "devices/cpu/hwy_lanes-inl.h"
 
-HWY_BEFORE_NAMESPACE();
-namespace iron::ops::gemm {
-namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+IRON_HWY_BEGIN(iron::ops::gemm)
 
 // SVE's vectors have no size at compile time, and these loops keep arrays of accumulators (an
 // array of sizeless vectors is not allowed): the SVE copies are not built until an SVE kernel
@@ -53,7 +48,7 @@ constexpr int64_t kAhead = 8;
 constexpr bool kTable = kN >= 16;
 
 
-HWY_INLINE float half(const char* p) { return cpu::hwy_load::HWY_NAMESPACE::F16At(p); }
+HWY_INLINE float half(const char* p) { return cpu::lanes::HWY_NAMESPACE::F16At(p); }
 
 // A block's f16 scale d (the first 2 bytes at p) and, `Minimum`, the f16 m after it, each in
 // every lane (m zero without one): both converted at once in a vector of four (the block's
@@ -77,7 +72,7 @@ constexpr int64_t elem_bytes() {
 // kN values of a float kind from p.
 template <DType T>
 HWY_INLINE V load_w(const char* p) {
-  return cpu::hwy_load::HWY_NAMESPACE::LoadF32<T>(D(), p);
+  return cpu::lanes::HWY_NAMESPACE::LoadF32<T>(D(), p);
 }
 // The first n < kN values, zeros after them: copied out first, so nothing past the n is read
 // (the last row of a weight can end its mapping).
@@ -818,9 +813,7 @@ void tile(const TileArgs& t) {
 
 #endif  // !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 
-}  // namespace HWY_NAMESPACE
-}  // namespace iron::ops::gemm
-HWY_AFTER_NAMESPACE();
+IRON_HWY_END
 
 #if HWY_ONCE
 namespace iron::ops::gemm {

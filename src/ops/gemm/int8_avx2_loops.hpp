@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/gemm/int8_pass.hpp"
 #include "ops/gemm/kernels.hpp"
@@ -178,33 +179,33 @@ struct Avx2Lanes {
     return finish_half<T>(s, sums, scale, xsum, xsum16, acc);
   }
   // A block's int32 sums of one half against one row of x: with AVX-VNNI vpdpbusd straight into
-  // them; with AVX2 the products' int16 pairs summed as far as cannot saturate (kQuadsInInt16),
-  // then widened by vpmaddwd against ones.
+  // them (DotInstruction); with AVX2 the products' int16 pairs summed as far as cannot saturate
+  // (kQuadsInInt16), then widened by vpmaddwd against ones.
+  static I izero() { return _mm256_setzero_si256(); }
   template <DType T>
-  struct Dot {
+  [[gnu::always_inline]] static I dot(I sums, W w, X x) { return vnni_products<T>(sums, w, x); }
+  template <DType T>
+  struct Avx2Dot {
     I sums[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    I part = _mm256_setzero_si256();  // int16 partial sums (AVX2)
+    I part = _mm256_setzero_si256();  // int16 partial sums
     [[gnu::always_inline]] void add(W lo, W hi, X x_lo, X x_hi, int c) {
       const int half = T == DType::q6_k ? c / 2 : 0;
-      if constexpr (kVnni) {
-        sums[half] = vnni_products<T>(sums[half], lo, x_lo);
-        sums[half] = vnni_products<T>(sums[half], hi, x_hi);
+      const __m256i ones = _mm256_set1_epi16(1);
+      const __m256i p_lo = products<T>(lo, x_lo), p_hi = products<T>(hi, x_hi);
+      constexpr int kSpan = kQuadsInInt16<T>;
+      if constexpr (kSpan == 0) {
+        sums[0] = _mm256_add_epi32(sums[0], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)));
       } else {
-        const __m256i ones = _mm256_set1_epi16(1);
-        const __m256i p_lo = products<T>(lo, x_lo), p_hi = products<T>(hi, x_hi);
-        constexpr int kSpan = kQuadsInInt16<T>;
-        if constexpr (kSpan == 0) {
-          sums[0] = _mm256_add_epi32(sums[0], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)));
-        } else {
-          part = _mm256_add_epi16(part, _mm256_add_epi16(p_lo, p_hi));
-          if ((c + 1) % kSpan == 0) {
-            sums[half] = _mm256_add_epi32(sums[half], _mm256_madd_epi16(part, ones));
-            part = _mm256_setzero_si256();
-          }
+        part = _mm256_add_epi16(part, _mm256_add_epi16(p_lo, p_hi));
+        if ((c + 1) % kSpan == 0) {
+          sums[half] = _mm256_add_epi32(sums[half], _mm256_madd_epi16(part, ones));
+          part = _mm256_setzero_si256();
         }
       }
     }
   };
+  template <DType T>
+  using Dot = std::conditional_t<kVnni, DotInstruction<Avx2Lanes, T>, Avx2Dot<T>>;
   // Rows of x a pass of one half takes (one row takes both halves): 16 registers hold R
   // accumulators, R dot products and (AVX2 alone) R int16 partial sums beside the unpacked
   // quants; q6_k's two dot products a row take one more each. Without the partial sums AVX-VNNI

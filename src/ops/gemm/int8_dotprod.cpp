@@ -167,15 +167,11 @@ struct Lanes {
     return finish_quarter<T>(s, sums, scale, xsum, xsum16, acc);
   }
   // A block's int32 sums of one quarter against one row of x, sdot straight into them.
+  static I izero() { return vdupq_n_s32(0); }
+  template <DType>
+  [[gnu::always_inline]] static I dot(I sums, W w, X x) { return vdotq_s32(sums, w, x); }
   template <DType T>
-  struct Dot {
-    I sums[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
-    [[gnu::always_inline]] void add(W lo, W hi, X x_lo, X x_hi, int c) {
-      const int half = T == DType::q6_k ? c / 2 : 0;
-      sums[half] = vdotq_s32(sums[half], lo, x_lo);
-      sums[half] = vdotq_s32(sums[half], hi, x_hi);
-    }
-  };
+  using Dot = DotInstruction<Lanes, T>;
   // A pass of several rows in 32 registers: 2 quarters (half the group) take 4 for the unpacked
   // quants; each row of x 2 accumulators and 2 dot products (4 for q6_k). A decode's one row takes
   // the whole group in one pass (the group read once).

@@ -1,14 +1,15 @@
 // The int8 path's loop over a rearranged W (kernels.hpp), written once for every instruction
 // set: AVX-512 VNNI's (16 rows a register, gemm_avx512.cpp), AVX2's and AVX-VNNI's (8 rows,
-// int8_avx2_loops.hpp) and ARM's sdot (4 rows, int8_dotprod.cpp). Each includes this after
-// defining its `Lanes`:
+// int8_avx2_loops.hpp) and ARM's sdot (4 rows, int8_dotprod.cpp). Each includes this, then
+// defines its `Lanes`:
 //   kRows: rows of W a register holds (a part of the group; the group has 16 / kRows);
 //   F, I, W, X: the f32 accumulator, the int32 sums, an unpacked operand of quants, 4 values of
 //     x broadcast; fzero(), broadcast(int32 bits of 4 values of x), store(float*, F);
 //   Scales<T>: load(group, b, part), a part's scales of block b, as finish<T> reads them;
 //   unpack<T>(quants, c, part, &lo, &hi): load c (0-3) of block quants for `part`;
 //   Dot<T>: a (part, row of x)'s sums of a block: a default of zero, add(lo, hi, x_lo, x_hi, c),
-//     and `sums`, what finish<T> takes (q6_k: one per half of the block);
+//     and `sums`, what finish<T> takes (q6_k: one per half of the block); DotInstruction below
+//     where one instruction adds the products of 4 bytes into each int32 lane, L::dot<T>;
 //   finish<T>(scales, sums, x's scale, xsum, xsum16, acc): the block's f32 epilogue into acc;
 //   prefetch(at): a cache line; ahead(R): how far ahead a pass of R rows prefetches;
 //   kPassRows<T>, kPassParts: rows of x and parts a pass of several rows takes.
@@ -29,6 +30,19 @@ namespace {
 // 270M 62-76% -> 78-83% of the streaming-read bound); a prefill's passes of several rows read
 // each group many times from the cache, where 1 KiB ahead did as well or better.
 constexpr int64_t part_prefetch_ahead(int rows) { return rows == 1 ? 4096 : 1024; }
+
+// Dot<T> where an instruction (`L::dot<T>(sums, w, x)`: AVX-512 VNNI's and AVX-VNNI's vpdpbusd,
+// ARM's sdot) adds the products of each 4 bytes of w and x into an int32 lane: straight into
+// the sums, q6_k's columns 0-15 and 16-31 apart (each 16 has its own scale), the rest in sums[0].
+template <class L, DType T>
+struct DotInstruction {
+  typename L::I sums[2] = {L::izero(), L::izero()};
+  [[gnu::always_inline]] void add(typename L::W lo, typename L::W hi, typename L::X x_lo, typename L::X x_hi, int c) {
+    const int half = T == DType::q6_k ? c / 2 : 0;
+    sums[half] = L::template dot<T>(sums[half], lo, x_lo);
+    sums[half] = L::template dot<T>(sums[half], hi, x_hi);
+  }
+};
 
 // R rows of x (from i0) against P parts of one group from part p0: kRows output columns per row
 // and part, at y + kRows p. One row (a decode) takes every part in one pass: each block's x is

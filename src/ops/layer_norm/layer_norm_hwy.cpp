@@ -7,15 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/layer_norm/layer_norm_hwy.cpp"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/highway.h>
+#include "devices/cpu/hwy_each_target.h"
 
-HWY_BEFORE_NAMESPACE();
-namespace iron::ops::layer_norm_hwy {
-namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+#include "devices/cpu/hwy_lanes-inl.h"
+
+IRON_HWY_BEGIN(iron::ops::layer_norm_hwy)
 
 using DD = hn::ScalableTag<double>;
 using DF = hn::Rebind<float, DD>;  // as many floats as DD has doubles
@@ -40,8 +37,6 @@ double sum_of(const float* x, int64_t n, F f) {
 
 void row(const float* x, const float* weight, float* y, int64_t n, double epsilon) {
   const DD dd;
-  const DF df;
-  const int64_t lanes = int64_t(hn::Lanes(dd));
   const double mean = sum_of(x, n, [](DD, hn::Vec<DD> v) { return v; }) / double(n);
   const auto m = hn::Set(dd, mean);
   const double var = sum_of(x, n, [&](DD, hn::Vec<DD> v) {
@@ -49,19 +44,10 @@ void row(const float* x, const float* weight, float* y, int64_t n, double epsilo
     return hn::Mul(d, d);
   });
   const double scale = 1.0 / std::sqrt(var / double(n) + epsilon);
-  const auto s = hn::Set(dd, scale);
-  int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    auto t = hn::Mul(hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), m), s);
-    if (weight) t = hn::Mul(t, hn::PromoteTo(dd, hn::LoadU(df, weight + i)));
-    hn::StoreU(hn::DemoteTo(df, t), df, y + i);
-  }
-  for (; i < n; ++i) y[i] = float((double(x[i]) - mean) * scale * (weight ? double(weight[i]) : 1.0));
+  cpu::lanes::HWY_NAMESPACE::NormalisedRow(x, weight, y, n, mean, scale);
 }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace iron::ops::layer_norm_hwy
-HWY_AFTER_NAMESPACE();
+IRON_HWY_END
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"
@@ -70,10 +56,7 @@ namespace iron::ops {
 
 bool layer_norm_row_vector(const float* x, const float* weight, float* y, int64_t n, double epsilon,
                            const cpu::Features& f) {
-  auto* row = IRON_HWY_PICK(f, layer_norm_hwy, row);
-  if (!row) return false;
-  row(x, weight, y, n, epsilon);
-  return true;
+  return cpu::run_picked(IRON_HWY_PICK(f, layer_norm_hwy, row), x, weight, y, n, epsilon);
 }
 
 }  // namespace iron::ops

@@ -8,15 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/rms_norm/rms_norm_hwy.cpp"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/highway.h>
+#include "devices/cpu/hwy_each_target.h"
 
-HWY_BEFORE_NAMESPACE();
-namespace iron::ops::rms_norm_hwy {
-namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+#include "devices/cpu/hwy_lanes-inl.h"
+
+IRON_HWY_BEGIN(iron::ops::rms_norm_hwy)
 
 using DD = hn::CappedTag<double, 8>;
 using DF = hn::Rebind<float, DD>;  // as many floats as DD has doubles
@@ -37,18 +34,10 @@ void row(const float* x, const float* weight, float* y, int64_t n, double eps) {
   for (; i < n; ++i) part[0] += double(x[i]) * double(x[i]);
   const double ss = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
   const double scale = 1.0 / std::sqrt(ss / double(n) + eps);
-  const auto s = hn::Set(dd, scale);
-  for (i = 0; i + lanes <= n; i += lanes) {
-    auto t = hn::Mul(hn::PromoteTo(dd, hn::LoadU(df, x + i)), s);
-    if (weight) t = hn::Mul(t, hn::PromoteTo(dd, hn::LoadU(df, weight + i)));
-    hn::StoreU(hn::DemoteTo(df, t), df, y + i);
-  }
-  for (; i < n; ++i) y[i] = float(double(x[i]) * scale * (weight ? double(weight[i]) : 1.0));
+  cpu::lanes::HWY_NAMESPACE::NormalisedRow(x, weight, y, n, 0.0, scale);
 }
 
-}  // namespace HWY_NAMESPACE
-}  // namespace iron::ops::rms_norm_hwy
-HWY_AFTER_NAMESPACE();
+IRON_HWY_END
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"
@@ -57,10 +46,7 @@ namespace iron::ops {
 
 bool rms_norm_row_vector(const float* x, const float* weight, float* y, int64_t n, double eps,
                          const cpu::Features& f) {
-  auto* row = IRON_HWY_PICK(f, rms_norm_hwy, row);
-  if (!row) return false;
-  row(x, weight, y, n, eps);
-  return true;
+  return cpu::run_picked(IRON_HWY_PICK(f, rms_norm_hwy, row), x, weight, y, n, eps);
 }
 
 }  // namespace iron::ops
