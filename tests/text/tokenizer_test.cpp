@@ -343,6 +343,11 @@ TEST(ChatTemplate, GemmaTurns) {
                         false, ChatTemplateFallback::error, "<bos>"),
             "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
             "<start_of_turn>user\nBye<end_of_turn>\n");
+  // A system message alone makes no turn: the template only ever writes it in front of the first
+  // user turn's text (found by fuzz_chat_template, whose check expected a turn).
+  EXPECT_EQ(format_chat(kGemmaTemplate, {{"system", "Be brief."}}, false, ChatTemplateFallback::error, "<bos>"), "<bos>");
+  EXPECT_EQ(format_chat(kGemmaTemplate, {{"system", "Be brief."}}, true, ChatTemplateFallback::error, "<bos>"),
+            "<bos><start_of_turn>model\n");
   // Turns that do not alternate are refused, as the template's own check refuses them.
   expect_value_error([&] { format_chat(kGemmaTemplate, {{"user", "a"}, {"user", "b"}}, true); },
                      "alternate user and assistant");
