@@ -28,6 +28,12 @@
 # 90 s in the Release build here), the commands' files with one, the TSan build to compile only
 # the files of the suites it runs (its build 194 s here), and the Vulkan SmolLM2 check to continue
 # one prompt greedily rather than four (133 -> 69 s alone, the longest test of the Release ctest).
+# From a fresh clone of 0e22ab9 on the 2 cores (2026-12-06, the machine otherwise idle): models
+# and packages 1.0 min, Release build 5.7, its ctest 4.6, IRON_CPU=avx2 0.7 and portable 2.9, the
+# clang ASan build 7.7, its tests 4.0, TSan build 3.3 and tests 1.5, ARM64 5.8 (build 3.7), the
+# fuzzers 3.1: 40.1 min. Then the ASan run's longest test (GemmInt8's every shape, 126 s) took
+# 35 columns for 577 under the sanitizers, and the portable run left out medium's twins of the
+# highest checks (below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${IRON_BUILD_JOBS:-$(nproc)}
@@ -67,8 +73,16 @@ if [ "$(uname -m)" = x86_64 ]; then
   # AVX2 alone where the machine has more (AVX-512, or AVX-VNNI beside AVX2).
   grep -qwE 'avx512f|avx_vnni' /proc/cpuinfo && narrow=(avx2 portable)
   for cpu in "${narrow[@]}"; do
+    skip='Vulkan'
+    # The portable loops have no int8 or bf16 products, so medium computes there what highest
+    # does: the medium twins of the highest reference checks are left out (MiniLM's two gave the
+    # same worst cosine to the bit, 2026-12-06; Gemma 3's took 68 s). Medium's decode steps and
+    # cache types still run.
+    if [ "$cpu" = portable ]; then
+      skip+='|Gemma3\.LogitsAtMediumPrecision|MiniLM\.MediumStaysClose|SmolLM2\.LogitsAtMediumPrecision'
+    fi
     stage "test: whole models and kernels with IRON_CPU=$cpu"
-    IRON_CPU=$cpu ctest --test-dir build --output-on-failure -j "$(nproc)" -R "$narrow_suites" -E 'Vulkan'
+    IRON_CPU=$cpu ctest --test-dir build --output-on-failure -j "$(nproc)" -R "$narrow_suites" -E "$skip"
   done
 fi
 if [ "${IRON_QUICK:-0}" = 1 ]; then

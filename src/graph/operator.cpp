@@ -175,12 +175,9 @@ float round_to(DType dtype, float x) {
 
 std::string_view name(Precision p) {
   switch (p) {
-    case Precision::highest:
-      return "highest";
-    case Precision::high:
-      return "high";
-    case Precision::medium:
-      return "medium";
+    case Precision::highest: return "highest";
+    case Precision::high: return "high";
+    case Precision::medium: return "medium";
   }
   return "?";
 }

@@ -69,28 +69,22 @@ std::string Affine::str() const {
   std::string x = slot_ < 0 ? "0" : name_;
   for (const Step& s : steps_) {
     std::ostringstream o;
+    const int64_t v = s.operand;
     switch (s.op) {
-      case Op::mul:
-        o << "(" << x << " * " << s.operand << ")";
-        break;
       case Op::add:
         if (x == "0")
-          o << s.operand;
+          o << v;
         else
-          o << "(" << x << (s.operand < 0 ? " - " : " + ") << (s.operand < 0 ? -s.operand : s.operand)
-            << ")";
+          o << "(" << x << (v < 0 ? " - " : " + ") << (v < 0 ? -v : v) << ")";
         break;
+      case Op::mul:
       case Op::floordiv:
-        o << "(" << x << " // " << s.operand << ")";
-        break;
       case Op::shr:
-        o << "(" << x << " >> " << s.operand << ")";
+        o << "(" << x << (s.op == Op::mul ? " * " : s.op == Op::shr ? " >> " : " // ") << v << ")";
         break;
       case Op::min:
-        o << "min(" << x << ", " << s.operand << ")";
-        break;
       case Op::max:
-        o << "max(" << x << ", " << s.operand << ")";
+        o << (s.op == Op::min ? "min(" : "max(") << x << ", " << v << ")";
         break;
     }
     x = o.str();

@@ -8,16 +8,20 @@ namespace iron::ops {
 
 class RowwiseOp : public Operator {
  public:
-  RowwiseOp(const Declaration& d, Fields p, Fields t) : Operator(d, std::move(p), std::move(t)) {
-    n_ = params_.integer("N");
+  /// The row in vector lanes on a processor with `f` (within the operator's tolerance of row(),
+  /// which stays the reference): false, writing nothing, where no vector copy runs there.
+  using VectorRow = bool (*)(const float* x, const float* weight, float* y, int64_t n, double epsilon,
+                             const cpu::Features& f);
+
+  RowwiseOp(const Declaration& d, Fields p, Fields t, VectorRow vector_row)
+      : Operator(d, std::move(p), std::move(t)), n_(params_.integer("N")), vector_row_(vector_row) {
     if (n_ <= 0) value_error(d.name + ": N is positive, got " + std::to_string(n_));
   }
   /// y = f(x, weight) over one row of n entries (weight may be null), in f64 where it matters.
   virtual void row(const float* x, const float* weight, float* y, int64_t n) const = 0;
-  /// row() as the CPU kernel computes it on a processor with `f`: an operator may give a vector
-  /// form (within its tolerance of row(), which stays the reference).
-  virtual void kernel_row(const float* x, const float* weight, float* y, int64_t n, const cpu::Features&) const {
-    row(x, weight, y, n);
+  /// row() as the CPU kernel computes it on a processor with `f`: the vector form where one runs.
+  void kernel_row(const float* x, const float* weight, float* y, int64_t n, const cpu::Features& f) const {
+    if (!vector_row_ || !vector_row_(x, weight, y, n, epsilon(), f)) row(x, weight, y, n);
   }
   double epsilon() const { return params_.number("epsilon"); }
   bool weighted() const { return params_.flag("weighted"); }
@@ -87,6 +91,7 @@ class RowwiseOp : public Operator {
   };
 
   int64_t n_;
+  VectorRow vector_row_;  // null: row() alone
 };
 
 /// Records a rowwise operator's dispatches on Vulkan (src/ops/rowwise_vulkan.cpp).

@@ -9,18 +9,12 @@ namespace iron::cpu {
 
 const char* target_name(Target t) {
   switch (t) {
-    case Target::amx:
-      return "amx";
-    case Target::avx512:
-      return "avx512";
-    case Target::avx2:
-      return "avx2";
-    case Target::sve:
-      return "sve";
-    case Target::neon:
-      return "neon";
-    case Target::portable:
-      return "portable";
+    case Target::amx: return "amx";
+    case Target::avx512: return "avx512";
+    case Target::avx2: return "avx2";
+    case Target::sve: return "sve";
+    case Target::neon: return "neon";
+    case Target::portable: return "portable";
   }
   return "?";
 }

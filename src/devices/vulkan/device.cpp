@@ -69,14 +69,10 @@ MemoryWish wish_for(MemoryKind kind, bool unified) {
 
 const char* memory_kind_name(MemoryKind kind) {
   switch (kind) {
-    case MemoryKind::device:
-      return "device";
-    case MemoryKind::staging:
-      return "staging";
-    case MemoryKind::per_call:
-      return "per-call";
-    case MemoryKind::readback:
-      return "readback";
+    case MemoryKind::device: return "device";
+    case MemoryKind::staging: return "staging";
+    case MemoryKind::per_call: return "per-call";
+    case MemoryKind::readback: return "readback";
   }
   return "unknown";
 }
@@ -122,19 +118,19 @@ VkMappedMemoryRange atom_range(VkDeviceMemory memory, size_t offset, size_t byte
 }  // namespace
 
 void Buffer::flush(size_t offset, size_t bytes) const {
-  if (coherent_ || !mapped_ || bytes == 0) return;
-  const VkMappedMemoryRange range =
-      atom_range(memory_, offset, bytes, device_->info().non_coherent_atom_size, allocation_size_);
-  check(device_->functions().vkFlushMappedMemoryRanges(device_->handle(), 1, &range),
-        "vkFlushMappedMemoryRanges");
+  sync(&DeviceFunctions::vkFlushMappedMemoryRanges, "vkFlushMappedMemoryRanges", offset, bytes);
 }
 
 void Buffer::invalidate(size_t offset, size_t bytes) const {
+  sync(&DeviceFunctions::vkInvalidateMappedMemoryRanges, "vkInvalidateMappedMemoryRanges", offset, bytes);
+}
+
+void Buffer::sync(PFN_vkFlushMappedMemoryRanges DeviceFunctions::*call, const char* what, size_t offset,
+                  size_t bytes) const {
   if (coherent_ || !mapped_ || bytes == 0) return;
   const VkMappedMemoryRange range =
       atom_range(memory_, offset, bytes, device_->info().non_coherent_atom_size, allocation_size_);
-  check(device_->functions().vkInvalidateMappedMemoryRanges(device_->handle(), 1, &range),
-        "vkInvalidateMappedMemoryRanges");
+  check((device_->functions().*call)(device_->handle(), 1, &range), what);
 }
 
 // ---- Device ----

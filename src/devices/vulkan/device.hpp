@@ -73,6 +73,10 @@ class Buffer {
  private:
   friend class Device;
   void release();
+  // flush and invalidate: `call` (either, the two have one type) over the range's whole atoms,
+  // on memory that is mapped and not coherent.
+  void sync(PFN_vkFlushMappedMemoryRanges DeviceFunctions::*call, const char* what, size_t offset,
+            size_t bytes) const;
 
   Device* device_ = nullptr;
   VkBuffer buffer_ = VK_NULL_HANDLE;

@@ -12,8 +12,9 @@ bool layer_norm_row_vector(const float* x, const float* weight, float* y, int64_
 namespace {
 const Declaration kLayerNorm{"LayerNorm", nullptr, {{"N", std::nullopt}, {"epsilon", 1e-5}, {"weighted", true}}, {}};
 
+// In vector lanes, the same sums in double, where a Highway copy runs (layer_norm_hwy.cpp).
 struct LayerNorm : RowwiseOp {
-  LayerNorm(Fields p, Fields t) : RowwiseOp(kLayerNorm, std::move(p), std::move(t)) {}
+  LayerNorm(Fields p, Fields t) : RowwiseOp(kLayerNorm, std::move(p), std::move(t), &layer_norm_row_vector) {}
   void row(const float* x, const float* weight, float* y, int64_t n) const override {
     double mean = 0;
     for (int64_t i = 0; i < n; ++i) mean += x[i];
@@ -22,10 +23,6 @@ struct LayerNorm : RowwiseOp {
     for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
     double scale = 1.0 / std::sqrt(var / double(n) + epsilon());
     for (int64_t i = 0; i < n; ++i) y[i] = float((x[i] - mean) * scale * (weight ? double(weight[i]) : 1.0));
-  }
-  // The same sums in double in vector lanes where a Highway copy runs (layer_norm_hwy.cpp).
-  void kernel_row(const float* x, const float* weight, float* y, int64_t n, const cpu::Features& f) const override {
-    if (!layer_norm_row_vector(x, weight, y, n, epsilon(), f)) row(x, weight, y, n);
   }
   Tolerance tolerance(Precision) const override { return {1e-5, 1e-5}; }
 };

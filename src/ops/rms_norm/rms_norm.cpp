@@ -31,13 +31,11 @@ void rms_norm_row(const float* x, const float* weight, float* y, int64_t n, doub
 namespace {
 const Declaration kRMSNorm{"RMSNorm", nullptr, {{"N", std::nullopt}, {"epsilon", 1e-6}, {"weighted", true}}, {}};
 
+// In vector lanes where a Highway copy runs (rms_norm_hwy.cpp).
 struct RMSNorm : RowwiseOp {
-  RMSNorm(Fields p, Fields t) : RowwiseOp(kRMSNorm, std::move(p), std::move(t)) {}
+  RMSNorm(Fields p, Fields t) : RowwiseOp(kRMSNorm, std::move(p), std::move(t), &rms_norm_row_vector) {}
   void row(const float* x, const float* weight, float* y, int64_t n) const override {
     rms_norm_row(x, weight, y, n, epsilon());
-  }
-  void kernel_row(const float* x, const float* weight, float* y, int64_t n, const cpu::Features& f) const override {
-    rms_norm_row(x, weight, y, n, epsilon(), f);
   }
   Tolerance tolerance(Precision) const override { return {1e-6, 1e-5}; }
 };
