@@ -201,13 +201,9 @@ void quantise_x8(const QuantiseX8Args& a) {
 // f32 (int8_blocks.hpp, which the AMX loop shares).
 struct Lanes {
   static constexpr int64_t kRows = 16;
-  using F = __m512;
-  using I = __m512i;
-  using W = __m512i;
-  using X = __m512i;
-  static F fzero() { return _mm512_setzero_ps(); }
-  static X broadcast(int32_t four) { return _mm512_set1_epi32(four); }
-  static void store(float* y, F acc) { _mm512_storeu_ps(y, acc); }
+  static __m512 fzero() { return _mm512_setzero_ps(); }
+  static __m512i broadcast(int32_t four) { return _mm512_set1_epi32(four); }
+  static void store(float* y, __m512 acc) { _mm512_storeu_ps(y, acc); }
   static void prefetch(const char* at) { _mm_prefetch(at, _MM_HINT_T0); }
   // Software prefetch 4 KiB ahead of the block being read, whatever the rows. The hardware
   // prefetcher alone fell behind: a batched step's pass of several rows spends ~8 times as long
@@ -222,17 +218,17 @@ struct Lanes {
     void load(const char* group, int64_t b, int) { Int8Scales<T>::load(group, b); }
   };
   template <DType T>
-  [[gnu::always_inline]] static void unpack(const char* quants, int c, int, W* lo, W* hi) {
+  [[gnu::always_inline]] static void unpack(const char* quants, int c, int, __m512i* lo, __m512i* hi) {
     int8_unpack<T>(quants, c, lo, hi);
   }
   template <DType T>
-  [[gnu::always_inline]] static F finish(const Int8Scales<T>& s, const I* sums, float scale, float xsum,
-                                         const float* xsum16, F acc) {
+  [[gnu::always_inline]] static __m512 finish(const Int8Scales<T>& s, const __m512i* sums, float scale, float xsum,
+                                         const float* xsum16, __m512 acc) {
     return int8_finish<T>(s, sums, scale, xsum, xsum16, acc);
   }
-  static I izero() { return _mm512_setzero_si512(); }
+  static __m512i izero() { return _mm512_setzero_si512(); }
   template <DType>
-  [[gnu::always_inline]] static I dot(I sums, W w, X x) { return _mm512_dpbusd_epi32(sums, w, x); }
+  [[gnu::always_inline]] static __m512i dot(__m512i sums, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(sums, w, x); }
   template <DType T>
   using Dot = DotInstruction<Lanes, T>;
   // Rows of x one pass over a group of W takes: each pass unpacks the group's quants (and

@@ -159,36 +159,32 @@ inline __m256 finish_half(const Scales8<T>& s, const __m256i* dot, float scale, 
 template <bool kVnni>
 struct Avx2Lanes {
   static constexpr int64_t kRows = 8;
-  using F = __m256;
-  using I = __m256i;
-  using W = __m256i;
-  using X = __m256i;
-  static F fzero() { return _mm256_setzero_ps(); }
-  static X broadcast(int32_t four) { return _mm256_set1_epi32(four); }
-  static void store(float* y, F acc) { _mm256_storeu_ps(y, acc); }
+  static __m256 fzero() { return _mm256_setzero_ps(); }
+  static __m256i broadcast(int32_t four) { return _mm256_set1_epi32(four); }
+  static void store(float* y, __m256 acc) { _mm256_storeu_ps(y, acc); }
   static void prefetch(const char* at) { _mm_prefetch(at, _MM_HINT_T0); }
   static constexpr int64_t ahead(int rows) { return part_prefetch_ahead(rows); }
   template <DType T>
   using Scales = Scales8<T>;
   template <DType T>
-  [[gnu::always_inline]] static void unpack(const char* quants, int c, int half, W* lo, W* hi) {
+  [[gnu::always_inline]] static void unpack(const char* quants, int c, int half, __m256i* lo, __m256i* hi) {
     unpack_half<T>(quants, c, half, lo, hi);
   }
   template <DType T>
-  [[gnu::always_inline]] static F finish(const Scales8<T>& s, const I* sums, float scale, float xsum, const float* xsum16, F acc) {
+  [[gnu::always_inline]] static __m256 finish(const Scales8<T>& s, const __m256i* sums, float scale, float xsum, const float* xsum16, __m256 acc) {
     return finish_half<T>(s, sums, scale, xsum, xsum16, acc);
   }
   // A block's int32 sums of one half against one row of x: with AVX-VNNI vpdpbusd straight into
   // them (DotInstruction); with AVX2 the products' int16 pairs summed as far as cannot saturate
   // (kQuadsInInt16), then widened by vpmaddwd against ones.
-  static I izero() { return _mm256_setzero_si256(); }
+  static __m256i izero() { return _mm256_setzero_si256(); }
   template <DType T>
-  [[gnu::always_inline]] static I dot(I sums, W w, X x) { return vnni_products<T>(sums, w, x); }
+  [[gnu::always_inline]] static __m256i dot(__m256i sums, __m256i w, __m256i x) { return vnni_products<T>(sums, w, x); }
   template <DType T>
   struct Avx2Dot {
-    I sums[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    I part = _mm256_setzero_si256();  // int16 partial sums
-    [[gnu::always_inline]] void add(W lo, W hi, X x_lo, X x_hi, int c) {
+    __m256i sums[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i part = _mm256_setzero_si256();  // int16 partial sums
+    [[gnu::always_inline]] void add(__m256i lo, __m256i hi, __m256i x_lo, __m256i x_hi, int c) {
       const int half = T == DType::q6_k ? c / 2 : 0;
       const __m256i ones = _mm256_set1_epi16(1);
       const __m256i p_lo = products<T>(lo, x_lo), p_hi = products<T>(hi, x_hi);

@@ -146,30 +146,26 @@ inline float32x4_t finish_quarter(const Scales4<T>& s, const int32x4_t* dot, flo
 // of 4 rows, one f32 lane a row.
 struct Lanes {
   static constexpr int64_t kRows = 4;
-  using F = float32x4_t;
-  using I = int32x4_t;
-  using W = int8x16_t;
-  using X = int8x16_t;
-  static F fzero() { return vdupq_n_f32(0.0f); }
-  static X broadcast(int32_t four) { return vreinterpretq_s8_s32(vdupq_n_s32(four)); }
-  static void store(float* y, F acc) { vst1q_f32(y, acc); }
+  static float32x4_t fzero() { return vdupq_n_f32(0.0f); }
+  static int8x16_t broadcast(int32_t four) { return vreinterpretq_s8_s32(vdupq_n_s32(four)); }
+  static void store(float* y, float32x4_t acc) { vst1q_f32(y, acc); }
   static void prefetch(const char* at) { __builtin_prefetch(at); }
   static constexpr int64_t ahead(int rows) { return part_prefetch_ahead(rows); }
   template <DType T>
   using Scales = Scales4<T>;
   template <DType T>
-  [[gnu::always_inline]] static void unpack(const char* quants, int c, int part, W* lo, W* hi) {
+  [[gnu::always_inline]] static void unpack(const char* quants, int c, int part, int8x16_t* lo, int8x16_t* hi) {
     unpack_quarter<T>(quants, c, part, lo, hi);
   }
   template <DType T>
-  [[gnu::always_inline]] static F finish(const Scales4<T>& s, const I* sums, float scale, float xsum,
-                                         const float* xsum16, F acc) {
+  [[gnu::always_inline]] static float32x4_t finish(const Scales4<T>& s, const int32x4_t* sums, float scale, float xsum,
+                                         const float* xsum16, float32x4_t acc) {
     return finish_quarter<T>(s, sums, scale, xsum, xsum16, acc);
   }
   // A block's int32 sums of one quarter against one row of x, sdot straight into them.
-  static I izero() { return vdupq_n_s32(0); }
+  static int32x4_t izero() { return vdupq_n_s32(0); }
   template <DType>
-  [[gnu::always_inline]] static I dot(I sums, W w, X x) { return vdotq_s32(sums, w, x); }
+  [[gnu::always_inline]] static int32x4_t dot(int32x4_t sums, int8x16_t w, int8x16_t x) { return vdotq_s32(sums, w, x); }
   template <DType T>
   using Dot = DotInstruction<Lanes, T>;
   // A pass of several rows in 32 registers: 2 quarters (half the group) take 4 for the unpacked

@@ -3,8 +3,9 @@
 // int8_avx2_loops.hpp) and ARM's sdot (4 rows, int8_dotprod.cpp). Each includes this, then
 // defines its `Lanes`:
 //   kRows: rows of W a register holds (a part of the group; the group has 16 / kRows);
-//   F, I, W, X: the f32 accumulator, the int32 sums, an unpacked operand of quants, 4 values of
-//     x broadcast; fzero(), broadcast(int32 bits of 4 values of x), store(float*, F);
+//   fzero(): a zero f32 accumulator, izero(): zero int32 sums, broadcast(int32 bits of 4 values
+//     of x): a register of them, store(float*, acc); their types name the registers (AccOf,
+//     SumsOf, BytesOf below; an unpacked operand of quants is a BytesOf too);
 //   Scales<T>: load(group, b, part), a part's scales of block b, as finish<T> reads them;
 //   unpack<T>(quants, c, part, &lo, &hi): load c (0-3) of block quants for `part`;
 //   Dot<T>: a (part, row of x)'s sums of a block: a default of zero, add(lo, hi, x_lo, x_hi, c),
@@ -31,13 +32,22 @@ namespace {
 // each group many times from the cache, where 1 KiB ahead did as well or better.
 constexpr int64_t part_prefetch_ahead(int rows) { return rows == 1 ? 4096 : 1024; }
 
+// A Lanes's registers, named by what its functions return: the f32 accumulator, the int32 sums,
+// and bytes (4 values of x broadcast, or an unpacked operand of W's quants).
+template <class L>
+using AccOf = decltype(L::fzero());
+template <class L>
+using SumsOf = decltype(L::izero());
+template <class L>
+using BytesOf = decltype(L::broadcast(0));
+
 // Dot<T> where an instruction (`L::dot<T>(sums, w, x)`: AVX-512 VNNI's and AVX-VNNI's vpdpbusd,
 // ARM's sdot) adds the products of each 4 bytes of w and x into an int32 lane: straight into
 // the sums, q6_k's columns 0-15 and 16-31 apart (each 16 has its own scale), the rest in sums[0].
 template <class L, DType T>
 struct DotInstruction {
-  typename L::I sums[2] = {L::izero(), L::izero()};
-  [[gnu::always_inline]] void add(typename L::W lo, typename L::W hi, typename L::X x_lo, typename L::X x_hi, int c) {
+  SumsOf<L> sums[2] = {L::izero(), L::izero()};
+  [[gnu::always_inline]] void add(BytesOf<L> lo, BytesOf<L> hi, BytesOf<L> x_lo, BytesOf<L> x_hi, int c) {
     const int half = T == DType::q6_k ? c / 2 : 0;
     sums[half] = L::template dot<T>(sums[half], lo, x_lo);
     sums[half] = L::template dot<T>(sums[half], hi, x_hi);
@@ -55,7 +65,7 @@ inline void int8_pass(const GemmInt8Args& g, int64_t i0, const char* group, int 
   const int64_t blocks = g.k / 32;
   const int8_t* q[R];
   const float *scale[R], *xsum[R], *xsum16[R];
-  typename L::F acc[P][R];
+  AccOf<L> acc[P][R];
   for (int r = 0; r < R; ++r) {
     q[r] = g.q + (i0 + r) * g.k;
     scale[r] = g.scale + (i0 + r) * blocks;
@@ -80,10 +90,10 @@ inline void int8_pass(const GemmInt8Args& g, int64_t i0, const char* group, int 
     // stack, which made AVX2's q4_1 loop 3.5 times slower.
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      typename L::W lo[P], hi[P];
+      BytesOf<L> lo[P], hi[P];
       for (int p = 0; p < P; ++p) L::template unpack<T>(quants, c, p0 + p, &lo[p], &hi[p]);
       for (int r = 0; r < R; ++r) {
-        const typename L::X x_lo = x4(r, b * 32 + 8 * c), x_hi = x4(r, b * 32 + 8 * c + 4);
+        const BytesOf<L> x_lo = x4(r, b * 32 + 8 * c), x_hi = x4(r, b * 32 + 8 * c + 4);
         for (int p = 0; p < P; ++p) dot[p][r].add(lo[p], hi[p], x_lo, x_hi, c);
       }
     }
