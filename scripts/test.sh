@@ -32,7 +32,7 @@
 # and packages 1.0 min, Release build 5.7, its ctest 4.6, IRON_CPU=avx2 0.7 and portable 2.9, the
 # clang ASan build 7.7, its tests 4.0, TSan build 3.3 and tests 1.5, ARM64 5.8 (build 3.7), the
 # fuzzers 3.1: 40.1 min. Then the ASan run's longest test (GemmInt8's every shape, 126 s) took
-# 35 columns for 577 under the sanitizers, and the portable run left out medium's twins of the
+# 33 columns for 577 under the sanitizers, and the portable run left out medium's twins of the
 # highest checks (below).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -69,7 +69,9 @@ HWY_INLINE float F16At(const char* p) {
 }
 
 // A normalised row: y = (x - mean) * scale (* weight, where given), each in double and rounded
-// once to f32, as the norms' scalar rows do (LayerNorm's, and RMSNorm's with mean 0).
+// once to f32, as the norms' scalar rows do: LayerNorm's (kCentred), and RMSNorm's, whose mean is
+// 0 and whose lanes skip the subtraction (exact either way: x - 0 is x).
+template <bool kCentred>
 HWY_INLINE void NormalisedRow(const float* x, const float* weight, float* y, int64_t n, double mean, double scale) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;  // as many floats as dd has doubles
@@ -77,7 +79,8 @@ HWY_INLINE void NormalisedRow(const float* x, const float* weight, float* y, int
   const auto m = hn::Set(dd, mean), s = hn::Set(dd, scale);
   int64_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    auto t = hn::Mul(hn::Sub(hn::PromoteTo(dd, hn::LoadU(df, x + i)), m), s);
+    const auto v = hn::PromoteTo(dd, hn::LoadU(df, x + i));
+    auto t = hn::Mul(kCentred ? hn::Sub(v, m) : v, s);
     if (weight) t = hn::Mul(t, hn::PromoteTo(dd, hn::LoadU(df, weight + i)));
     hn::StoreU(hn::DemoteTo(df, t), df, y + i);
   }

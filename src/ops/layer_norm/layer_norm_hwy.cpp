@@ -44,7 +44,7 @@ void row(const float* x, const float* weight, float* y, int64_t n, double epsilo
     return hn::Mul(d, d);
   });
   const double scale = 1.0 / std::sqrt(var / double(n) + epsilon);
-  cpu::lanes::HWY_NAMESPACE::NormalisedRow(x, weight, y, n, mean, scale);
+  cpu::lanes::HWY_NAMESPACE::NormalisedRow<true>(x, weight, y, n, mean, scale);
 }
 
 IRON_HWY_END

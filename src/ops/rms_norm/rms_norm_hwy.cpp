@@ -34,7 +34,7 @@ void row(const float* x, const float* weight, float* y, int64_t n, double eps) {
   for (; i < n; ++i) part[0] += double(x[i]) * double(x[i]);
   const double ss = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
   const double scale = 1.0 / std::sqrt(ss / double(n) + eps);
-  cpu::lanes::HWY_NAMESPACE::NormalisedRow(x, weight, y, n, 0.0, scale);
+  cpu::lanes::HWY_NAMESPACE::NormalisedRow<false>(x, weight, y, n, 0.0, scale);
 }
 
 IRON_HWY_END
