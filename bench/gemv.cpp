@@ -49,8 +49,20 @@ const Shape2 kShapes[] = {{"576->576 q4_1", 576, 576, DType::q4_1},
                           // SmolLM2 requantised to Q6_K: 576-wide rows fall back to q8_0, the
                           // down projection (1536-wide) is q6_k.
                           {"576->1536 q8_0", 576, 1536, DType::q8_0},
-                          {"1536->576 q6_k", 1536, 576, DType::q6_k}};
-constexpr int64_t kSmolShapes = 5, kAllShapes = int64_t(sizeof(kShapes) / sizeof(kShapes[0]));
+                          {"1536->576 q6_k", 1536, 576, DType::q6_k},
+                          // The encoders' f32 weights (all-MiniLM-L6-v2's MLP, EmbeddingGemma's
+                          // gate/up and down), each beside q8_0 on the same shape: what medium's
+                          // int8 products cost against its bf16 or f32 ones.
+                          {"384->1536 f32", 384, 1536, DType::f32},
+                          {"384->1536 q8_0", 384, 1536, DType::q8_0},
+                          {"1536->384 f32", 1536, 384, DType::f32},
+                          {"1536->384 q8_0", 1536, 384, DType::q8_0},
+                          {"768->1152 f32", 768, 1152, DType::f32},
+                          {"768->1152 q8_0", 768, 1152, DType::q8_0},
+                          {"1152->768 f32", 1152, 768, DType::f32},
+                          {"1152->768 q8_0", 1152, 768, DType::q8_0}};
+constexpr int64_t kSmolShapes = 5, kEncoderShapes = 14,
+                  kAllShapes = int64_t(sizeof(kShapes) / sizeof(kShapes[0]));
 
 // Indices [from, to) of kShapes, for ArgsProduct.
 std::vector<int64_t> shapes(int64_t from, int64_t to) {
@@ -64,6 +76,14 @@ int64_t weight_bytes(const Shape2& s) { return s.n * s.k / info(s.w).block * inf
 std::vector<char> random_weight(const Shape2& s, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<char> bytes(size_t(weight_bytes(s)));
+  if (s.w == DType::f32) {  // values of a trained layer's size, not random bit patterns
+    std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+    for (size_t i = 0; i < bytes.size(); i += 4) {
+      const float v = u(rng);
+      std::memcpy(bytes.data() + i, &v, 4);
+    }
+    return bytes;
+  }
   for (auto& b : bytes) b = char(rng() & 0xff);
   // Each block's f16 fields finite: the scale (q6_k's at its end) and the minimum.
   const int block = info(s.w).bytes;
@@ -226,7 +246,14 @@ BENCHMARK(BM_GEMM)
     ->MinTime(0.3);
 // Gemma's shapes: 64 rows, the dispatched kernels only.
 BENCHMARK(BM_GEMM)
-    ->ArgsProduct({shapes(kSmolShapes, kAllShapes), {64}, {1, 2}, {1, 2}})
+    ->ArgsProduct({shapes(kSmolShapes, kEncoderShapes), {64}, {1, 2}, {1, 2}})
+    ->ArgNames({"shape", "rows", "threads", "fast"})
+    ->UseRealTime()
+    ->MinTime(0.3);
+// The encoders' shapes: one short sentence (20 rows), a long one (256), a batch (640), the
+// dispatched kernels at highest and at medium.
+BENCHMARK(BM_GEMM)
+    ->ArgsProduct({shapes(kEncoderShapes, kAllShapes), {20, 256, 640}, {1}, {1, 2}})
     ->ArgNames({"shape", "rows", "threads", "fast"})
     ->UseRealTime()
     ->MinTime(0.3);

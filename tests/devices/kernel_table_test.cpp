@@ -191,7 +191,13 @@ TEST(KernelTable, AnAvx512MachineWithoutAmxTakesAvx512) {
               "avx512 (amx passed over: needs amx-bf16 or amx-int8 (with the OS's leave to use tiles),)");
   expect_highway_kernels(f, "avx512");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: vpdpbusd)");
-  EXPECT_EQ(how(f, "ProjectionGEMM", "f32 weight, f32 rows, medium"), "(bf16 x: vdpbf16ps)");
+  // An Intel core's vdpbf16ps multiplies no more pairs than its FMAs: medium stays in f32 there.
+  EXPECT_EQ(how(f, "ProjectionGEMM", "f32 weight, f32 rows, medium"),
+            "(f32 FMA: vdpbf16ps multiplies no more pairs here)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "f32 weight, f32 rows, highest"), "(f32 FMA)");
+  cpu::Features amd = f;
+  amd.bf16_pairs_fast = true;
+  EXPECT_EQ(how(amd, "ProjectionGEMM", "f32 weight, f32 rows, medium"), "(bf16 x: vdpbf16ps)");
 }
 
 TEST(KernelTable, AmxTakesOnlyWhatMediumMayRoundInTiles) {

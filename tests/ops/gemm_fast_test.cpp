@@ -229,7 +229,7 @@ TEST(GemmFast, EnvironmentNarrowsFeatures) {
   EXPECT_FALSE(p.avx2 || p.fma || p.avx512f || p.avx512bw);
   EXPECT_EQ(p.str(), "portable");
   cpu::Features a = host.limited_to("avx2");
-  EXPECT_FALSE(a.avx512f || a.avx512bf16);
+  EXPECT_FALSE(a.avx512f || a.avx512bf16 || a.bf16_pairs_fast);
   EXPECT_EQ(a.avx2, host.avx2);
   cpu::Features b = host.limited_to("avx512");
   EXPECT_FALSE(b.amx_bf16);

@@ -48,6 +48,9 @@ const Features& Features::host() {
       f.avxvnni = a & (1u << 4);  // vpdpbusd on 256-bit registers (Alder Lake and later, Zen 5)
       f.avx512bf16 = a & (1u << 5);
     }
+    // The vendor's name, in EBX, EDX, ECX of leaf 0.
+    bool amd = false;
+    if (__get_cpuid(0, &a, &b, &c, &d)) amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
     // The OS must also save the wide registers (XCR0): AVX state and, for AVX-512, opmask/ZMM.
     unsigned xcr0_lo = 0, xcr0_hi = 0;
     if (__get_cpuid_count(1, 0, &a, &b, &c, &d) && (c & (1u << 27)))
@@ -62,6 +65,7 @@ const Features& Features::host() {
     f.avx512dq = f.avx512dq && avx512_state;
     f.avx512vnni = f.avx512vnni && avx512_state;
     f.avx512bf16 = f.avx512bf16 && f.avx512f;
+    f.bf16_pairs_fast = f.avx512bf16 && amd;
     // AMX needs the OS to save the tile state (XCR0 bits 17 and 18) and, on Linux, the process to
     // ask for it (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA): a VM may list AMX in cpuid and
     // still refuse, and a tile instruction without that permission kills the process. So AMX is
@@ -91,7 +95,7 @@ Features Features::limited_to(std::string_view level) const {
   if (level == "avx512") f.amx_bf16 = f.amx_int8 = false;
   if (level == "portable" || level == "avx2" || level == "avxvnni") {
     f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512bf16 = f.avx512vnni = false;
-    f.amx_bf16 = f.amx_int8 = false;
+    f.bf16_pairs_fast = f.amx_bf16 = f.amx_int8 = false;
   }
   // "avx2" is a processor with AVX2 alone (Haswell to Zen 3), "avxvnni" one with AVX-VNNI too.
   if (level == "portable" || level == "avx2") f.avxvnni = false;

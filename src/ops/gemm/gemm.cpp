@@ -210,7 +210,9 @@ class Matmul : public Operator {
     const bool avx512 = std::string_view(p.isa->name) == "avx512";
     p.int8 = medium && projection_ && (f.avx512vnni || !avx512) && p.isa->gemm_int8 && a.in.at(0).dtype == f32 &&
              gemm::int8_weight(a.in.at(1).dtype);
-    p.bf16 = medium && f.avx512bf16 && p.isa->tile_bf16;
+    // bf16 products only where they multiply more pairs than f32 FMAs: AMD's vdpbf16ps, or AMX's
+    // tiles (which take k in steps of 32); else f32, as fast there and exact.
+    p.bf16 = medium && f.avx512bf16 && p.isa->tile_bf16 && (f.bf16_pairs_fast || (f.amx_bf16 && k_ % 32 == 0));
     p.amx_bf16 = p.bf16 && f.amx_bf16 && p.isa->tile_bf16_amx;
     p.amx_int8 = p.int8 && f.amx_int8 && p.isa->gemm_int8_amx;
     return p;
@@ -247,6 +249,9 @@ class Matmul : public Operator {
     if (p.int8) return std::string("(int8 x: ") + p.isa->int8_instructions + ")";
     if (p.amx_bf16) return "(bf16 x: AMX-BF16 tiles)";
     if (p.bf16) return "(bf16 x: vdpbf16ps)";
+    const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
+    const bool medium = a.precision == Precision::medium && !static_cast<const Matmul&>(op).gemv_;
+    if (medium && f.avx512bf16) return "(f32 FMA: vdpbf16ps multiplies no more pairs here)";
     return "(f32 FMA)";
   }
   /// Why AMX tiles do not take this step, empty when they do (as part_kernel() decides).
