@@ -117,7 +117,7 @@ TEST(KernelTable, ANeonMachineTakesTheNeonLoopsWhereAnOperatorHasThem) {
   EXPECT_EQ(how(dot, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: sdot)");
   EXPECT_EQ(how(dot, "ProjectionGEMM", "q6_k weight, f32 rows, medium"), "(int8 x: sdot)");
   EXPECT_EQ(how(dot, "ProjectionGEMM", "q4_1 weight, f32 rows, highest"), "(f32 FMA)");
-  EXPECT_EQ(how(dot, "ProjectionGEMM", "f16 weight, f32 rows, medium"), "(f32 FMA)");
+  EXPECT_EQ(how(dot, "ProjectionGEMM", "f16 weight, f32 rows, medium"), "(f32 FMA, W read as bf16)");
   EXPECT_EQ(dot.limited_to("dotprod").str(), "neon dotprod");
   // IRON_CPU=neon is NEON alone (ARMv8.0): medium's matmuls in f32 there.
   EXPECT_EQ(dot.limited_to("neon").str(), "neon");
@@ -148,11 +148,12 @@ TEST(KernelTable, AnAvx2MachineTakesTheAvx2LoopsWhereAnOperatorHasThem) {
   EXPECT_EQ(taken(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "avx2");
   EXPECT_EQ(taken(f, "GEMV", "q8_0 weight, one f32 row"), "avx2");
   EXPECT_EQ(taken(f, "Attention", "f16 cache, highest"), "avx2");
-  // Medium's block-quantised matmuls take int8 dot products (vpmaddubsw); float weights and
-  // highest stay in f32.
+  // Medium's block-quantised matmuls take int8 dot products (vpmaddubsw); float weights are read
+  // as bf16 and multiplied in f32; highest stays in f32.
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: vpmaddubsw)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q6_k weight, f32 rows, medium"), "(int8 x: vpmaddubsw)");
-  EXPECT_EQ(how(f, "ProjectionGEMM", "f16 weight, f32 rows, medium"), "(f32 FMA)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "f16 weight, f32 rows, medium"), "(f32 FMA, W read as bf16)");
+  EXPECT_EQ(how(f, "ProjectionGEMM", "f16 weight, f32 rows, highest"), "(f32 FMA)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, highest"), "(f32 FMA)");
   // Written once with Highway, so AVX2 has them as AVX-512 does.
   expect_highway_kernels(f, "avx2");
@@ -191,9 +192,10 @@ TEST(KernelTable, AnAvx512MachineWithoutAmxTakesAvx512) {
               "avx512 (amx passed over: needs amx-bf16 or amx-int8 (with the OS's leave to use tiles),)");
   expect_highway_kernels(f, "avx512");
   EXPECT_EQ(how(f, "ProjectionGEMM", "q4_1 weight, f32 rows, medium"), "(int8 x: vpdpbusd)");
-  // An Intel core's vdpbf16ps multiplies no more pairs than its FMAs: medium stays in f32 there.
+  // An Intel core's vdpbf16ps multiplies no more pairs than its FMAs: medium reads W as bf16 and
+  // multiplies in f32 there.
   EXPECT_EQ(how(f, "ProjectionGEMM", "f32 weight, f32 rows, medium"),
-            "(f32 FMA: vdpbf16ps multiplies no more pairs here)");
+            "(f32 FMA, W read as bf16: vdpbf16ps multiplies no more pairs here)");
   EXPECT_EQ(how(f, "ProjectionGEMM", "f32 weight, f32 rows, highest"), "(f32 FMA)");
   cpu::Features amd = f;
   amd.bf16_pairs_fast = true;

@@ -16,6 +16,7 @@
 #include "graph/prepared.hpp"
 #include "iron/operator.hpp"
 #include "ops/op.hpp"
+#include "ops/gemm/kernels.hpp"
 #include "ops/gemm_test_util.hpp"
 
 namespace iron {
@@ -183,7 +184,8 @@ TEST(GemmFast, MediumPrecisionTilesOfAmx) {
   // Where AMX runs, medium takes its tiles for k a multiple of 32: rows padded to 16 (ragged and
   // bounded rows), several panels of 256 columns and a ragged last tile, every float weight kind.
   if (!cpu::Features::host().amx_bf16) std::printf("AMX-BF16 is not usable here: its tiles are not tested\n");
-  // (Without AMX they run on the AVX-512 bf16 tiles or the portable loops: still checked.)
+  // (Without AMX they run on the AVX-512 bf16 tiles, on W read as bf16 and widened to f32
+  // (tile_w16: prepared weights where bf16 products do not run) or on the portable loops.)
   for (const cpu::Features& f : feature_sets())
     for (DType t : {f32, bf16, f16})
       for (bool prepared : {false, true}) {
@@ -195,6 +197,64 @@ TEST(GemmFast, MediumPrecisionTilesOfAmx) {
           check(c, f);
         }
       }
+}
+
+TEST(GemmFast, MediumReadsFloatWeightsAsBf16PairsForEveryRowCount) {
+  // A weight's bf16 pairs serve one row and many at medium: widened in registers below
+  // kWidenRows rows, widened a tile at a time from there, multiplied as bf16 where that runs;
+  // an odd k keeps the f32 loops.
+  for (const cpu::Features& f : feature_sets())
+    for (DType t : {f32, bf16, f16})
+      for (int64_t rows : {1, 2, 5, 31, 32, 33})
+        for (int64_t k : {64, 38, 37}) {
+          Case c{"ProjectionGEMM", t, rows, rows, k, 41, "silu", Precision::medium};
+          c.prepared = true;
+          check(c, f);
+        }
+}
+
+// Outputs of `rows` rows (the first of `a`, k columns) at medium over a prepared weight `w`.
+std::vector<float> medium_rows(const cpu::Features& f, DType t, const std::vector<char>& w, std::vector<float> a,
+                               int64_t rows, int64_t k, int64_t n) {
+  Fields params{{"K", k}, {"N", n}, {"M", rows}, {"b_col_maj", true}, {"precision", std::string("medium")}};
+  std::shared_ptr<Operator> op = catalog_entry("ProjectionGEMM").make(params, {});
+  std::vector<float> y(size_t(rows * n));
+  cpu::KernelArgs args;
+  args.in = {operand(f32, {rows, k}, reinterpret_cast<char*>(a.data()), {0, 0}),
+             operand(t, {n, k}, const_cast<char*>(w.data()), {-1, n})};
+  args.in[1].prepared = std::make_shared<PreparedForms>();
+  args.out = {operand(f32, {rows, n}, reinterpret_cast<char*>(y.data()), {0, 0})};
+  args.precision = Precision::medium;
+  args.features = &f;
+  const int64_t words[1] = {rows};
+  cpu::run_kernel(*cpu::kernels().make(*op, args), words, 2);
+  return y;
+}
+
+TEST(GemmFast, MediumFloatWeightsGiveARowTheSameBitsInAnyBatch) {
+  // Where bf16 products do not run, every row count reads the same pairs in the same order of
+  // sums (tile_w16, or its tile widened first), so a row's outputs do not depend on the batch.
+  const int64_t k = 96, n = 70;
+  for (const cpu::Features& f : feature_sets()) {
+    if (f.bf16_pairs_fast || f.amx_bf16 || !ops::gemm::select_isa(f)) continue;
+    SCOPED_TRACE(f.str());
+    for (DType t : {f32, bf16}) {
+      std::mt19937 rng(7);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      std::vector<float> a(size_t(40 * k));
+      for (float& x : a) x = u(rng);
+      const std::vector<char> w = random_weight(t, n, k, 11);
+      const std::vector<float> many = medium_rows(f, t, w, a, 40, k, n), few = medium_rows(f, t, w, a, 5, k, n);
+      for (int64_t m = 0; m < 5; ++m) {
+        const std::vector<float> alone =
+            medium_rows(f, t, w, std::vector<float>(a.begin() + m * k, a.begin() + (m + 1) * k), 1, k, n);
+        for (int64_t j = 0; j < n; ++j) {
+          ASSERT_EQ(alone[size_t(j)], many[size_t(m * n + j)]) << "row " << m << " column " << j << ", 40 rows";
+          ASSERT_EQ(alone[size_t(j)], few[size_t(m * n + j)]) << "row " << m << " column " << j << ", 5 rows";
+        }
+      }
+    }
+  }
 }
 
 TEST(GemmFast, FoldedBiasOnEveryPath) {

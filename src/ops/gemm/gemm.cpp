@@ -188,7 +188,7 @@ class Matmul : public Operator {
     // (refuses_fast); everything else, and a processor without AVX2/FMA/F16C or NEON, takes the
     // portable loops.
     if (const FastPath p = fast_path(a); p.isa)
-      return gemm::fast_kernel(a, c, *p.isa, p.bf16, p.int8, p.amx_bf16, p.amx_int8);
+      return gemm::fast_kernel(a, c, *p.isa, p.m);
     return gemm::portable_kernel(a, c);
   }
 
@@ -196,7 +196,7 @@ class Matmul : public Operator {
   // medium, whether x goes to int8 blocks or bf16, and whether in AMX tiles.
   struct FastPath {
     const gemm::Isa* isa = nullptr;
-    bool int8 = false, bf16 = false, amx_int8 = false, amx_bf16 = false;
+    gemm::MediumProducts m;
   };
   FastPath fast_path(const cpu::KernelArgs& a) const {
     FastPath p;
@@ -208,13 +208,17 @@ class Matmul : public Operator {
     // ones with vpmaddubsw or AVX-VNNI, NEON's with sdot), where its weight has an int8 layout
     // (packed_int8 decides).
     const bool avx512 = std::string_view(p.isa->name) == "avx512";
-    p.int8 = medium && projection_ && (f.avx512vnni || !avx512) && p.isa->gemm_int8 && a.in.at(0).dtype == f32 &&
-             gemm::int8_weight(a.in.at(1).dtype);
+    const DType w = a.in.at(1).dtype;
+    gemm::MediumProducts& m = p.m;
+    m.int8 = medium && projection_ && (f.avx512vnni || !avx512) && p.isa->gemm_int8 && a.in.at(0).dtype == f32 &&
+             gemm::int8_weight(w);
     // bf16 products only where they multiply more pairs than f32 FMAs: AMD's vdpbf16ps, or AMX's
-    // tiles (which take k in steps of 32); else f32, as fast there and exact.
-    p.bf16 = medium && f.avx512bf16 && p.isa->tile_bf16 && (f.bf16_pairs_fast || (f.amx_bf16 && k_ % 32 == 0));
-    p.amx_bf16 = p.bf16 && f.amx_bf16 && p.isa->tile_bf16_amx;
-    p.amx_int8 = p.int8 && f.amx_int8 && p.isa->gemm_int8_amx;
+    // tiles (which take k in steps of 32). Elsewhere a float weight's rows are read as bf16 pairs
+    // and widened to f32 in registers: W alone rounded, in half the bytes (docs/design.md).
+    m.bf16 = medium && f.avx512bf16 && p.isa->tile_bf16 && (f.bf16_pairs_fast || (f.amx_bf16 && k_ % 32 == 0));
+    m.amx_bf16 = m.bf16 && f.amx_bf16 && p.isa->tile_bf16_amx;
+    m.amx_int8 = m.int8 && f.amx_int8 && p.isa->gemm_int8_amx;
+    m.w16 = medium && !m.bf16 && !m.int8 && p.isa->tile_w16 && !info(w).quantised && k_ % 2 == 0;
     return p;
   }
 
@@ -245,13 +249,14 @@ class Matmul : public Operator {
       const std::string why = refuses_fast(op, a);
       return why.empty() ? "" : "(the portable loops: " + why + ")";
     }
-    if (p.amx_int8) return "(int8 x: AMX-INT8 tiles, vpdpbusd for a few rows)";
-    if (p.int8) return std::string("(int8 x: ") + p.isa->int8_instructions + ")";
-    if (p.amx_bf16) return "(bf16 x: AMX-BF16 tiles)";
-    if (p.bf16) return "(bf16 x: vdpbf16ps)";
+    if (p.m.amx_int8) return "(int8 x: AMX-INT8 tiles, vpdpbusd for a few rows)";
+    if (p.m.int8) return std::string("(int8 x: ") + p.isa->int8_instructions + ")";
+    if (p.m.amx_bf16) return "(bf16 x: AMX-BF16 tiles)";
+    if (p.m.bf16) return "(bf16 x: vdpbf16ps)";
     const cpu::Features& f = a.features ? *a.features : cpu::Features::host();
-    const bool medium = a.precision == Precision::medium && !static_cast<const Matmul&>(op).gemv_;
-    if (medium && f.avx512bf16) return "(f32 FMA: vdpbf16ps multiplies no more pairs here)";
+    if (p.m.w16)
+      return f.avx512bf16 ? "(f32 FMA, W read as bf16: vdpbf16ps multiplies no more pairs here)"
+                          : "(f32 FMA, W read as bf16)";
     return "(f32 FMA)";
   }
   /// Why AMX tiles do not take this step, empty when they do (as part_kernel() decides).

@@ -6,7 +6,9 @@
 // AVX512_VNNI, a ProjectionGEMM on a weight of a block kind (q8_0, q4_0, q4_1, q5_0, q5_1,
 // q4_k, q5_k, q6_k) instead quantises x to int8 blocks and takes int32 dot products against W
 // rearranged once for them (kernels.hpp), for one row and many alike: as llama.cpp does, and
-// twice the products per instruction of bf16.
+// twice the products per instruction of bf16. At medium a float weight is read as bf16 pairs
+// made once, for one row and many alike: multiplied as bf16 where that outruns f32 (AMD's
+// vdpbf16ps, AMX) for three or more rows, else widened to f32 in registers (tile_w16).
 //
 // At Precision::highest a call of up to kAloneRows rows (a batched decode step) takes the GEMV
 // loop for every row, so each row's sums are exactly those of that row alone (batch invariance:
@@ -16,6 +18,7 @@
 #include <string>
 
 #include "devices/cpu/weight_memory.hpp"
+#include "iron/io/mapped_file.hpp"
 #include "graph/prepared.hpp"
 
 #include "ops/gelu/gelu.hpp"
@@ -72,6 +75,13 @@ constexpr int64_t kAloneRows = 8;
 static_assert(kAloneRows <= kGemvManyRows, "a batched step's rows fit one gemv_many call");
 // Bytes of W rows the GEMV loop walks for every row of `a` before moving on: within L1.
 constexpr int64_t kAloneChunkBytes = 16 * 1024;
+// At medium, calls of this many rows or more widen each tile of a float weight's bf16 pairs to
+// f32 once and run the f32 tile loop over it; fewer widen the pairs in registers as they go
+// (tile_w16): the same bits. Widening a tile is repaid by its rows: with the weight in cache
+// (bench_gemv's encoder shapes, one thread, this Xeon native and IRON_CPU=avx2), at 20 rows
+// widening first ran at 0.72-0.90x of the f32 tiles and tile_w16 at 1.0-1.45x; at 64 rows
+// 0.95-0.99x against 0.92-0.95x; at 256 rows 0.90-1.0x against 0.87-0.93x.
+constexpr int64_t kWidenRows = 32;
 // Rows of x the int8 path multiplies at a time (its scratch holds their outputs).
 constexpr int64_t kInt8Chunk = 32;
 // Where AMX-INT8 runs, the fewest rows past a chunk's whole tiles of 16 (a batched decode step's
@@ -106,18 +116,30 @@ constexpr int64_t kAmxPanel = 256, kAmxChunk = 64;
 // Floats of per-thread scratch, each region starting on a 64-byte boundary.
 int64_t padded(int64_t floats) { return (floats + 15) / 16 * 16; }
 
+// The f32 tile `packed` (k x nr) as bf16 pairs (PackBf16Args' layout), each value rounded to
+// nearest even as iron::f32_to_bf16 rounds it, for processors without AVX512_BF16's conversion
+// (which rounds alike but flushes subnormals to zero).
+void pack_pairs(const float* packed, int64_t k, int64_t nr, uint16_t* out) {
+  for (int64_t q = 0; q < (k + 1) / 2; ++q)
+    for (int64_t j = 0; j < nr; ++j) {
+      out[2 * (q * nr + j)] = f32_to_bf16(packed[2 * q * nr + j]);
+      out[2 * (q * nr + j) + 1] = 2 * q + 1 < k ? f32_to_bf16(packed[(2 * q + 1) * nr + j]) : uint16_t(0);
+    }
+}
+
 // W (n rows of k) as the tile loops read it, made once per weight and shared through its prepared
 // forms, so a call packs nothing: at batch 1 packing W took as long as the products. `Bf16`: the
-// bf16 tiles' pairs (pack, then pack_bf16: tile t's pairs * nr * 2 values after tile t - 1's);
+// bf16 tiles' pairs (pack, then pack_bf16 or pack_pairs: tile t's pairs * nr * 2 values after
+// tile t - 1's), which the bf16 tiles and the widening ones (tile_w16) read alike;
 // else the f32 tiles (pack: tile t's k * nr floats after tile t - 1's); columns past n zero.
 // Null where the operand is not a float weight at a fixed place (a block kind's copy would take
 // 2 to 8 times its bytes; they take the int8 path at medium), and for f32 tiles where it is not
 // f32 (a bf16 or f16 weight's f32 copy would take twice its bytes: those pack per call). The
-// file's rows stay (one row of x still reads them, in the GEMV loop): an f32 weight then takes
-// as many bytes again in f32 tiles and half as many in bf16 tiles, an f16 or bf16 one as many
-// again in bf16 tiles.
+// file's rows stay beside f32 tiles (one row of x still reads them, in the GEMV loop), so an f32
+// weight takes as many bytes again at highest; the bf16 pairs serve every row at medium, so
+// their making releases the rows' pages (half an f32 weight's bytes, as many as a bf16 one's).
 template <bool Bf16>
-auto packed_tiles(const cpu::Operand& w, const Isa& isa, int64_t n, int64_t k) {
+auto packed_tiles(const cpu::Operand& w, const Isa& isa, const cpu::Features& f, int64_t n, int64_t k) {
   using Value = std::conditional_t<Bf16, uint16_t, float>;
   if (!w.prepared || w.offset.per_call() || info(w.dtype).quantised || (!Bf16 && w.dtype != f32))
     return std::shared_ptr<const Value>();
@@ -139,7 +161,13 @@ auto packed_tiles(const cpu::Operand& w, const Isa& isa, int64_t n, int64_t k) {
       const char* rows = source + t * nr * row_bytes;
       if constexpr (Bf16) {
         isa.pack({w.dtype, rows, row_bytes, k, std::min(nr, n - t * nr), rowbuf, zeros, tile});
-        isa.pack_bf16({tile, k, out + t * tile_values});
+        if (isa.pack_bf16 && f.avx512bf16)
+          isa.pack_bf16({tile, k, out + t * tile_values});
+        else
+          pack_pairs(tile, k, nr, out + t * tile_values);
+        // At medium every row count reads the pairs: the file's rows are mapped again only if
+        // something else reads them (another precision's kernel, a tied embedding's gather).
+        io::MappedFile::release_pages(rows, size_t(std::min(nr, n - t * nr) * row_bytes));
       } else {
         isa.pack({w.dtype, rows, row_bytes, k, std::min(nr, n - t * nr), rowbuf, zeros, out + t * tile_values});
       }
@@ -151,20 +179,19 @@ auto packed_tiles(const cpu::Operand& w, const Isa& isa, int64_t n, int64_t k) {
 
 class FastKernel final : public RowRangeKernel {
  public:
-  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, bool bf16, bool int8, bool amx,
-             bool amx_int8)
+  FastKernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa, const MediumProducts& medium)
       : a_(a.in.at(0)),
         b_(a.in.at(1)),
         y_(a.out.at(0)),
         c_(c),
         features_(a.features ? *a.features : cpu::Features::host()),
         isa_(isa),
-        bf16_(bf16),
-        w8_(int8 ? packed_int8(b_, c.n, c.k) : nullptr),
+        bf16_(medium.bf16),
+        w8_(medium.int8 ? packed_int8(b_, c.n, c.k) : nullptr),
         int8_(w8_ != nullptr),
-        amx_int8_(int8_ && amx_int8),
+        amx_int8_(int8_ && medium.amx_int8),
         rows_of_a_(a, c),
-        gemv_rows_(a.precision == Precision::highest && !bf16 && !int8 ? kAloneRows : kPackRows - 1) {
+        gemv_rows_(a.precision == Precision::highest && !medium.bf16 && !medium.int8 ? kAloneRows : kPackRows - 1) {
     if (c_.residual) r_ = a.in.at(2);
     if (c_.bias) bias_ = a.in.at(c_.residual ? 3 : 2);
     const DTypeInfo& wi = info(b_.dtype);
@@ -172,14 +199,22 @@ class FastKernel final : public RowRangeKernel {
     max_rows_ = a_.shape.size() < 2 ? 1 : a_.shape[0];
     chunk_ = std::min(max_rows_, kInt8Chunk);
     const int64_t k = c_.k, nr = isa_.nr;
-    tiles_ = max_rows_ > gemv_rows_ && !int8_;
+    // A float weight's bf16 pairs at medium (the bf16 or AMX tiles' W, or widened to f32 where
+    // those do not run) serve every row count: one or two rows are widened too (tile_w16: half
+    // the bytes the GEMV loop would read from the file's f32 rows, and one order of sums for
+    // every row count where bf16 products do not run), so at medium nothing reads the file's
+    // rows and making the form releases their pages.
+    if (bf16_ || medium.w16) w16_ = packed_tiles<true>(b_, isa_, features_, c_.n, k);
+    widen_ = w16_ != nullptr;
+    if (widen_ && !bf16_) gemv_rows_ = 0;
+    tiles_ = (max_rows_ > gemv_rows_ || widen_) && !int8_;
     // W rows a chunk of the GEMV loop covers: a multiple of 8 (the loop's unit), so every output
     // is summed as in one whole call.
     chunk_rows_ = std::max<int64_t>(8, kAloneChunkBytes / std::max<int64_t>(1, row_bytes_) / 8 * 8);
     // AMX takes whole 32-column tiles (nr 32) and k in steps of 32; a's rows are padded to 16.
-    amx_ = amx && bf16_ && tiles_ && nr == 32 && k % 32 == 0;
-    if (bf16_ && tiles_) w16_ = packed_tiles<true>(b_, isa_, c_.n, k);
-    if (!bf16_ && tiles_) w32_ = packed_tiles<false>(b_, isa_, c_.n, k);
+    amx_ = medium.amx_bf16 && bf16_ && tiles_ && nr == 32 && k % 32 == 0;
+    // (A per-call W has no pairs: it packs f32 tiles as at highest, or bf16 ones.)
+    if (!bf16_ && !widen_ && tiles_) w32_ = packed_tiles<false>(b_, isa_, features_, c_.n, k);
     const int64_t a16_rows = amx_ ? (max_rows_ + kAmxRows - 1) / kAmxRows * kAmxRows : max_rows_;
     // Per thread, in floats, each region on a 64-byte boundary. First what prepare() makes,
     // which depends on `a` alone (so kernels of one step over it lay it out alike): a's rows as
@@ -207,7 +242,8 @@ class FastKernel final : public RowRangeKernel {
     xsum_ = region(many * (k / 32) + 1);
     ybuf_ = region(int8_ ? chunk_ * padded(c_.n) : std::max(c_.n, many * chunk_rows_));
     // W's tiles packed per call only where the weight has no packed form (w16_, w32_).
-    const bool packs = tiles_ && !w16_ && !w32_;
+    // Widened W: a tile of it in f32 where a call has rows enough to repay widening it once.
+    const bool packs = (tiles_ && !w16_ && !w32_) || (widen_ && max_rows_ >= kWidenRows);
     rowbuf_ = region(packs ? nr * k : 0);
     packed_ = region(packs ? nr * k : 0);
     cbuf_ = region(amx_ ? kAmxChunk * kAmxPanel : tiles_ ? max_rows_ * nr : 0);
@@ -225,7 +261,7 @@ class FastKernel final : public RowRangeKernel {
 
   int64_t unit(const int64_t* w) const override {
     if (int8_) return kInt8Rows;
-    return rows_of_a(w) <= gemv_rows_ ? 8 : isa_.nr;
+    return rows_of_a(w) <= gemv_rows_ && !widen_ ? 8 : isa_.nr;
   }
 
   int preparation() const override { return int8_ ? 2 : 1; }
@@ -292,7 +328,7 @@ class FastKernel final : public RowRangeKernel {
     }
 
     const float* a = rows_f32(w, base);
-    if (rows <= gemv_rows_) {
+    if (rows <= gemv_rows_ && !widen_) {
       // One row: the whole range in one call. More: chunk by chunk of W, every row over each.
       const int64_t step = rows == 1 ? end - begin : chunk_rows_;
       for (int64_t n0 = begin; n0 < end; n0 += step) {
@@ -315,7 +351,9 @@ class FastKernel final : public RowRangeKernel {
     float* rowbuf = base + rowbuf_;
     float* packed = base + packed_;
     float* cbuf = base + cbuf_;
-    if (amx_) {
+    // bf16 products for more than gemv_rows_ rows; fewer are widened (tile_w16).
+    const bool bf16_rows = bf16_ && rows > gemv_rows_;
+    if (amx_ && bf16_rows) {
       // A panel of W's columns packed as bf16 tiles, then every chunk of a's rows through it.
       const auto* a16 = reinterpret_cast<const uint16_t*>(base + a16_);
       for (int64_t p0 = begin; p0 < end; p0 += kAmxPanel) {
@@ -339,14 +377,19 @@ class FastKernel final : public RowRangeKernel {
     }
     for (int64_t n0 = begin; n0 < end; n0 += nr) {
       const int64_t nt = std::min(nr, end - n0);
-      if (bf16_ && w16_) {
+      if (bf16_rows && w16_) {
         isa_.tile_bf16({reinterpret_cast<const uint16_t*>(base + a16_), 2 * pairs, rows, w16_.get() + n0 / nr * pairs * nr * 2,
                         pairs, cbuf, nr});
-      } else if (bf16_) {
+      } else if (bf16_rows) {
         isa_.pack({b_.dtype, wbase + n0 * row_bytes_, row_bytes_, k, nt, rowbuf, zero_row_, packed});
         auto* b16 = reinterpret_cast<uint16_t*>(rowbuf);
         isa_.pack_bf16({packed, k, b16});
         isa_.tile_bf16({reinterpret_cast<const uint16_t*>(base + a16_), 2 * pairs, rows, b16, pairs, cbuf, nr});
+      } else if (widen_ && rows >= kWidenRows) {
+        isa_.widen({w16_.get() + n0 / nr * pairs * nr * 2, k, packed});
+        isa_.tile({a, k, rows, packed, k, cbuf, nr});
+      } else if (widen_) {
+        isa_.tile_w16({a, k, rows, w16_.get() + n0 / nr * pairs * nr * 2, pairs, cbuf, nr});
       } else if (w32_) {
         isa_.tile({a, k, rows, w32_.get() + n0 / nr * k * nr, k, cbuf, nr});
       } else {
@@ -389,7 +432,8 @@ class FastKernel final : public RowRangeKernel {
   const Isa& isa_;
   bool bf16_;
   std::shared_ptr<const PackedInt8> w8_;  // the int8 path's W: null where it is not taken
-  std::shared_ptr<const uint16_t> w16_;   // the bf16 tiles' W, packed once: null where packed per call
+  std::shared_ptr<const uint16_t> w16_;   // W's bf16 pairs, packed once: null where packed per call
+  bool widen_ = false;                    // ... widened to f32 for f32 products (tile_w16)
   std::shared_ptr<const float> w32_;      // the f32 tiles' W, packed once: null where packed per call
   bool int8_;
   bool amx_int8_;  // the int8 path's whole tiles of 16 rows on AMX-INT8
@@ -409,9 +453,9 @@ class FastKernel final : public RowRangeKernel {
 
 }  // namespace
 
-std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                            const Isa& isa, bool bf16, bool int8, bool amx, bool amx_int8) {
-  return std::make_unique<FastKernel>(a, c, isa, bf16, int8, amx, amx_int8);
+std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa,
+                                            const MediumProducts& medium) {
+  return std::make_unique<FastKernel>(a, c, isa, medium);
 }
 
 }  // namespace iron::ops::gemm

@@ -811,6 +811,79 @@ void tile(const TileArgs& t) {
   tile_rest<kMR - 1>(t, t.m - m, t.a + m * t.lda, t.c + m * t.ldc);
 }
 
+// Medium's tiles where bf16 products do not outrun f32 FMAs: W read as bf16 pairs, half the f32
+// tiles' bytes (what bounds a short sentence's matmuls, whose weights come from memory once a
+// call), widened in registers: a pair's 32-bit lane j holds column j's value of row 2q in its
+// low half and of row 2q + 1 in its high half, so shifting it left by 16 gives the first as f32
+// and clearing its low half the second. The products and sums are the f32 tile's.
+// Rows of a in one pass: on x86 before AVX-512, 5, one fewer than the f32 tile's: with 6 GCC
+// kept four accumulators on the stack (both halves' widened vectors and the mask beside 12).
+constexpr int kW16MR = (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3) ? 5 : kMR;
+
+template <int MR>
+void tile_w16_rows(const TileW16Args& t, const float* a, float* c) {
+  const D d;
+  const hn::RebindToUnsigned<D> du;
+  const int64_t lda = t.lda;
+  V c0[MR], c1[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) c0[r] = hn::Zero(d), c1[r] = hn::Zero(d);
+  const auto* p = reinterpret_cast<const uint32_t*>(t.packed);
+  const auto high = hn::Set(du, 0xffff0000u);
+  for (int64_t q = 0; q < t.pairs; ++q, p += kNR) {
+    // Each half loaded where it is used: two vectors of pairs held across both halves, with the
+    // 2 MR accumulators, would pass AVX2's 16 registers.
+    V b0 = hn::BitCast(d, hn::ShiftLeft<16>(hn::Load(du, p)));
+    V b1 = hn::BitCast(d, hn::ShiftLeft<16>(hn::Load(du, p + kN)));
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const V av = hn::Set(d, a[r * lda + 2 * q]);
+      c0[r] = hn::MulAdd(av, b0, c0[r]);
+      c1[r] = hn::MulAdd(av, b1, c1[r]);
+    }
+    b0 = hn::BitCast(d, hn::And(hn::Load(du, p), high));
+    b1 = hn::BitCast(d, hn::And(hn::Load(du, p + kN), high));
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const V av = hn::Set(d, a[r * lda + 2 * q + 1]);
+      c0[r] = hn::MulAdd(av, b0, c0[r]);
+      c1[r] = hn::MulAdd(av, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    hn::StoreU(c0[r], d, c + r * t.ldc);
+    hn::StoreU(c1[r], d, c + r * t.ldc + kN);
+  }
+}
+
+template <int MR>
+void tile_w16_rest(const TileW16Args& t, int64_t rest, const float* a, float* c) {
+  if constexpr (MR > 0) {
+    if (rest == MR) return tile_w16_rows<MR>(t, a, c);
+    tile_w16_rest<MR - 1>(t, rest, a, c);
+  }
+}
+
+void tile_w16(const TileW16Args& t) {
+  int64_t m = 0;
+  for (; m + kW16MR <= t.m; m += kW16MR) tile_w16_rows<kW16MR>(t, t.a + m * t.lda, t.c + m * t.ldc);
+  tile_w16_rest<kW16MR - 1>(t, t.m - m, t.a + m * t.lda, t.c + m * t.ldc);
+}
+
+void widen(const WidenArgs& w) {
+  const D d;
+  const hn::RebindToUnsigned<D> du;
+  const auto* p = reinterpret_cast<const uint32_t*>(w.pairs);
+  const auto high = hn::Set(du, 0xffff0000u);
+  for (int64_t q = 0; q < w.k / 2; ++q, p += kNR)
+    for (int h = 0; h < 2; ++h) {
+      const auto v = hn::Load(du, p + h * kN);
+      hn::StoreU(hn::BitCast(d, hn::ShiftLeft<16>(v)), d, w.out + 2 * q * kNR + h * kN);
+      hn::StoreU(hn::BitCast(d, hn::And(v, high)), d, w.out + (2 * q + 1) * kNR + h * kN);
+    }
+}
+
 #endif  // !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 
 IRON_HWY_END
@@ -822,15 +895,36 @@ namespace iron::ops::gemm {
 // loops for its width beside the loops of its own file.
 #if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX3) && (HWY_TARGETS & HWY_AVX2)
 const Isa& avx512_isa() {
-  static const Isa isa{"avx512", N_AVX3::kNR, &N_AVX3::gemv, &N_AVX3::pack, &N_AVX3::tile,
-                       &avx512::pack_bf16, &avx512::rows_bf16, &avx512::tile_bf16, &avx512::quantise_x8,
-                       &avx512::gemm_int8, &N_AVX3::gemv_many, &tile_bf16_amx, &gemm_int8_amx, "vpdpbusd"};
+  static const Isa isa{.name = "avx512",
+                       .nr = N_AVX3::kNR,
+                       .gemv = &N_AVX3::gemv,
+                       .pack = &N_AVX3::pack,
+                       .tile = &N_AVX3::tile,
+                       .pack_bf16 = &avx512::pack_bf16,
+                       .rows_bf16 = &avx512::rows_bf16,
+                       .tile_bf16 = &avx512::tile_bf16,
+                       .tile_w16 = &N_AVX3::tile_w16,
+                       .widen = &N_AVX3::widen,
+                       .quantise_x8 = &avx512::quantise_x8,
+                       .gemm_int8 = &avx512::gemm_int8,
+                       .gemv_many = &N_AVX3::gemv_many,
+                       .tile_bf16_amx = &tile_bf16_amx,
+                       .gemm_int8_amx = &gemm_int8_amx,
+                       .int8_instructions = "vpdpbusd"};
   return isa;
 }
 const Isa& avx2_isa() {
-  static const Isa isa{"avx2", N_AVX2::kNR, &N_AVX2::gemv, &N_AVX2::pack, &N_AVX2::tile, nullptr, nullptr,
-                       nullptr, &quantise_x8_avx2, &gemm_int8_avx2, &N_AVX2::gemv_many, nullptr, nullptr,
-                       "vpmaddubsw"};
+  static const Isa isa{.name = "avx2",
+                       .nr = N_AVX2::kNR,
+                       .gemv = &N_AVX2::gemv,
+                       .pack = &N_AVX2::pack,
+                       .tile = &N_AVX2::tile,
+                       .tile_w16 = &N_AVX2::tile_w16,
+                       .widen = &N_AVX2::widen,
+                       .quantise_x8 = &quantise_x8_avx2,
+                       .gemm_int8 = &gemm_int8_avx2,
+                       .gemv_many = &N_AVX2::gemv_many,
+                       .int8_instructions = "vpmaddubsw"};
   return isa;
 }
 const Isa& avx2_vnni_isa() {
@@ -844,8 +938,14 @@ const Isa& avx2_vnni_isa() {
 }
 #elif HWY_ARCH_ARM_A64 && (HWY_TARGETS & HWY_NEON)
 const Isa& neon_isa() {
-  static const Isa isa{"neon", N_NEON::kNR, &N_NEON::gemv, &N_NEON::pack, &N_NEON::tile, nullptr, nullptr,
-                       nullptr, nullptr, nullptr, &N_NEON::gemv_many, nullptr, nullptr};
+  static const Isa isa{.name = "neon",
+                       .nr = N_NEON::kNR,
+                       .gemv = &N_NEON::gemv,
+                       .pack = &N_NEON::pack,
+                       .tile = &N_NEON::tile,
+                       .tile_w16 = &N_NEON::tile_w16,
+                       .widen = &N_NEON::widen,
+                       .gemv_many = &N_NEON::gemv_many};
   return isa;
 }
 const Isa& neon_dotprod_isa() {

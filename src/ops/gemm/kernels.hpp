@@ -213,6 +213,29 @@ struct TileBf16Args {
   int64_t ldc;
 };
 
+/// c[i, j] = sum_k a[i, k] * packed[k, j] for i < m, j < nr, with a in f32 (k = 2 pairs, even)
+/// and packed in bf16 pairs (PackBf16Args' layout): Precision::medium where bf16 products do not
+/// outrun f32 ones, so W alone is rounded, read in half the f32 tiles' bytes and widened in
+/// registers.
+struct TileW16Args {
+  const float* a;
+  int64_t lda;
+  int64_t m;
+  const uint16_t* packed;
+  int64_t pairs;
+  float* c;
+  int64_t ldc;
+};
+
+/// A tile of bf16 pairs (PackBf16Args' layout, k even) widened into the f32 tile layout (k * nr
+/// floats at `out`), for the f32 tile loop over many rows: the same products and sums as
+/// tile_w16's, so either gives a row the same bits.
+struct WidenArgs {
+  const uint16_t* pairs;
+  int64_t k;
+  float* out;
+};
+
 /// Precision::medium with AMX: c (m x 32 * tiles, ldc floats a row) = a @ `tiles` packed tiles
 /// of 32 columns, each as pack_bf16 lays it out (pairs * 64 values, one after the other), with a
 /// in bf16 rows of lda values. m is a multiple of 16 and pairs of 16 (k of 32): the caller pads
@@ -346,6 +369,9 @@ struct Isa {
   void (*pack_bf16)(const PackBf16Args&) = nullptr;
   void (*rows_bf16)(const RowsBf16Args&) = nullptr;
   void (*tile_bf16)(const TileBf16Args&) = nullptr;
+  // f32 rows of a against W's bf16 pairs, f32 products (every Highway target has it).
+  void (*tile_w16)(const TileW16Args&) = nullptr;
+  void (*widen)(const WidenArgs&) = nullptr;
   // Optional: int8 activations and int32 dot products (Precision::medium; the AVX-512 loops
   // with AVX512_VNNI, the AVX2 ones with vpmaddubsw or AVX-VNNI, NEON's with sdot).
   void (*quantise_x8)(const QuantiseX8Args&) = nullptr;
@@ -462,14 +488,17 @@ inline bool fast_weight(DType t) {
 const Isa* select_isa(const cpu::Features& f);
 
 std::unique_ptr<RowRangeKernel> portable_kernel(const cpu::KernelArgs& a, const MatmulConfig& c);
-/// `bf16`: several rows take bf16 inputs and f32 sums (Precision::medium, AVX512_BF16); with
-/// `amx` too (AMX-BF16 usable, the AVX-512 loops, k a multiple of 32), in AMX tiles.
-/// `int8`: rows take int8 blocks of x and int32 dot products against W rearranged once
-/// (Precision::medium, AVX512_VNNI, a weight of int8_weight's kinds, f32 activations); with
-/// `amx_int8` (AMX-INT8 usable, the AVX-512 loops), whole tiles of 16 rows in AMX tiles.
-std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c,
-                                            const Isa& isa, bool bf16, bool int8 = false, bool amx = false,
-                                            bool amx_int8 = false);
+/// How the fast kernel multiplies at Precision::medium, as gemm.cpp decides (and `iron info
+/// --kernels` says); all false at highest and high.
+struct MediumProducts {
+  bool bf16 = false;      // several rows take bf16 inputs and f32 sums (vdpbf16ps)
+  bool amx_bf16 = false;  // ... in AMX tiles (AMX-BF16 usable, the AVX-512 loops, k a multiple of 32)
+  bool int8 = false;      // int8 blocks of x against W rearranged once (int8_weight's kinds)
+  bool amx_int8 = false;  // ... whole tiles of 16 rows in AMX-INT8 tiles
+  bool w16 = false;       // several rows against a float weight's bf16 pairs widened to f32 (tile_w16)
+};
+std::unique_ptr<RowRangeKernel> fast_kernel(const cpu::KernelArgs& a, const MatmulConfig& c, const Isa& isa,
+                                            const MediumProducts& medium = {});
 /// One step over several weights (gemm_parts.cpp), a kernel per weight; with a `gate` (a gated
 /// feed-forward's middle merged in): two weights, and a third output gate(y0) * y1 (a.out).
 std::unique_ptr<cpu::Kernel> parts_kernel(std::vector<std::unique_ptr<RowRangeKernel>> parts,
