@@ -243,7 +243,7 @@ class FastKernel final : public RowRangeKernel {
     ybuf_ = region(int8_ ? chunk_ * padded(c_.n) : std::max(c_.n, many * chunk_rows_));
     // W's tiles packed per call only where the weight has no packed form (w16_, w32_).
     // Widened W: a tile of it in f32 where a call has rows enough to repay widening it once.
-    const bool packs = (tiles_ && !w16_ && !w32_) || (widen_ && max_rows_ >= kWidenRows);
+    const bool packs = (tiles_ && !w16_ && !w32_) || (widen_ && !bf16_ && max_rows_ >= kWidenRows);
     rowbuf_ = region(packs ? nr * k : 0);
     packed_ = region(packs ? nr * k : 0);
     cbuf_ = region(amx_ ? kAmxChunk * kAmxPanel : tiles_ ? max_rows_ * nr : 0);
