@@ -770,118 +770,97 @@ void pack(const PackArgs& p) {
 
 // ---- tiles --------------------------------------------------------------------------------
 
+// W's vectors for the tile loops, a step of k at a time: fn(kk, b0, b1) with row kk's 2 kN
+// columns. The f32 tiles as pack() lays them out, one row a step.
+struct F32Rows {
+  const float* packed;
+  int64_t steps;  // k
+  template <class Fn>
+  void step(int64_t kk, Fn&& fn) const {
+    const D d;
+    fn(kk, hn::Load(d, packed + kk * kNR), hn::Load(d, packed + kk * kNR + kN));
+  }
+};
+// Medium's bf16 pairs where bf16 products do not outrun f32 FMAs, two rows a step: W in half the
+// f32 tiles' bytes (what bounds a short sentence's matmuls, whose weights come from memory once
+// a call), widened in registers. A pair's 32-bit lane j holds column j's value of row 2q in its
+// low half and of row 2q + 1 in its high half, so shifting it left by 16 gives the first as f32
+// and clearing its low half the second. Each half is loaded where it is used: the two vectors of
+// pairs held across both rows, beside the 2 MR accumulators, would pass AVX2's 16 registers.
+struct Bf16Pairs {
+  const uint16_t* packed;
+  int64_t steps;  // pairs
+  template <class Fn>
+  void step(int64_t q, Fn&& fn) const {
+    const D d;
+    const hn::RebindToUnsigned<D> du;
+    const auto* p = reinterpret_cast<const uint32_t*>(packed) + q * kNR;
+    fn(2 * q, hn::BitCast(d, hn::ShiftLeft<16>(hn::Load(du, p))), hn::BitCast(d, hn::ShiftLeft<16>(hn::Load(du, p + kN))));
+    const auto high = hn::Set(du, 0xffff0000u);
+    fn(2 * q + 1, hn::BitCast(d, hn::And(hn::Load(du, p), high)), hn::BitCast(d, hn::And(hn::Load(du, p + kN), high)));
+  }
+};
+
+// MR rows of a times W's 2 kN columns into c: 2 MR accumulators, the same order of sums whatever
+// W's source, so the widened pairs give the bits the f32 tile gives over the same values.
 // The accumulators stay in registers only when the loops over r are unrolled before GCC splits
 // the arrays into scalars: without the pragmas it kept them in registers and also stored all of
 // them to the stack every step of kk, which halved the tile's speed (objdump showed the stores).
-template <int MR>
-void tile_rows(const TileArgs& t, const float* a, float* c) {
+template <int MR, class W>
+void tile_rows(const W& w, const float* a, int64_t lda, float* c, int64_t ldc) {
   const D d;
-  const int64_t k = t.k, lda = t.lda;
   V c0[MR], c1[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) c0[r] = hn::Zero(d), c1[r] = hn::Zero(d);
-  const float* p = t.packed;
-  for (int64_t kk = 0; kk < k; ++kk, p += kNR) {
-    const V b0 = hn::Load(d, p), b1 = hn::Load(d, p + kN);
+  for (int64_t s = 0; s < w.steps; ++s)
+    w.step(s, [&](int64_t kk, V b0, V b1) {
 #pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const V av = hn::Set(d, a[r * lda + kk]);
-      c0[r] = hn::MulAdd(av, b0, c0[r]);
-      c1[r] = hn::MulAdd(av, b1, c1[r]);
-    }
-  }
+      for (int r = 0; r < MR; ++r) {
+        const V av = hn::Set(d, a[r * lda + kk]);
+        c0[r] = hn::MulAdd(av, b0, c0[r]);
+        c1[r] = hn::MulAdd(av, b1, c1[r]);
+      }
+    });
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
-    hn::StoreU(c0[r], d, c + r * t.ldc);
-    hn::StoreU(c1[r], d, c + r * t.ldc + kN);
+    hn::StoreU(c0[r], d, c + r * ldc);
+    hn::StoreU(c1[r], d, c + r * ldc + kN);
   }
 }
 
-template <int MR>
-void tile_rest(const TileArgs& t, int64_t rest, const float* a, float* c) {
+template <int MR, class W>
+void tile_rest(const W& w, int64_t rest, const float* a, int64_t lda, float* c, int64_t ldc) {
   if constexpr (MR > 0) {
-    if (rest == MR) return tile_rows<MR>(t, a, c);
-    tile_rest<MR - 1>(t, rest, a, c);
+    if (rest == MR) return tile_rows<MR>(w, a, lda, c, ldc);
+    tile_rest<MR - 1>(w, rest, a, lda, c, ldc);
   }
 }
 
-void tile(const TileArgs& t) {
-  int64_t m = 0;
-  for (; m + kMR <= t.m; m += kMR) tile_rows<kMR>(t, t.a + m * t.lda, t.c + m * t.ldc);
-  tile_rest<kMR - 1>(t, t.m - m, t.a + m * t.lda, t.c + m * t.ldc);
+// Every row of a, MR at a time, then the rest.
+template <int MR, class W>
+void tile_all(const W& w, const float* a, int64_t lda, int64_t m, float* c, int64_t ldc) {
+  int64_t i = 0;
+  for (; i + MR <= m; i += MR) tile_rows<MR>(w, a + i * lda, lda, c + i * ldc, ldc);
+  tile_rest<MR - 1>(w, m - i, a + i * lda, lda, c + i * ldc, ldc);
 }
 
-// Medium's tiles where bf16 products do not outrun f32 FMAs: W read as bf16 pairs, half the f32
-// tiles' bytes (what bounds a short sentence's matmuls, whose weights come from memory once a
-// call), widened in registers: a pair's 32-bit lane j holds column j's value of row 2q in its
-// low half and of row 2q + 1 in its high half, so shifting it left by 16 gives the first as f32
-// and clearing its low half the second. The products and sums are the f32 tile's.
-// Rows of a in one pass: on x86 before AVX-512, 5, one fewer than the f32 tile's: with 6 GCC
-// kept four accumulators on the stack (both halves' widened vectors and the mask beside 12).
+void tile(const TileArgs& t) { tile_all<kMR>(F32Rows{t.packed, t.k}, t.a, t.lda, t.m, t.c, t.ldc); }
+
+// The widened pairs take a row fewer a pass on x86 before AVX-512 (5): with 6, GCC kept four
+// accumulators on the stack (both rows' widened vectors and the mask beside 12).
 constexpr int kW16MR = (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3) ? 5 : kMR;
-
-template <int MR>
-void tile_w16_rows(const TileW16Args& t, const float* a, float* c) {
-  const D d;
-  const hn::RebindToUnsigned<D> du;
-  const int64_t lda = t.lda;
-  V c0[MR], c1[MR];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) c0[r] = hn::Zero(d), c1[r] = hn::Zero(d);
-  const auto* p = reinterpret_cast<const uint32_t*>(t.packed);
-  const auto high = hn::Set(du, 0xffff0000u);
-  for (int64_t q = 0; q < t.pairs; ++q, p += kNR) {
-    // Each half loaded where it is used: two vectors of pairs held across both halves, with the
-    // 2 MR accumulators, would pass AVX2's 16 registers.
-    V b0 = hn::BitCast(d, hn::ShiftLeft<16>(hn::Load(du, p)));
-    V b1 = hn::BitCast(d, hn::ShiftLeft<16>(hn::Load(du, p + kN)));
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const V av = hn::Set(d, a[r * lda + 2 * q]);
-      c0[r] = hn::MulAdd(av, b0, c0[r]);
-      c1[r] = hn::MulAdd(av, b1, c1[r]);
-    }
-    b0 = hn::BitCast(d, hn::And(hn::Load(du, p), high));
-    b1 = hn::BitCast(d, hn::And(hn::Load(du, p + kN), high));
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const V av = hn::Set(d, a[r * lda + 2 * q + 1]);
-      c0[r] = hn::MulAdd(av, b0, c0[r]);
-      c1[r] = hn::MulAdd(av, b1, c1[r]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    hn::StoreU(c0[r], d, c + r * t.ldc);
-    hn::StoreU(c1[r], d, c + r * t.ldc + kN);
-  }
-}
-
-template <int MR>
-void tile_w16_rest(const TileW16Args& t, int64_t rest, const float* a, float* c) {
-  if constexpr (MR > 0) {
-    if (rest == MR) return tile_w16_rows<MR>(t, a, c);
-    tile_w16_rest<MR - 1>(t, rest, a, c);
-  }
-}
-
 void tile_w16(const TileW16Args& t) {
-  int64_t m = 0;
-  for (; m + kW16MR <= t.m; m += kW16MR) tile_w16_rows<kW16MR>(t, t.a + m * t.lda, t.c + m * t.ldc);
-  tile_w16_rest<kW16MR - 1>(t, t.m - m, t.a + m * t.lda, t.c + m * t.ldc);
+  tile_all<kW16MR>(Bf16Pairs{t.packed, t.pairs}, t.a, t.lda, t.m, t.c, t.ldc);
 }
 
 void widen(const WidenArgs& w) {
   const D d;
-  const hn::RebindToUnsigned<D> du;
-  const auto* p = reinterpret_cast<const uint32_t*>(w.pairs);
-  const auto high = hn::Set(du, 0xffff0000u);
-  for (int64_t q = 0; q < w.k / 2; ++q, p += kNR)
-    for (int h = 0; h < 2; ++h) {
-      const auto v = hn::Load(du, p + h * kN);
-      hn::StoreU(hn::BitCast(d, hn::ShiftLeft<16>(v)), d, w.out + 2 * q * kNR + h * kN);
-      hn::StoreU(hn::BitCast(d, hn::And(v, high)), d, w.out + (2 * q + 1) * kNR + h * kN);
-    }
+  const Bf16Pairs pairs{w.pairs, w.k / 2};
+  for (int64_t q = 0; q < pairs.steps; ++q)
+    pairs.step(q, [&](int64_t kk, V b0, V b1) {
+      hn::StoreU(b0, d, w.out + kk * kNR);
+      hn::StoreU(b1, d, w.out + kk * kNR + kN);
+    });
 }
 
 #endif  // !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
