@@ -205,7 +205,9 @@ class FastKernel final : public RowRangeKernel {
     // every row count where bf16 products do not run), so at medium nothing reads the file's
     // rows and making the form releases their pages.
     if (bf16_ || medium.w16) w16_ = packed_tiles<true>(b_, isa_, features_, c_.n, k);
-    widen_ = w16_ != nullptr;
+    // (Widening reads x's values two at a time: an odd k, which the bf16 tiles pad, keeps the
+    // GEMV loop for one or two rows.)
+    widen_ = w16_ != nullptr && k % 2 == 0;
     if (widen_ && !bf16_) gemv_rows_ = 0;
     tiles_ = (max_rows_ > gemv_rows_ || widen_) && !int8_;
     // W rows a chunk of the GEMV loop covers: a multiple of 8 (the loop's unit), so every output
