@@ -118,7 +118,7 @@ void check(const Case& c, const cpu::Features& features) {
   }
 }
 
-using test::feature_sets;
+using test::matmul_feature_sets;
 
 const DType kWeights[] = {f32,         bf16,        f16,         DType::q8_0, DType::q4_0, DType::q4_1,
                           DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k};
@@ -129,7 +129,7 @@ int64_t short_k(DType t) { return info(t).quantised ? std::max(64, info(t).block
 int64_t long_k(DType t, int64_t k) { return (k + info(t).block - 1) / info(t).block * info(t).block; }
 
 TEST(GemmFast, GemvEveryWeightDtype) {
-  for (const cpu::Features& f : feature_sets())
+  for (const cpu::Features& f : matmul_feature_sets())
     for (DType t : kWeights)
       for (int64_t n : {19, 1, 577})
         for (int64_t k : {short_k(t), long_k(t, 96)})
@@ -137,7 +137,7 @@ TEST(GemmFast, GemvEveryWeightDtype) {
 }
 
 TEST(GemmFast, GemmEveryWeightDtypeRaggedRows) {
-  for (const cpu::Features& f : feature_sets())
+  for (const cpu::Features& f : matmul_feature_sets())
     for (DType t : kWeights)
       for (int64_t n : {19, 1, 577}) {
         const int64_t k = short_k(t);
@@ -150,7 +150,7 @@ TEST(GemmFast, GemmEveryWeightDtypeRaggedRows) {
 }
 
 TEST(GemmFast, GemmLongK) {
-  for (const cpu::Features& f : feature_sets())
+  for (const cpu::Features& f : matmul_feature_sets())
     for (DType t : kWeights) {
       check({"GEMM", t, 20, 20, long_k(t, 576), 70}, f);
       check({"GEMV", t, 1, 1, 1536, 40}, f);
@@ -158,7 +158,7 @@ TEST(GemmFast, GemmLongK) {
 }
 
 TEST(GemmFast, ProjectionEpilogues) {
-  for (const cpu::Features& f : feature_sets())
+  for (const cpu::Features& f : matmul_feature_sets())
     for (const char* e : {"none", "relu", "silu", "gelu", "gelu_tanh"})
       for (Precision p : {Precision::high, Precision::medium}) {
         check({"ProjectionGEMM", DType::q4_1, 9, 9, 96, 33, e, p}, f);
@@ -169,7 +169,7 @@ TEST(GemmFast, ProjectionEpilogues) {
 
 TEST(GemmFast, MediumPrecisionEveryWeightDtype) {
   // Several rows at medium may take bf16 inputs (AVX512_BF16); one row never does.
-  for (const cpu::Features& f : feature_sets())
+  for (const cpu::Features& f : matmul_feature_sets())
     for (DType t : kWeights)
       for (int64_t n : {19, 577}) {
         const int64_t k = short_k(t);
@@ -186,7 +186,7 @@ TEST(GemmFast, MediumPrecisionTilesOfAmx) {
   if (!cpu::Features::host().amx_bf16) std::printf("AMX-BF16 is not usable here: its tiles are not tested\n");
   // (Without AMX they run on the AVX-512 bf16 tiles, on W read as bf16 and widened to f32
   // (tile_w16: prepared weights where bf16 products do not run) or on the portable loops.)
-  for (const cpu::Features& f : feature_sets())
+  for (const cpu::Features& f : matmul_feature_sets())
     for (DType t : {f32, bf16, f16})
       for (bool prepared : {false, true}) {
         // W packed per call, or once as the weight's prepared bf16 tiles.
@@ -203,7 +203,7 @@ TEST(GemmFast, MediumReadsFloatWeightsAsBf16PairsForEveryRowCount) {
   // A weight's bf16 pairs serve one row and many at medium: widened in registers below
   // kWidenRows rows, widened a tile at a time from there, multiplied as bf16 where that runs;
   // an odd k keeps the f32 loops.
-  for (const cpu::Features& f : feature_sets())
+  for (const cpu::Features& f : matmul_feature_sets())
     for (DType t : {f32, bf16, f16})
       for (int64_t rows : {1, 2, 5, 31, 32, 33})
         for (int64_t k : {64, 38, 37}) {
@@ -235,7 +235,7 @@ TEST(GemmFast, MediumFloatWeightsGiveARowTheSameBitsInAnyBatch) {
   // Where bf16 products do not run, every row count reads the same pairs in the same order of
   // sums (tile_w16, or its tile widened first), so a row's outputs do not depend on the batch.
   const int64_t k = 96, n = 70;
-  for (const cpu::Features& f : feature_sets()) {
+  for (const cpu::Features& f : matmul_feature_sets()) {
     if (f.bf16_pairs_fast || f.amx_bf16 || !ops::gemm::select_isa(f)) continue;
     SCOPED_TRACE(f.str());
     for (DType t : {f32, bf16}) {
@@ -260,7 +260,7 @@ TEST(GemmFast, MediumFloatWeightsGiveARowTheSameBitsInAnyBatch) {
 TEST(GemmFast, FoldedBiasOnEveryPath) {
   // A bias the planner folded in, before the epilogue: the GEMV loop, f32 tiles, bf16 (AMX or
   // AVX-512) tiles, the int8 path and the portable loops.
-  for (const cpu::Features& f : feature_sets()) {
+  for (const cpu::Features& f : matmul_feature_sets()) {
     Case gemv{"GEMV", f32, 1, 1, 64, 19};
     Case tiles{"GEMM", f32, 20, 17, 64, 70};
     Case bf16_tiles{"ProjectionGEMM", f32, 37, 37, 64, 577, "gelu", Precision::medium};
@@ -275,7 +275,7 @@ TEST(GemmFast, FoldedBiasOnEveryPath) {
 }
 
 TEST(GemmFast, HalfActivations) {
-  for (const cpu::Features& f : feature_sets())
+  for (const cpu::Features& f : matmul_feature_sets())
     for (DType act : {bf16, f16}) {
       check({"GEMV", DType::q4_1, 1, 1, 64, 19, "none", Precision::highest, act}, f);
       check({"GEMM", DType::q8_0, 10, 6, 64, 35, "none", Precision::highest, act}, f);
