@@ -244,12 +244,15 @@ TEST(GemmFast, MediumFloatWeightsGiveARowTheSameBitsInAnyBatch) {
       std::vector<float> a(size_t(40 * k));
       for (float& x : a) x = u(rng);
       const std::vector<char> w = random_weight(t, n, k, 11);
-      const std::vector<float> many = medium_rows(f, t, w, a, 40, k, n), few = medium_rows(f, t, w, a, 5, k, n);
+      // 40 rows widen tiles first; 20 take tile_w16's widest pass and a rest; 5 a narrow pass.
+      const std::vector<float> many = medium_rows(f, t, w, a, 40, k, n), some = medium_rows(f, t, w, a, 20, k, n),
+                               few = medium_rows(f, t, w, a, 5, k, n);
       for (int64_t m = 0; m < 5; ++m) {
         const std::vector<float> alone =
             medium_rows(f, t, w, std::vector<float>(a.begin() + m * k, a.begin() + (m + 1) * k), 1, k, n);
         for (int64_t j = 0; j < n; ++j) {
           ASSERT_EQ(alone[size_t(j)], many[size_t(m * n + j)]) << "row " << m << " column " << j << ", 40 rows";
+          ASSERT_EQ(alone[size_t(j)], some[size_t(m * n + j)]) << "row " << m << " column " << j << ", 20 rows";
           ASSERT_EQ(alone[size_t(j)], few[size_t(m * n + j)]) << "row " << m << " column " << j << ", 5 rows";
         }
       }
