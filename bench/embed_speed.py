@@ -12,7 +12,7 @@ The first use installs sentence-transformers and torch into .venv (scripts/pytho
 torch is large, so this stays out of CI). Not a test: it measures, it does not pass or fail.
 
     bench/embed_speed.py [-m models/all-MiniLM-L6-v2] [-t 2] [--reps 3] [--precision medium]
-                         [--lengths 20,128] [--before DIR]
+                         [--lengths 20,128] [--before DIR] [--no-accuracy]
     bench/embed_speed.py -m models/embeddinggemma-300m --lengths 20,256
 
 --before DIR also times DIR/bench/bench_embed_speed (another build, e.g. of the commit before a
@@ -49,6 +49,8 @@ def main():
     ap.add_argument("--lengths", default="20,128", help="the texts' approximate token counts, comma-separated")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--before", help="another build whose bench_embed_speed runs in the same alternation")
+    ap.add_argument("--no-accuracy", action="store_true",
+                    help="leave out the accuracy pass (EmbeddingGemma's takes about 8 minutes on 2 cores)")
     a = ap.parse_args()
     if os.environ.get("IRON_EMBED_BENCH_CHILD") != "1":
         # Re-run inside .venv with sentence-transformers and torch (installed on first use).
@@ -131,6 +133,8 @@ def main():
                 line += " %.1f (%.1f-%.1f) | %.2fx |" % (bm, min(br), max(br), bm / sm)
             print(line)
 
+        if a.no_accuracy:
+            return
         # Accuracy against sentence-transformers itself, on the golden sentences.
         name = "embeddinggemma" if "embeddinggemma" in os.path.basename(os.path.normpath(a.model)).lower() else "minilm"
         golden = json.load(open(os.path.join(ROOT, "tests", "golden", name + "_embeddings.json")))
