@@ -184,10 +184,10 @@ struct Features {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512bf16 = false,
        avx512vnni = false;
   // Whether AVX512_BF16's vdpbf16ps multiplies more pairs a cycle than f32 FMAs do, so that
-  // Precision::medium gains by rounding a matmul's inputs to bf16: on AMD's cores (Zen 4: one
-  // vdpbf16ps a cycle, 32 pairs, where FMAs give 16 products). Intel's AVX-512 cores issue it on
-  // one port where they issue FMAs on two, so it multiplies no more than f32 does there (on an
-  // Emerald Rapids Xeon its tiles ran at half the f32 tiles' rate: docs/design.md).
+  // Precision::medium gains by rounding a matmul's inputs to bf16: on AMD's cores (a Zen 4's
+  // bf16 tiles ran past its f32 FMAs' peak, docs/benchmarks.md). Intel's AVX-512 cores issue it
+  // on one port where they issue FMAs on two (the instruction tables'), and on an Emerald Rapids
+  // Xeon its tiles ran at about half the f32 tiles' rate (measured: docs/design.md).
   bool bf16_pairs_fast = false;
   bool amx_bf16 = false;  // AMX tiles with bf16 dot products, and the OS lets this process use them
   bool amx_int8 = false;  // AMX tiles with int8 dot products (likewise), for the int8 path

@@ -850,8 +850,9 @@ void tile(const TileArgs& t) { tile_all<kMR>(F32Rows{t.packed, t.k}, t.a, t.lda,
 // tile's: with 6, GCC kept four accumulators on the stack (both rows' widened vectors and the
 // mask beside 12). With AVX-512, 12 (24 accumulators of its 32 registers): a short sentence's
 // ~20 rows then read each tile of W twice rather than three times (bench_gemv's encoder shapes
-// at 20 rows, one thread, medium, alternating 3 rounds: 118-135 -> 137-147 GFLOP/s; EmbeddingGemma
-// and all-MiniLM-L6-v2 one ~20-token sentence a call 4-7% faster, bench_embed_speed).
+// at 20 rows, one thread, medium, alternating 3 rounds: 118-135 -> 137-147 GFLOP/s; one ~20-token
+// sentence a call, bench_embed_speed, 3 rounds: all-MiniLM-L6-v2 4-7% faster in each,
+// EmbeddingGemma 6% by the medians, -4% to +13% by the rounds).
 constexpr int kW16MR = (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3) ? 5 : HWY_ARCH_X86 ? 12 : kMR;
 void tile_w16(const TileW16Args& t) {
   tile_all<kW16MR>(Bf16Pairs{t.packed, t.pairs}, t.a, t.lda, t.m, t.c, t.ldc);
