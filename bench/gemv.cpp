@@ -60,8 +60,15 @@ const Shape2 kShapes[] = {{"576->576 q4_1", 576, 576, DType::q4_1},
                           {"768->1152 f32", 768, 1152, DType::f32},
                           {"768->1152 q8_0", 768, 1152, DType::q8_0},
                           {"1152->768 f32", 1152, 768, DType::f32},
-                          {"1152->768 q8_0", 1152, 768, DType::q8_0}};
-constexpr int64_t kSmolShapes = 5, kEncoderShapes = 14,
+                          {"1152->768 q8_0", 1152, 768, DType::q8_0},
+                          // Qwen2.5-Coder-1.5B's Q4_K_M: attention q/o, MLP gate/up, MLP down
+                          // (q4_k in most blocks, q6_k in some): a prefill's matmuls over a
+                          // weight larger than L1 and a 512-row x larger than L2.
+                          {"1536->1536 q4_k", 1536, 1536, DType::q4_k},
+                          {"1536->8960 q4_k", 1536, 8960, DType::q4_k},
+                          {"8960->1536 q4_k", 8960, 1536, DType::q4_k},
+                          {"8960->1536 q6_k", 8960, 1536, DType::q6_k}};
+constexpr int64_t kSmolShapes = 5, kEncoderShapes = 14, kQwenShapes = 22,
                   kAllShapes = int64_t(sizeof(kShapes) / sizeof(kShapes[0]));
 
 // Indices [from, to) of kShapes, for ArgsProduct.
@@ -253,7 +260,13 @@ BENCHMARK(BM_GEMM)
 // The encoders' shapes: one short sentence (20 rows), a longer one (64), a long one (256), a batch (640), the
 // dispatched kernels at highest and at medium.
 BENCHMARK(BM_GEMM)
-    ->ArgsProduct({shapes(kEncoderShapes, kAllShapes), {20, 64, 256, 640}, {1}, {1, 2}})
+    ->ArgsProduct({shapes(kEncoderShapes, kQwenShapes), {20, 64, 256, 640}, {1}, {1, 2}})
+    ->ArgNames({"shape", "rows", "threads", "fast"})
+    ->UseRealTime()
+    ->MinTime(0.3);
+// Qwen2.5-Coder-1.5B's shapes at medium: a short prompt's rows (64) and a prefill's (512).
+BENCHMARK(BM_GEMM)
+    ->ArgsProduct({shapes(kQwenShapes, kAllShapes), {64, 512}, {1, 2}, {2}})
     ->ArgNames({"shape", "rows", "threads", "fast"})
     ->UseRealTime()
     ->MinTime(0.3);

@@ -36,6 +36,7 @@ struct Case {
   Precision precision = Precision::medium;
   bool residual = false;
   bool gaussian = false;  // x ~ N(0, 1) instead of U(-1, 1)
+  std::vector<float> x;   // x itself (rows x k), where not empty
 };
 
 std::string describe(const Case& c) {
@@ -66,6 +67,7 @@ Outcome run(const Case& c, const cpu::Features& features) {
   std::normal_distribution<float> g(0.0f, 1.0f);
   std::vector<float> a(size_t(c.rows * c.k)), r(size_t(c.rows * c.n));
   for (auto& x : a) x = c.gaussian ? g(rng) : u(rng);
+  if (!c.x.empty()) a = c.x;
   for (auto& x : r) x = u(rng);
   std::vector<char> w = random_weight(c.w, c.n, c.k, uint32_t(c.n + c.k));
   std::vector<float> w_ref(size_t(c.n * c.k));
@@ -235,6 +237,42 @@ void expect_same_bits(DType t, const cpu::Features& a, const cpu::Features& b) {
         ASSERT_EQ(x.got2[e], y.got2[e]) << "output " << e << " (2 threads)";
       }
     }
+}
+
+TEST(GemmInt8, EveryRowTheSameBitsAloneAndInManyPasses) {
+  // A call of more rows than a pass takes reads each group as it was unpacked once for all the
+  // passes (int8_pass.hpp's UnpackedGroup, where the loop's Lanes take it), a decode's one row
+  // and a batched step's few read the packed group: each row's outputs must be the same bits
+  // either way (a prompt's rows and a decode's are one model).
+  SKIP_WITHOUT_INT8_PATHS();
+  for (const Path& path : int8_paths()) {
+    SCOPED_TRACE(path.name);
+    for (DType t : every_kind()) {
+      Case many;
+      many.w = t, many.k = info(t).block == 256 ? 768 : 576, many.n = 35, many.rows = 40, many.valid = 40;
+      many.gaussian = true;
+      SCOPED_TRACE(describe(many));
+      const Outcome all = run(many, path.features);
+      std::mt19937 rng(7);
+      std::normal_distribution<float> g(0.0f, 1.0f);
+      many.x.resize(size_t(many.rows * many.k));
+      for (float& v : many.x) v = g(rng);
+      const Outcome whole = run(many, path.features);
+      ASSERT_NE(all.got1, whole.got1);  // the given x was taken
+      for (auto [first, rows] : {std::pair<int64_t, int64_t>{0, 1}, {21, 1}, {39, 1}, {4, 3}}) {
+        Case few = many;
+        few.rows = few.valid = rows;
+        few.x.assign(many.x.begin() + first * many.k, many.x.begin() + (first + rows) * many.k);
+        const Outcome part = run(few, path.features);
+        for (int64_t e = 0; e < rows * many.n; ++e) {
+          ASSERT_EQ(part.got1[size_t(e)], whole.got1[size_t(first * many.n + e)])
+              << "row " << first + e / many.n << " of " << rows << " (1 thread)";
+          ASSERT_EQ(part.got2[size_t(e)], whole.got2[size_t(first * many.n + e)])
+              << "row " << first + e / many.n << " of " << rows << " (2 threads)";
+        }
+      }
+    }
+  }
 }
 
 TEST(GemmInt8, AvxTwoGivesTheVnniLoopsBits) {

@@ -234,10 +234,23 @@ struct Lanes {
   // Rows of x one pass over a group of W takes: each pass unpacks the group's quants (and
   // converts its scales) again, and one row's eight dot products a block form one dependent
   // chain, so a batched decode step (up to 8 rows: a server's streams) is one pass with as many
-  // chains as rows. q6_k's two halves take twice the accumulators: 4 rows keep them in registers.
+  // chains as rows. q6_k's two halves take twice the accumulators (24 of the 32 registers at 8
+  // rows); 8 rows rather than 4 took its 8-row calls from 135-139 to 102-103 us (2048->640) and
+  // 87-89 to 69-70 us (1536->576), its 64- and 512-row calls 2-5% (bench_gemv, one thread,
+  // alternating, on an Emerald Rapids core).
   template <DType T>
-  static constexpr int kPassRows = T == DType::q6_k ? 4 : 8;
+  static constexpr int kPassRows = 8;
   static constexpr int kPassParts = 1;
+  // Whether a call of several passes unpacks each group once for all of them (int8_pass.hpp's
+  // UnpackedGroup): q6_k alone, whose six bits take twice the other kinds' instructions to
+  // unpack. Measured with `bench_gemv --benchmark_filter=
+  // 'BM_GEMM/shape:([2-9]|1[0-3]|2[2-5])/rows:(64|512)/threads:1/fast:2'` on an Emerald Rapids
+  // core, twice alternating: q6_k 1.15-1.2x faster at 64 rows, 1.05-1.12x at 512; the others the
+  // same within 3% or (q4_1 and q8_0 with k of 1536 or more, q4_k with k 8960) 3-10% slower,
+  // their 8-row passes already sharing an unpacking among 8 rows and the unpacked group reading
+  // twice the bytes of the packed one.
+  template <DType T>
+  static constexpr bool kUnpackOnce = T == DType::q6_k;
 };
 
 void gemm_int8(const GemmInt8Args& g) {

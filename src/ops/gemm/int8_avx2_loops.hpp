@@ -210,6 +210,14 @@ struct Avx2Lanes {
   template <DType T>
   static constexpr int kPassRows = kVnni ? (T == DType::q6_k ? 4 : 6) : (T == DType::q6_k ? 3 : 4);
   static constexpr int kPassParts = 1;
+  // Whether a call of several passes unpacks each group once for all of them (int8_pass.hpp's
+  // UnpackedGroup): every kind but q8_0 (its unpacking is a load). Measured with `bench_gemv
+  // --benchmark_filter='BM_GEMM/shape:([2-9]|1[0-3]|2[2-5])/rows:(64|512)/threads:1/fast:2'`
+  // on an Emerald Rapids core held to each path, twice alternating: AVX2 1.08-1.15x (q4_1,
+  // q4_k), 1.35x (q5_0, q5_1), 1.45-1.5x (q5_k, q6_k); AVX-VNNI 1.0-1.06x (q4_1), 1.1-1.25x
+  // (q4_k, q5_0, q5_1, q5_k), 1.3x (q6_k); q8_0 1.05x and 0.97-1.0x.
+  template <DType T>
+  static constexpr bool kUnpackOnce = T != DType::q8_0;
 };
 
 }  // namespace

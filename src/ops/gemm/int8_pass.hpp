@@ -13,11 +13,14 @@
 //     where one instruction adds the products of 4 bytes into each int32 lane, L::dot<T>;
 //   finish<T>(scales, sums, x's scale, xsum, xsum16, acc): the block's f32 epilogue into acc;
 //   prefetch(at): a cache line; ahead(R): how far ahead a pass of R rows prefetches;
-//   kPassRows<T>, kPassParts: rows of x and parts a pass of several rows takes.
+//   kPassRows<T>, kPassParts: rows of x and parts a pass of several rows takes;
+//   kUnpackOnce<T>: whether a call of several passes unpacks each group once for all of them.
 // Everything here has internal linkage: each file builds its copy for its own instructions.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "ops/gemm/kernels.hpp"
 
@@ -54,14 +57,87 @@ struct DotInstruction {
   }
 };
 
+// Where a pass reads a group of W: the packed group itself, its quants unpacked and its scales
+// converted as the pass goes (a decode's one row, a batched step's few), or a copy of the group
+// unpacked once (UnpackedGroup, below) for the many passes of a prefill's rows.
+template <class L, DType T>
+struct PackedGroup {
+  const char* group;
+  static constexpr bool kPrefetch = true;
+  const char* quants(int64_t b) const { return group + int8_quants_at(T, b); }
+  // Block b's scales for a part, loaded into `s`: k-quants' keep their super-block's from one
+  // block to the next, so `s` lives across blocks.
+  [[gnu::always_inline]] const typename L::template Scales<T>& scales(int64_t b, int part,
+                                                                      typename L::template Scales<T>& s) const {
+    s.load(group, b, part);
+    return s;
+  }
+  [[gnu::always_inline]] void unpack(int64_t b, int c, int part, BytesOf<L>* lo, BytesOf<L>* hi) const {
+    L::template unpack<T>(quants(b), c, part, lo, hi);
+  }
+};
+
+// A group as the pass's registers hold it, stored once: each block's scales (every part), then
+// its quants (for c 0-3, every part: lo, hi). A pass over it loads registers where a pass over
+// the packed group computes them; a prefill's rows run many passes over a group (32 rows are 4
+// of AVX-512's, 8 of AVX2's), which each unpacked it again. The same values either way, so the
+// same bits.
+template <class L, DType T>
+struct UnpackedGroup {
+  static constexpr int kParts = int(kInt8Rows / L::kRows);
+  using Scales = typename L::template Scales<T>;
+  const Scales* scale;       // [block][part]
+  const BytesOf<L>* quant;   // [block][c][part][lo, hi]
+  static constexpr bool kPrefetch = false;
+  // Block b's scales for a part, where they are stored (finish reads what it needs from there).
+  [[gnu::always_inline]] const Scales& scales(int64_t b, int part, Scales&) const { return scale[b * kParts + part]; }
+  [[gnu::always_inline]] void unpack(int64_t b, int c, int part, BytesOf<L>* lo, BytesOf<L>* hi) const {
+    const BytesOf<L>* at = quant + ((b * 4 + c) * kParts + part) * 2;
+    *lo = at[0];
+    *hi = at[1];
+  }
+};
+
+// Storage for one group's UnpackedGroup, per thread (grown to the widest k met, then kept).
+template <class L, DType T>
+struct UnpackedStorage {
+  struct Register {  // a vector type's attributes are lost as a template argument, not a member's
+    BytesOf<L> bytes;
+  };
+  std::vector<typename UnpackedGroup<L, T>::Scales> scale;
+  std::vector<Register> quant;
+};
+
+template <class L, DType T>
+UnpackedGroup<L, T> unpack_group(const char* group, int64_t blocks) {
+  constexpr int kParts = UnpackedGroup<L, T>::kParts;
+  thread_local UnpackedStorage<L, T> store;
+  if (int64_t(store.scale.size()) < blocks * kParts) {
+    store.scale.resize(size_t(blocks * kParts));
+    store.quant.resize(size_t(blocks * 4 * kParts * 2));
+  }
+  const PackedGroup<L, T> packed{group};
+  typename L::template Scales<T> sc[kParts];
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int p = 0; p < kParts; ++p) store.scale[size_t(b * kParts + p)] = packed.scales(b, p, sc[p]);
+    for (int c = 0; c < 4; ++c)
+      for (int p = 0; p < kParts; ++p) {
+        auto* at = store.quant.data() + ((b * 4 + c) * kParts + p) * 2;
+        packed.unpack(b, c, p, &at[0].bytes, &at[1].bytes);
+      }
+  }
+  return {store.scale.data(), &store.quant.data()->bytes};
+}
+
 // R rows of x (from i0) against P parts of one group from part p0: kRows output columns per row
 // and part, at y + kRows p. One row (a decode) takes every part in one pass: each block's x is
 // broadcast once for the 16 rows, and the group is read once (a pass per part read it again
 // from the cache, and broadcast x again). Each row of x gets the same operations in the same
-// order whatever R and P are, so a row's outputs do not depend on the rows beside it (a batched
-// decode step's streams get what they would alone).
-template <class L, DType T, int R, int P>
-inline void int8_pass(const GemmInt8Args& g, int64_t i0, const char* group, int p0, float* y) {
+// order whatever R and P are, and whichever Source the group is read from, so a row's outputs
+// do not depend on the rows beside it (a batched decode step's streams get what they would
+// alone).
+template <class L, DType T, int R, int P, class Source>
+inline void int8_pass(const GemmInt8Args& g, int64_t i0, const Source& src, int p0, float* y) {
   const int64_t blocks = g.k / 32;
   const int8_t* q[R];
   const float *scale[R], *xsum[R], *xsum16[R];
@@ -80,37 +156,42 @@ inline void int8_pass(const GemmInt8Args& g, int64_t i0, const char* group, int 
   };
   typename L::template Scales<T> sc[P];
   for (int64_t b = 0; b < blocks; ++b) {
-    const char* quants = group + int8_quants_at(T, b);
-    if (p0 == 0)  // the first part's pass prefetches
-      for (int c = 0; c < int8_prefetch_lines(T); ++c) L::prefetch(quants + L::ahead(R) + 64 * c);
-    for (int p = 0; p < P; ++p) sc[p].load(group, b, p0 + p);
+    if constexpr (Source::kPrefetch)
+      if (p0 == 0)  // the first part's pass prefetches
+        for (int c = 0; c < int8_prefetch_lines(T); ++c) L::prefetch(src.quants(b) + L::ahead(R) + 64 * c);
+    const typename L::template Scales<T>* block_scales[P];
+    for (int p = 0; p < P; ++p) block_scales[p] = &src.scales(b, p0 + p, sc[p]);
     typename L::template Dot<T> dot[P][R];
-    // Unrolled, so each load's c is a constant where a Dot picks the half of q6_k's sums, or
-    // widens its partial sums: otherwise those sums are indexed at run time and live on the
-    // stack, which made AVX2's q4_1 loop 3.5 times slower.
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
+    // c a constant in each step, where a Dot picks the half of q6_k's sums or widens its partial
+    // sums: indexed at run time those sums live on the stack, which made AVX2's q4_1 loop 3.5
+    // times slower (a `#pragma GCC unroll` was not always honoured).
+    auto step = [&](auto quad) {
+      constexpr int c = decltype(quad)::value;
       BytesOf<L> lo[P], hi[P];
-      for (int p = 0; p < P; ++p) L::template unpack<T>(quants, c, p0 + p, &lo[p], &hi[p]);
+      for (int p = 0; p < P; ++p) src.unpack(b, c, p0 + p, &lo[p], &hi[p]);
       for (int r = 0; r < R; ++r) {
         const BytesOf<L> x_lo = x4(r, b * 32 + 8 * c), x_hi = x4(r, b * 32 + 8 * c + 4);
         for (int p = 0; p < P; ++p) dot[p][r].add(lo[p], hi[p], x_lo, x_hi, c);
       }
-    }
+    };
+    step(std::integral_constant<int, 0>{});
+    step(std::integral_constant<int, 1>{});
+    step(std::integral_constant<int, 2>{});
+    step(std::integral_constant<int, 3>{});
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r)
-        acc[p][r] = L::template finish<T>(sc[p], dot[p][r].sums, scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[p][r]);
+        acc[p][r] = L::template finish<T>(*block_scales[p], dot[p][r].sums, scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[p][r]);
   }
   for (int p = 0; p < P; ++p)
     for (int r = 0; r < R; ++r) L::store(y + r * g.ldy + L::kRows * (p0 + p), acc[p][r]);
 }
 
 // Rows [i, m) of x, fewer than a full pass, in one pass of as many rows.
-template <class L, DType T, int R = L::template kPassRows<T> - 1>
-void int8_pass_tail(const GemmInt8Args& g, int64_t i, const char* group, int p, float* y) {
+template <class L, DType T, class Source, int R = L::template kPassRows<T> - 1>
+void int8_pass_tail(const GemmInt8Args& g, int64_t i, const Source& src, int p, float* y) {
   if constexpr (R >= 1) {
-    if (g.m - i == R) return int8_pass<L, T, R, L::kPassParts>(g, i, group, p, y + i * g.ldy);
-    int8_pass_tail<L, T, R - 1>(g, i, group, p, y);
+    if (g.m - i == R) return int8_pass<L, T, R, L::kPassParts>(g, i, src, p, y + i * g.ldy);
+    int8_pass_tail<L, T, Source, R - 1>(g, i, src, p, y);
   }
 }
 
@@ -123,14 +204,24 @@ void int8_groups(const GemmInt8Args& g) {
     const char* group = g.w + j * group_bytes;
     float* y = g.y + j * kInt8Rows;
     if (g.m == 1) {
-      int8_pass<L, T, 1, kParts>(g, 0, group, 0, y);
+      int8_pass<L, T, 1, kParts>(g, 0, PackedGroup<L, T>{group}, 0, y);
       continue;
     }
-    for (int p = 0; p < kParts; p += L::kPassParts) {
-      int64_t i = 0;
-      for (; i + kPass <= g.m; i += kPass) int8_pass<L, T, kPass, L::kPassParts>(g, i, group, p, y + i * g.ldy);
-      if (i < g.m) int8_pass_tail<L, T>(g, i, group, p, y);
-    }
+    auto passes = [&](const auto& src) {
+      for (int p = 0; p < kParts; p += L::kPassParts) {
+        int64_t i = 0;
+        for (; i + kPass <= g.m; i += kPass) int8_pass<L, T, kPass, L::kPassParts>(g, i, src, p, y + i * g.ldy);
+        if (i < g.m) int8_pass_tail<L, T>(g, i, src, p, y);
+      }
+    };
+    // More rows than a pass takes: unpack the group once for all their passes, where the Lanes
+    // say that is faster.
+    if constexpr (L::template kUnpackOnce<T>)
+      if (g.m > kPass) {
+        passes(unpack_group<L, T>(group, g.k / 32));
+        continue;
+      }
+    passes(PackedGroup<L, T>{group});
   }
 }
 
