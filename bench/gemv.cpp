@@ -224,7 +224,7 @@ BENCHMARK(BM_GEMM)
 // A batched decode step's rows (a server's streams: 1 to 8) on SmolLM2's shapes, the weight
 // hot in cache (so the products, not memory, are timed), at medium: the int8 path.
 BENCHMARK(BM_GEMM)
-    ->ArgsProduct({shapes(0, kSmolShapes), {1, 2, 4, 5, 8, 12}, {1}, {2}})
+    ->ArgsProduct({shapes(0, kSmolShapes), {1, 2, 4, 5, 8, 12, 16, 32}, {1}, {2}})
     ->ArgNames({"shape", "rows", "threads", "fast"})
     ->UseRealTime()
     ->MinTime(0.3);

@@ -221,8 +221,8 @@ struct Lanes {
   [[gnu::always_inline]] static void unpack(const char* quants, int c, int, __m512i* lo, __m512i* hi) {
     int8_unpack<T>(quants, c, lo, hi);
   }
-  template <DType T>
-  [[gnu::always_inline]] static __m512 finish(const Int8Scales<T>& s, const __m512i* sums, float scale, float xsum,
+  template <DType T, class S>
+  [[gnu::always_inline]] static __m512 finish(const S& s, const __m512i* sums, float scale, float xsum,
                                          const float* xsum16, __m512 acc) {
     return int8_finish<T>(s, sums, scale, xsum, xsum16, acc);
   }

@@ -129,8 +129,8 @@ constexpr int kQuadsInInt16 = T == DType::q8_0   ? 0
                                                  : 4;
 
 /// One row of x's block finished into its accumulator (8 rows of W): as int8_finish.
-template <DType T>
-inline __m256 finish_half(const Scales8<T>& s, const __m256i* dot, float scale, float xsum,
+template <DType T, class S>
+inline __m256 finish_half(const S& s, const __m256i* dot, float scale, float xsum,
                      const float* xsum16, __m256 acc) {
   constexpr float kOffset = T == DType::q4_0 ? -8.0f : T == DType::q5_0 ? -16.0f : 0.0f;
   const __m256 sc = _mm256_set1_ps(scale);
@@ -170,8 +170,8 @@ struct Avx2Lanes {
   [[gnu::always_inline]] static void unpack(const char* quants, int c, int half, __m256i* lo, __m256i* hi) {
     unpack_half<T>(quants, c, half, lo, hi);
   }
-  template <DType T>
-  [[gnu::always_inline]] static __m256 finish(const Scales8<T>& s, const __m256i* sums, float scale, float xsum, const float* xsum16, __m256 acc) {
+  template <DType T, class S>
+  [[gnu::always_inline]] static __m256 finish(const S& s, const __m256i* sums, float scale, float xsum, const float* xsum16, __m256 acc) {
     return finish_half<T>(s, sums, scale, xsum, xsum16, acc);
   }
   // A block's int32 sums of one half against one row of x: with AVX-VNNI vpdpbusd straight into

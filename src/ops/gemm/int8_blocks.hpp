@@ -83,8 +83,8 @@ inline void int8_unpack(const char* quants, int c, __m512i* lo, __m512i* hi) {
 /// int32 sums of the block (q6_k: dot[0] of columns 0-15, dot[1] of 16-31, each half having
 /// its own scale; the others all in dot[0]), `scale` x's block scale, `xsum` its block sum,
 /// `xsum16` its two sums of 16.
-template <DType T>
-inline __m512 int8_finish(const Int8Scales<T>& s, const __m512i* dot, float scale, float xsum, const float* xsum16,
+template <DType T, class Scales>
+inline __m512 int8_finish(const Scales& s, const __m512i* dot, float scale, float xsum, const float* xsum16,
                           __m512 acc) {
   // The offset each quant carries, met by x's block sum: q4_0 w = d (q - 8), q5_0 w = d (q - 16),
   // q8_0 w = d (u - 128).

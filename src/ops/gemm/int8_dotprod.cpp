@@ -123,8 +123,8 @@ inline void unpack_quarter(const char* quants, int c, int part, int8x16_t* lo, i
 
 /// One row of x's block finished into its accumulator (4 rows of W): as int8_blocks.hpp's
 /// int8_finish, q8_0 signed (no offset term).
-template <DType T>
-inline float32x4_t finish_quarter(const Scales4<T>& s, const int32x4_t* dot, float scale, float xsum, const float* xsum16,
+template <DType T, class S>
+inline float32x4_t finish_quarter(const S& s, const int32x4_t* dot, float scale, float xsum, const float* xsum16,
                           float32x4_t acc) {
   constexpr float kOffset = T == DType::q4_0 ? -8.0f : T == DType::q5_0 ? -16.0f : 0.0f;
   if constexpr (T == DType::q6_k) {
@@ -157,8 +157,8 @@ struct Lanes {
   [[gnu::always_inline]] static void unpack(const char* quants, int c, int part, int8x16_t* lo, int8x16_t* hi) {
     unpack_quarter<T>(quants, c, part, lo, hi);
   }
-  template <DType T>
-  [[gnu::always_inline]] static float32x4_t finish(const Scales4<T>& s, const int32x4_t* sums, float scale, float xsum,
+  template <DType T, class S>
+  [[gnu::always_inline]] static float32x4_t finish(const S& s, const int32x4_t* sums, float scale, float xsum,
                                          const float* xsum16, float32x4_t acc) {
     return finish_quarter<T>(s, sums, scale, xsum, xsum16, acc);
   }

@@ -6,12 +6,14 @@
 //   fzero(): a zero f32 accumulator, izero(): zero int32 sums, broadcast(int32 bits of 4 values
 //     of x): a register of them, store(float*, acc); their types name the registers (AccOf,
 //     SumsOf, BytesOf below; an unpacked operand of quants is a BytesOf too);
-//   Scales<T>: load(group, b, part), a part's scales of block b, as finish<T> reads them;
+//   Scales<T>: load(group, b, part), a part's scales of block b, as finish<T> reads them: d and
+//     m (q6_k: d16[0] and d16[1], its halves' scales), registers of the accumulator's type;
 //   unpack<T>(quants, c, part, &lo, &hi): load c (0-3) of block quants for `part`;
 //   Dot<T>: a (part, row of x)'s sums of a block: a default of zero, add(lo, hi, x_lo, x_hi, c),
 //     and `sums`, what finish<T> takes (q6_k: one per half of the block); DotInstruction below
 //     where one instruction adds the products of 4 bytes into each int32 lane, L::dot<T>;
-//   finish<T>(scales, sums, x's scale, xsum, xsum16, acc): the block's f32 epilogue into acc;
+//   finish<T>(scales, sums, x's scale, xsum, xsum16, acc): the block's f32 epilogue into acc,
+//     reading the scales' d and m (q6_k: d16) of a Scales<T> or a KeptScales;
 //   prefetch(at): a cache line; ahead(R): how far ahead a pass of R rows prefetches;
 //   kPassRows<T>, kPassParts: rows of x and parts a pass of several rows takes;
 //   kUnpackOnce<T>: whether a call of several passes unpacks each group once for all of them.
@@ -77,20 +79,32 @@ struct PackedGroup {
   }
 };
 
-// A group as the pass's registers hold it, stored once: each block's scales (every part), then
-// its quants (for c 0-3, every part: lo, hi). A pass over it loads registers where a pass over
-// the packed group computes them; a prefill's rows run many passes over a group (32 rows are 4
-// of AVX-512's, 8 of AVX2's), which each unpacked it again. The same values either way, so the
-// same bits.
+// What finish<T> reads of a block's scales, kept by UnpackedGroup: d and m, or q6_k's d16.
+template <class L, DType T>
+struct KeptScales {
+  AccOf<L> d, m;
+};
+template <class L>
+struct KeptScales<L, DType::q6_k> {
+  AccOf<L> d16[2];
+};
+
+// A group as the pass's registers hold it, stored once: each block's scales as finish reads them
+// (every part's), then its quants (for c 0-3, every part: lo, hi). A pass over it loads registers
+// where a pass over the packed group computes them; a prefill's rows run many passes over a group
+// (32 rows are 4 of AVX-512's, 8 of AVX2's), which each unpacked it again. The same values
+// either way, so the same bits.
 template <class L, DType T>
 struct UnpackedGroup {
   static constexpr int kParts = int(kInt8Rows / L::kRows);
-  using Scales = typename L::template Scales<T>;
-  const Scales* scale;       // [block][part]
+  using Kept = KeptScales<L, T>;
+  const Kept* scale;         // [block][part]
   const BytesOf<L>* quant;   // [block][c][part][lo, hi]
   static constexpr bool kPrefetch = false;
-  // Block b's scales for a part, where they are stored (finish reads what it needs from there).
-  [[gnu::always_inline]] const Scales& scales(int64_t b, int part, Scales&) const { return scale[b * kParts + part]; }
+  // Block b's scales for a part, where they are kept (finish reads them from there).
+  [[gnu::always_inline]] const Kept& scales(int64_t b, int part, typename L::template Scales<T>&) const {
+    return scale[b * kParts + part];
+  }
   [[gnu::always_inline]] void unpack(int64_t b, int c, int part, BytesOf<L>* lo, BytesOf<L>* hi) const {
     const BytesOf<L>* at = quant + ((b * 4 + c) * kParts + part) * 2;
     *lo = at[0];
@@ -101,11 +115,11 @@ struct UnpackedGroup {
 // Storage for one group's UnpackedGroup, per thread (grown to the widest k met, then kept).
 template <class L, DType T>
 struct UnpackedStorage {
-  struct Register {  // a vector type's attributes are lost as a template argument, not a member's
-    BytesOf<L> bytes;
+  struct Bytes {  // a vector type's attributes are lost as a template argument, not as a member's
+    BytesOf<L> value;
   };
-  std::vector<typename UnpackedGroup<L, T>::Scales> scale;
-  std::vector<Register> quant;
+  std::vector<typename UnpackedGroup<L, T>::Kept> scale;
+  std::vector<Bytes> quant;
 };
 
 template <class L, DType T>
@@ -119,14 +133,21 @@ UnpackedGroup<L, T> unpack_group(const char* group, int64_t blocks) {
   const PackedGroup<L, T> packed{group};
   typename L::template Scales<T> sc[kParts];
   for (int64_t b = 0; b < blocks; ++b) {
-    for (int p = 0; p < kParts; ++p) store.scale[size_t(b * kParts + p)] = packed.scales(b, p, sc[p]);
+    for (int p = 0; p < kParts; ++p) {
+      const auto& s = packed.scales(b, p, sc[p]);
+      auto& kept = store.scale[size_t(b * kParts + p)];
+      if constexpr (T == DType::q6_k)
+        kept.d16[0] = s.d16[0], kept.d16[1] = s.d16[1];
+      else
+        kept.d = s.d, kept.m = s.m;
+    }
     for (int c = 0; c < 4; ++c)
       for (int p = 0; p < kParts; ++p) {
         auto* at = store.quant.data() + ((b * 4 + c) * kParts + p) * 2;
-        packed.unpack(b, c, p, &at[0].bytes, &at[1].bytes);
+        packed.unpack(b, c, p, &at[0].value, &at[1].value);
       }
   }
-  return {store.scale.data(), &store.quant.data()->bytes};
+  return {store.scale.data(), &store.quant.data()->value};
 }
 
 // R rows of x (from i0) against P parts of one group from part p0: kRows output columns per row
@@ -159,7 +180,7 @@ inline void int8_pass(const GemmInt8Args& g, int64_t i0, const Source& src, int 
     if constexpr (Source::kPrefetch)
       if (p0 == 0)  // the first part's pass prefetches
         for (int c = 0; c < int8_prefetch_lines(T); ++c) L::prefetch(src.quants(b) + L::ahead(R) + 64 * c);
-    const typename L::template Scales<T>* block_scales[P];
+    const std::remove_reference_t<decltype(src.scales(b, p0, sc[0]))>* block_scales[P];
     for (int p = 0; p < P; ++p) block_scales[p] = &src.scales(b, p0 + p, sc[p]);
     typename L::template Dot<T> dot[P][R];
     // c a constant in each step, where a Dot picks the half of q6_k's sums or widens its partial
@@ -214,10 +235,12 @@ void int8_groups(const GemmInt8Args& g) {
         if (i < g.m) int8_pass_tail<L, T>(g, i, src, p, y);
       }
     };
-    // More rows than a pass takes: unpack the group once for all their passes, where the Lanes
-    // say that is faster.
+    // Three passes or more: unpack the group once for all of them, where the Lanes say that is
+    // faster. Two passes share too little of it: a batched decode step's 5 to 8 rows on AVX2
+    // (two 4-row passes) ran as fast or up to 14% slower unpacking once, 12 rows 4-20% faster
+    // (bench_gemv, SmolLM2's and Gemma 3's shapes, one thread, this Emerald Rapids core).
     if constexpr (L::template kUnpackOnce<T>)
-      if (g.m > kPass) {
+      if (g.m > 2 * kPass) {
         passes(unpack_group<L, T>(group, g.k / 32));
         continue;
       }
