@@ -89,6 +89,13 @@ struct KeptScales<L, DType::q6_k> {
   AccOf<L> d16[2];
 };
 
+// A register of bytes in memory (a vector type's attributes are lost as a template argument,
+// not as a member's).
+template <class L>
+struct StoredBytes {
+  BytesOf<L> value;
+};
+
 // A group as the pass's registers hold it, stored once: each block's scales as finish reads them
 // (every part's), then its quants (for c 0-3, every part: lo, hi). A pass over it loads registers
 // where a pass over the packed group computes them; a prefill's rows run many passes over a group
@@ -99,27 +106,24 @@ struct UnpackedGroup {
   static constexpr int kParts = int(kInt8Rows / L::kRows);
   using Kept = KeptScales<L, T>;
   const Kept* scale;         // [block][part]
-  const BytesOf<L>* quant;   // [block][c][part][lo, hi]
+  const StoredBytes<L>* quant;  // [block][c][part][lo, hi]
   static constexpr bool kPrefetch = false;
   // Block b's scales for a part, where they are kept (finish reads them from there).
   [[gnu::always_inline]] const Kept& scales(int64_t b, int part, typename L::template Scales<T>&) const {
     return scale[b * kParts + part];
   }
   [[gnu::always_inline]] void unpack(int64_t b, int c, int part, BytesOf<L>* lo, BytesOf<L>* hi) const {
-    const BytesOf<L>* at = quant + ((b * 4 + c) * kParts + part) * 2;
-    *lo = at[0];
-    *hi = at[1];
+    const StoredBytes<L>* at = quant + ((b * 4 + c) * kParts + part) * 2;
+    *lo = at[0].value;
+    *hi = at[1].value;
   }
 };
 
 // Storage for one group's UnpackedGroup, per thread (grown to the widest k met, then kept).
 template <class L, DType T>
 struct UnpackedStorage {
-  struct Bytes {  // a vector type's attributes are lost as a template argument, not as a member's
-    BytesOf<L> value;
-  };
   std::vector<typename UnpackedGroup<L, T>::Kept> scale;
-  std::vector<Bytes> quant;
+  std::vector<StoredBytes<L>> quant;
 };
 
 template <class L, DType T>
@@ -147,7 +151,7 @@ UnpackedGroup<L, T> unpack_group(const char* group, int64_t blocks) {
         packed.unpack(b, c, p, &at[0].value, &at[1].value);
       }
   }
-  return {store.scale.data(), &store.quant.data()->value};
+  return {store.scale.data(), store.quant.data()};
 }
 
 // R rows of x (from i0) against P parts of one group from part p0: kRows output columns per row
