@@ -204,9 +204,10 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
           for (bool residual : {false, true}) {
             Case c;
             c.w = t, c.k = k, c.n = n, c.residual = residual;
-            // One row (decode), a few (a batched decode step: each count below 8 is a pass of its
-            // own, 8 a full one, q6_k's 4 and a rest), and more than a chunk of 32 with a ragged
-            // valid count.
+            // One row (decode), a few (a batched decode step: on AVX-512 each count below 8 is a
+            // pass of its own and 8 a full one; the 256-bit and NEON loops' passes of 2 to 6 and
+            // their rests), and more than a chunk of 32 with a ragged valid count (three passes or
+            // more: the group unpacked once where the loop takes that).
             for (auto [rows, valid] : {std::pair<int64_t, int64_t>{1, 1},
                                        {2, 2},
                                        {2, 1},

@@ -231,9 +231,10 @@ struct Lanes {
   [[gnu::always_inline]] static __m512i dot(__m512i sums, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(sums, w, x); }
   template <DType T>
   using Dot = DotInstruction<Lanes, T>;
-  // Rows of x one pass over a group of W takes: each pass unpacks the group's quants (and
-  // converts its scales) again, and one row's eight dot products a block form one dependent
-  // chain, so a batched decode step (up to 8 rows: a server's streams) is one pass with as many
+  // Rows of x one pass over a group of W takes: a pass over the packed group unpacks its quants
+  // (and converts its scales) again (a prefill's q6_k passes read a copy unpacked once,
+  // kUnpackOnce below), and one row's eight dot products a block form one dependent chain, so a
+  // batched decode step (up to 8 rows: a server's streams) is one pass with as many
   // chains as rows. q6_k's two halves take twice the accumulators (24 of the 32 registers at 8
   // rows); 8 rows rather than 4 took its 8-row calls from 135-139 to 102-103 us (2048->640) and
   // 87-89 to 69-70 us (1536->576), its 64- and 512-row calls 2-5% (bench_gemv, one thread,
@@ -245,10 +246,11 @@ struct Lanes {
   // UnpackedGroup): q6_k alone, whose six bits take twice the other kinds' instructions to
   // unpack. Measured with `bench_gemv --benchmark_filter=
   // 'BM_GEMM/shape:([2-9]|1[0-3]|2[2-5])/rows:(64|512)/threads:1/fast:2'` on an Emerald Rapids
-  // core, twice alternating: q6_k 1.15-1.2x faster at 64 rows, 1.05-1.12x at 512; the others the
-  // same within 3% or (q4_1 and q8_0 with k of 1536 or more, q4_k with k 8960) 3-10% slower,
-  // their 8-row passes already sharing an unpacking among 8 rows and the unpacked group reading
-  // twice the bytes of the packed one.
+  // core, twice alternating, both with 8-row passes: q6_k 1.14-1.21x faster at 64 rows,
+  // 1.05-1.12x at 512 (with 4-row passes the copy gave 1.25x); the others (with a first copy
+  // that held whole Scales) the same within 3% or, q4_1 and q8_0 with k of 1536 or more and q4_k
+  // with k 8960, 3-10% slower: their 8-row passes already share an unpacking among 8 rows, and
+  // the copy's 640 bytes a block are more than the packed group's (q4_k 288, q8_0 544).
   template <DType T>
   static constexpr bool kUnpackOnce = T == DType::q6_k;
 };

@@ -212,10 +212,12 @@ struct Avx2Lanes {
   static constexpr int kPassParts = 1;
   // Whether a call of several passes unpacks each group once for all of them (int8_pass.hpp's
   // UnpackedGroup): every kind but q8_0 (its unpacking is a load). Measured with `bench_gemv
-  // --benchmark_filter='BM_GEMM/shape:([2-9]|1[0-3]|2[2-5])/rows:(64|512)/threads:1/fast:2'`
-  // on an Emerald Rapids core held to each path, twice alternating: AVX2 1.08-1.15x (q4_1,
-  // q4_k), 1.35x (q5_0, q5_1), 1.45-1.5x (q5_k, q6_k); AVX-VNNI 1.0-1.06x (q4_1), 1.1-1.25x
-  // (q4_k, q5_0, q5_1, q5_k), 1.3x (q6_k); q8_0 1.05x and 0.97-1.0x.
+  // --benchmark_filter='BM_GEMM/shape:([2-9]|1[0-3])/rows:(64|512)/threads:1/fast:2'` on an
+  // Emerald Rapids core held to each path, twice alternating, the copy against none: AVX2 q4_1
+  // 1.07-1.28x, q4_k 1.15x, q5_0 and q5_1 1.29-1.41x, q5_k 1.39-1.55x, q6_k 1.48-1.65x;
+  // AVX-VNNI q4_1 0.99-1.06x, q4_k 1.06-1.12x, q5_0 and q5_1 1.10-1.20x, q5_k 1.24-1.26x, q6_k
+  // 1.30-1.33x; q8_0 1.04-1.06x and 0.97-0.99x (that with a first copy holding whole Scales;
+  // the two-register KeptScales measured the same or faster).
   template <DType T>
   static constexpr bool kUnpackOnce = T != DType::q8_0;
 };

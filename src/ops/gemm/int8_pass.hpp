@@ -105,41 +105,46 @@ template <class L, DType T>
 struct UnpackedGroup {
   static constexpr int kParts = int(kInt8Rows / L::kRows);
   using Kept = KeptScales<L, T>;
-  const Kept* scale;         // [block][part]
-  const StoredBytes<L>* quant;  // [block][c][part][lo, hi]
-  static constexpr bool kPrefetch = false;
-  // Block b's scales for a part, where they are kept (finish reads them from there).
+  const Kept* kept;               // [block][part]
+  const StoredBytes<L>* unpacked;  // [block][c][part][lo, hi]
+  static constexpr bool kPrefetch = false;  // the copy is in cache
+  // Block b's scales for a part: where they are kept (finish reads them from there; the pass's
+  // own Scales, which a PackedGroup loads, is not needed).
   [[gnu::always_inline]] const Kept& scales(int64_t b, int part, typename L::template Scales<T>&) const {
-    return scale[b * kParts + part];
+    return kept[b * kParts + part];
   }
+  // Quad c of block b's quants for a part, as unpack_group stored them: two loads.
   [[gnu::always_inline]] void unpack(int64_t b, int c, int part, BytesOf<L>* lo, BytesOf<L>* hi) const {
-    const StoredBytes<L>* at = quant + ((b * 4 + c) * kParts + part) * 2;
+    const StoredBytes<L>* at = unpacked + ((b * 4 + c) * kParts + part) * 2;
     *lo = at[0].value;
     *hi = at[1].value;
   }
 };
 
-// Storage for one group's UnpackedGroup, per thread (grown to the widest k met, then kept).
+// Storage for one group's UnpackedGroup, per thread: grown to the widest k met and kept for the
+// thread's life (640 bytes a block of 32 columns: 179 KiB for k = 8960, each kind apart).
 template <class L, DType T>
 struct UnpackedStorage {
-  std::vector<typename UnpackedGroup<L, T>::Kept> scale;
-  std::vector<StoredBytes<L>> quant;
+  std::vector<typename UnpackedGroup<L, T>::Kept> kept;
+  std::vector<StoredBytes<L>> unpacked;
 };
 
+// The group (blocks of 32 columns) unpacked into this thread's storage: valid until the thread's
+// next call for the same kind.
 template <class L, DType T>
 UnpackedGroup<L, T> unpack_group(const char* group, int64_t blocks) {
   constexpr int kParts = UnpackedGroup<L, T>::kParts;
-  thread_local UnpackedStorage<L, T> store;
-  if (int64_t(store.scale.size()) < blocks * kParts) {
-    store.scale.resize(size_t(blocks * kParts));
-    store.quant.resize(size_t(blocks * 4 * kParts * 2));
+  thread_local UnpackedStorage<L, T> copy;
+  if (int64_t(copy.kept.size()) < blocks * kParts) {
+    copy.unpacked.resize(size_t(blocks * 4 * kParts * 2));  // first: if it throws, neither grew
+    copy.kept.resize(size_t(blocks * kParts));
   }
   const PackedGroup<L, T> packed{group};
   typename L::template Scales<T> sc[kParts];
   for (int64_t b = 0; b < blocks; ++b) {
     for (int p = 0; p < kParts; ++p) {
       const auto& s = packed.scales(b, p, sc[p]);
-      auto& kept = store.scale[size_t(b * kParts + p)];
+      auto& kept = copy.kept[size_t(b * kParts + p)];
       if constexpr (T == DType::q6_k)
         kept.d16[0] = s.d16[0], kept.d16[1] = s.d16[1];
       else
@@ -147,11 +152,11 @@ UnpackedGroup<L, T> unpack_group(const char* group, int64_t blocks) {
     }
     for (int c = 0; c < 4; ++c)
       for (int p = 0; p < kParts; ++p) {
-        auto* at = store.quant.data() + ((b * 4 + c) * kParts + p) * 2;
+        auto* at = copy.unpacked.data() + ((b * 4 + c) * kParts + p) * 2;
         packed.unpack(b, c, p, &at[0].value, &at[1].value);
       }
   }
-  return {store.scale.data(), store.quant.data()};
+  return {copy.kept.data(), copy.unpacked.data()};
 }
 
 // R rows of x (from i0) against P parts of one group from part p0: kRows output columns per row
@@ -184,12 +189,14 @@ inline void int8_pass(const GemmInt8Args& g, int64_t i0, const Source& src, int 
     if constexpr (Source::kPrefetch)
       if (p0 == 0)  // the first part's pass prefetches
         for (int c = 0; c < int8_prefetch_lines(T); ++c) L::prefetch(src.quants(b) + L::ahead(R) + 64 * c);
-    const std::remove_reference_t<decltype(src.scales(b, p0, sc[0]))>* block_scales[P];
+    using BlockScales = std::remove_reference_t<decltype(src.scales(b, p0, sc[0]))>;  // Scales<T> or KeptScales
+    const BlockScales* block_scales[P];
     for (int p = 0; p < P; ++p) block_scales[p] = &src.scales(b, p0 + p, sc[p]);
     typename L::template Dot<T> dot[P][R];
     // c a constant in each step, where a Dot picks the half of q6_k's sums or widens its partial
     // sums: indexed at run time those sums live on the stack, which made AVX2's q4_1 loop 3.5
-    // times slower (a `#pragma GCC unroll` was not always honoured).
+    // times slower (a `#pragma GCC unroll` did it until GCC left the loop rolled in
+    // UnpackedGroup's instances: AVX2's q4_k 1.7x slower).
     auto step = [&](auto quad) {
       constexpr int c = decltype(quad)::value;
       BytesOf<L> lo[P], hi[P];
