@@ -175,7 +175,7 @@ struct Lanes {
   static constexpr int kPassRows = T == DType::q6_k ? 2 : 3;
   static constexpr int kPassParts = 2;
   // Whether a call of several passes unpacks each group once for all of them (int8_pass.hpp's
-  // UnpackedGroup): as on AVX2, whose 4-row passes gained 1.08-1.5x from it (int8_avx2_loops.hpp),
+  // UnpackedGroup): as on AVX2, whose 4-row passes gained 1.07-1.65x from it (int8_avx2_loops.hpp),
   // every kind but q8_0, these passes taking fewer rows still. Not timed on an ARM core.
   template <DType T>
   static constexpr bool kUnpackOnce = T != DType::q8_0;
