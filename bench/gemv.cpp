@@ -2,8 +2,8 @@
 // (64 and 512 rows, prefill), the portable loops beside the kernel the host dispatches to, 1 and 2 threads.
 // GEMV also runs as one row of a ProjectionGEMM at medium (the int8 path with AVX512_VNNI).
 // GEMV reads its weight cold (rotating over copies larger than the last-level cache, as a decode
-// step does) and hot (one copy, cache-resident); GB/s counts weight bytes read. A streaming read
-// of 256 MiB gives the machine's bandwidth, the bound a cold GEMV can reach.
+// step does) and hot (one copy, cache-resident); GB/s counts weight bytes read. `iron bench`'s
+// streaming read (cpu_device::measure_read_bandwidth) gives the bound a cold GEMV can reach.
 //   ./build/bench/bench_gemv [--benchmark_filter=GEMV]
 #include <benchmark/benchmark.h>
 
@@ -131,7 +131,8 @@ struct Setup {
     a.assign(size_t(rows * s.k), 0.5f);
     y.assign(size_t(rows * s.n), 0.0f);
     for (int c = 0; c < copies; ++c) {
-      weights.push_back(random_weight(s, uint32_t(c + 1)));
+      // Copies of the first (their bytes alike; the cache tells them apart by address).
+      weights.push_back(c == 0 ? random_weight(s, 1) : weights.front());
       cpu::KernelArgs args;
       iron::Shape as = rows > 1 || int8 ? iron::Shape{rows, s.k} : iron::Shape{s.k};
       iron::Shape ys = rows > 1 || int8 ? iron::Shape{rows, s.n} : iron::Shape{s.n};
@@ -147,9 +148,10 @@ struct Setup {
   }
 };
 
-// Copies of a weight of shape `s` that together pass `bytes` (a weight read cold), or one.
-int copies_past(const Shape2& s, bool cold, int64_t bytes) {
-  return cold ? int(std::max<int64_t>(2, bytes / weight_bytes(s) + 1)) : 1;
+// Copies of a weight of shape `s` that together pass what the streaming read reads (four times
+// the last-level cache, at least 256 MiB: a weight read cold, as a decode step meets it), or one.
+int copies_past(const Shape2& s, bool cold) {
+  return cold ? int(std::max<int64_t>(2, int64_t(cpu_device::read_bandwidth_bytes()) / weight_bytes(s) + 1)) : 1;
 }
 
 // Times the setup's kernels in turn (each copy of the weight once a round), GB/s of weight read.
@@ -165,12 +167,12 @@ void time_rotating(benchmark::State& state, Setup& setup, const Shape2& s, int t
   state.SetLabel(s.name);
 }
 
-// Args: shape, threads, fast (0 portable, 1 dispatched), cold (1: rotate over > 128 MiB).
+// Args: shape, threads, fast (0 portable, 1 dispatched), cold (1: rotate over copies past the last-level cache).
 void BM_GEMV(benchmark::State& state) {
   const Shape2& s = kShapes[state.range(0)];
   const int threads = int(state.range(1));
   const bool fast = state.range(2) != 0, cold = state.range(3) != 0;
-  const int copies = copies_past(s, cold, int64_t(128) << 20);
+  const int copies = copies_past(s, cold);
   Setup setup(s, 1, copies, fast);
   time_rotating(state, setup, s, threads);
 }
@@ -187,7 +189,7 @@ void BM_GEMVInt8(benchmark::State& state) {
   const Shape2& s = kShapes[state.range(0)];
   const bool cold = state.range(1) != 0;
   const int threads = int(state.range(2));
-  const int copies = copies_past(s, cold, int64_t(128) << 20);
+  const int copies = copies_past(s, cold);
   Setup setup(s, 1, copies, true, Precision::medium, true);
   time_rotating(state, setup, s, threads);
 }
@@ -228,14 +230,14 @@ BENCHMARK(BM_GEMM)
     ->ArgNames({"shape", "rows", "threads", "fast"})
     ->UseRealTime()
     ->MinTime(0.3);
-// The same rows with the weight cold, as a decode step meets each layer's (rotating over 256 MiB
-// of copies): whether the products hide the weight's reading or wait on it.
+// The same rows with the weight cold, as a decode step meets each layer's (rotating over copies
+// past the last-level cache): whether the products hide the weight's reading or wait on it.
 // Args: shape, rows, threads.
 void BM_GEMMCold(benchmark::State& state) {
   const Shape2& s = kShapes[state.range(0)];
   const int64_t rows = state.range(1);
   const int threads = int(state.range(2));
-  const int copies = copies_past(s, true, int64_t(256) << 20);
+  const int copies = copies_past(s, true);
   Setup setup(s, rows, copies, true, Precision::medium, true);
   time_rotating(state, setup, s, threads);
 }

@@ -13,9 +13,13 @@ std::string features();
 /// `device`'s kernels ("cpu" or "vulkan"): for the CPU, the kernel each kind of step the models
 /// run takes here and why faster ones were passed over (`iron info --kernels`).
 std::string describe_kernels(std::string_view device = "cpu");
-/// Streaming-read bandwidth of this machine in GB/s (10^9 bytes), reading `bytes` with `threads`
-/// threads of the device's pool; the best of a few passes.
-double measure_read_bandwidth(int threads, size_t bytes = size_t(256) << 20);
+/// Streaming-read bandwidth of this machine's memory in GB/s (10^9 bytes), reading `bytes` (0:
+/// read_bandwidth_bytes()) with `threads` threads of the device's pool, several sequential
+/// streams each; the best of a few passes.
+double measure_read_bandwidth(int threads, size_t bytes = 0);
+/// The bytes measure_read_bandwidth reads by default: four times the last-level cache (at least
+/// 256 MiB, at most 1 GiB or an eighth of the machine's memory), so that they come from memory.
+size_t read_bandwidth_bytes();
 /// Peak resident memory of this process so far, in bytes.
 size_t peak_resident_bytes();
 /// The CPUs this process may run on (its affinity mask): the default thread count.
