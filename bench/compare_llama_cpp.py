@@ -202,8 +202,9 @@ def report(args, iron, peer, peer_name):
     """Alternating runs of both, then the table of figures with spreads and ratios."""
     results = {"iron": {"pp": [], "tg": []}, "llama.cpp": {"pp": [], "tg": []}}
     peaks, peer_peaks = [], []
+    shares = {"iron": [], "llama.cpp": []}  # each decode's share of the streaming-read bound
     for rep in range(args.repetitions):
-        figures, peak, _ = iron(args.n_gen)
+        figures, peak, out = iron(args.n_gen)
         peaks.append(peak)
         for k, v in figures.items():
             results["iron"][k].append(v)
@@ -213,6 +214,17 @@ def report(args, iron, peer, peer_name):
             peer_peaks.append(peer_peak)
         for k, v in theirs.items():
             results["llama.cpp"][k].append(v)
+        # What a decoded token reads and the streaming read `iron bench` took beside its decode:
+        # both engines read the same weights, so llama.cpp's decode (run right after) is held to
+        # the same bound.
+        read = re.search(r"read per decoded token: ([\d.]+) MiB of weights \+ ([\d.]+) MiB of cache", out)
+        stream = re.search(r"streaming read: ([\d.]+) GB/s(?: to ([\d.]+) GB/s)?", out)
+        if read and stream:
+            token_bytes = (float(read.group(1)) + float(read.group(2))) * 2**20
+            bandwidth = (float(stream.group(1)) + float(stream.group(2) or stream.group(1))) / 2 * 1e9
+            for side, tg in (("iron", figures.get("tg")), ("llama.cpp", theirs.get("tg"))):
+                if tg:
+                    shares[side].append(tg * token_bytes / bandwidth)
         print(f"run {rep + 1}/{args.repetitions}: iron {figures}, llama.cpp {theirs}", file=sys.stderr)
 
     print(f"\npeer: {peer_name}; IRON_CPU={os.environ.get('IRON_CPU', '(unset: every feature)')}")
@@ -226,6 +238,8 @@ def report(args, iron, peer, peer_name):
     at = f" @ d{args.n_depth}" if args.n_depth else ""
     for test, label in (("pp", f"pp{args.n_prompt}{at}"), ("tg", f"tg{args.n_gen}{at}")):
         a, b = results["iron"][test], results["llama.cpp"][test]
+        if not a and not b:
+            continue
         ratio = statistics.mean(a) / statistics.mean(b) if a and b else float("nan")
         print(f"| {label:14} | {fmt(a):18} | {fmt(b):18} | {ratio:6.2f} |")
     line = (f"peak resident memory of each run's process (ru_maxrss; iron's before its streaming-read test): "
@@ -235,6 +249,11 @@ def report(args, iron, peer, peer_name):
     else:
         line += " (llama-cpp-python runs in this process: not measured apart)"
     print(line)
+    if shares["iron"] and shares["llama.cpp"]:
+        span = lambda xs: f"{100 * min(xs):.0f}-{100 * max(xs):.0f}%"
+        print(f"decode's share of the streaming-read bound (the bytes a token reads over the bandwidth each "
+              f"IRON run measured beside its decode; llama.cpp's run follows it): iron {span(shares['iron'])}, "
+              f"llama.cpp {span(shares['llama.cpp'])}")
 
 
 if __name__ == "__main__":
