@@ -218,7 +218,7 @@ def report(args, iron, peer, peer_name):
         # both engines read the same weights, so llama.cpp's decode (run right after) is held to
         # the same bound.
         read = re.search(r"read per decoded token: ([\d.]+) MiB of weights \+ ([\d.]+) MiB of cache", out)
-        stream = re.search(r"streaming read: ([\d.]+) GB/s(?: to ([\d.]+) GB/s)?", out)
+        stream = re.search(r"streaming read(?: of \d+ MiB)?: ([\d.]+) GB/s(?: to ([\d.]+) GB/s)?", out)
         if read and stream:
             token_bytes = (float(read.group(1)) + float(read.group(2))) * 2**20
             bandwidth = (float(stream.group(1)) + float(stream.group(2) or stream.group(1))) / 2 * 1e9

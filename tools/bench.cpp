@@ -212,9 +212,10 @@ void add_bench_command(CLI::App& app, bool execute) {
     }
     const auto [low, high] = std::minmax_element(bandwidths.begin(), bandwidths.end());
     std::printf("\nread per decoded token: %.1f MiB of weights + %.1f MiB of cache (%s keys, %s values); "
-                "streaming read: %.1f GB/s", mib(weight_bytes), mib(cache_bytes),
+                "streaming read of %.0f MiB: %.1f GB/s", mib(weight_bytes), mib(cache_bytes),
                 std::string(name(options.model.k_cache_type())).c_str(),
-                std::string(name(options.model.v_cache_type())).c_str(), *low);
+                std::string(name(options.model.v_cache_type())).c_str(),
+                mib(double(cpu_device::read_bandwidth_bytes())), *low);
     if (*high > *low) std::printf(" to %.1f GB/s", *high);
     std::printf(" (bound: %.1f t/s", *low * 1e9 / bytes);
     if (*high > *low) std::printf(" to %.1f", *high * 1e9 / bytes);
