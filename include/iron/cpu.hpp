@@ -18,7 +18,8 @@ std::string describe_kernels(std::string_view device = "cpu");
 /// streams each; the best of a few passes.
 double measure_read_bandwidth(int threads, size_t bytes = 0);
 /// The bytes measure_read_bandwidth reads by default: four times the last-level cache (at least
-/// 256 MiB, at most 1 GiB or an eighth of the machine's memory), so that they come from memory.
+/// 256 MiB, at most 1 GiB or a quarter of the memory still available), so that they come from
+/// memory.
 size_t read_bandwidth_bytes();
 /// Peak resident memory of this process so far, in bytes.
 size_t peak_resident_bytes();

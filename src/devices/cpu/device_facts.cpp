@@ -83,14 +83,54 @@ size_t largest_cache_bytes() {
   }
   return largest;
 }
+// The first number in file `path`, or -1 where there is none ("max", no file).
+long long first_number(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return -1;
+  long long v = -1;
+  if (std::fscanf(f, "%lld", &v) != 1) v = -1;
+  std::fclose(f);
+  return v;
+}
+
+// Bytes this process may still take without pushing others out: the kernel's estimate of
+// available memory, and within a container its memory cgroup's limit less what it holds (v2:
+// the line "0::PATH" of /proc/self/cgroup, memory.max; v1: "N:memory:PATH",
+// memory.limit_in_bytes, a huge number where there is no limit).
+size_t memory_available_bytes() {
+  size_t available = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kib = 0;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) available = std::min(available, size_t(kib) << 10);
+    std::fclose(f);
+  }
+  if (std::FILE* f = std::fopen("/proc/self/cgroup", "r")) {
+    char line[4096];
+    while (std::fgets(line, sizeof line, f)) {
+      const std::string entry(line);
+      const bool v2 = entry.rfind("0::", 0) == 0;
+      const size_t memory = entry.find(":memory:");
+      if (!v2 && memory == std::string::npos) continue;
+      std::string dir = v2 ? "/sys/fs/cgroup" + entry.substr(3) : "/sys/fs/cgroup/memory" + entry.substr(memory + 8);
+      while (!dir.empty() && (dir.back() == '\n' || dir.back() == '/')) dir.pop_back();
+      const long long limit = first_number(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes")),
+                      used = first_number(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
+      if (limit > 0 && used >= 0) available = std::min(available, size_t(std::max(0LL, limit - used)));
+    }
+    std::fclose(f);
+  }
+  return available;
+}
 }  // namespace
 
 size_t read_bandwidth_bytes() {
   // Four times the last-level cache, so the read comes from memory (a server's L3 of 260 MiB held
-  // much of the 256 MiB read before), and no more than an eighth of the machine's memory.
-  const size_t memory = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
-  return std::max(size_t(64) << 20,
-                  std::min({std::max(size_t(256) << 20, 4 * largest_cache_bytes()), size_t(1) << 30, memory / 8}));
+  // much of the 256 MiB read before), at most 1 GiB, and no more than a quarter of the memory
+  // still available (a model of a container's size loaded beside it must not be pushed out).
+  return std::max(size_t(64) << 20, std::min({std::max(size_t(256) << 20, 4 * largest_cache_bytes()), size_t(1) << 30,
+                                              memory_available_bytes() / 4}));
 }
 
 double measure_read_bandwidth(int threads, size_t bytes) {
