@@ -9,12 +9,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <string>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "devices/cpu/kernel.hpp"
 #include "devices/cpu/streaming_read.hpp"
@@ -59,7 +60,7 @@ struct ReadJob {
   const char* data;
   size_t bytes;
   cpu::Features features;
-  uint64_t sums[64];
+  std::vector<uint64_t> sums;  // one a thread
 };
 
 void read_part(void* context, int thread, int threads) {
@@ -83,6 +84,7 @@ size_t largest_cache_bytes() {
   }
   return largest;
 }
+
 // The first number in file `path`, or -1 where there is none ("max", no file).
 long long first_number(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "r");
@@ -135,13 +137,13 @@ size_t read_bandwidth_bytes() {
 
 double measure_read_bandwidth(int threads, size_t bytes) {
   if (bytes == 0) bytes = read_bandwidth_bytes();
-  bytes = bytes / 4096 * 4096;
+  bytes = std::max<size_t>(bytes / 4096 * 4096, 4096);
   std::unique_ptr<char[], void (*)(void*)> buffer(static_cast<char*>(std::aligned_alloc(4096, bytes)), std::free);
   if (!buffer) value_error("cannot allocate " + std::to_string(bytes >> 20) + " MiB for the streaming-read test");
   std::memset(buffer.get(), 1, bytes);
   cpu::ThreadPool& pool = cpu::ThreadPool::shared(threads);
   if (threads <= 0) threads = pool.size();
-  ReadJob job{buffer.get(), bytes, cpu::Features::host(), {}};
+  ReadJob job{buffer.get(), bytes, cpu::Features::host(), std::vector<uint64_t>(size_t(threads))};
   double best = 0;
   for (int pass = 0; pass < 4; ++pass) {
     auto t0 = std::chrono::steady_clock::now();
