@@ -17,10 +17,11 @@
 
 IRON_HWY_BEGIN(iron::cpu::streaming_read_hwy)
 
-// Sums the 64-byte lines [0, lines) of two streams (`first`, and `lines` lines past it), so
-// that no load can be left out.
-uint64_t read(const char* first, int64_t lines, uint64_t* sum) {
-  const hn::ScalableTag<uint64_t> d;
+// Sums the 64-byte lines [0, lines) of two streams (`first`, and `lines` lines past it) into
+// *sum, so that no load can be left out. Vectors of at most 64 bytes, so that a load stays in its
+// line (SVE's may be longer).
+void read(const char* first, int64_t lines, uint64_t* sum) {
+  const hn::CappedTag<uint64_t, 8> d;
   const int64_t step = int64_t(hn::Lanes(d)) * 8;  // bytes a load reads
   const char* second = first + lines * 64;
   auto a = hn::Zero(d), b = hn::Zero(d);
@@ -33,7 +34,6 @@ uint64_t read(const char* first, int64_t lines, uint64_t* sum) {
     }
   }
   *sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(a, b)));
-  return *sum;
 }
 
 IRON_HWY_END
