@@ -4,7 +4,7 @@
 // one, alternated round by round in one run so that both see the same machine. The caches are
 // read cold, as a decode step reads each layer's: calls rotate over copies larger than the
 // last-level cache. GB/s counts the cache bytes read (keys and values); "of stream" is that over
-// a streaming read of 256 MiB on as many threads.
+// `iron bench`'s streaming read (cpu_device::measure_read_bandwidth) on as many threads.
 //   ./build/bench/bench_attention [threads=2] [rounds=7] [cold|hot] ["words the rows' names hold"] [medium] [prefill]
 // (hot: one copy of the caches, read from the processor's caches: what the kernel computes at;
 // medium: the grouped kernel at highest against itself at medium, which rounds a q8_0 cache's
@@ -38,7 +38,6 @@ struct Model {
 const Model kModels[] = {{"SmolLM2", 9, 3, 64}, {"Gemma3", 4, 1, 256}};
 const int64_t kDepths[] = {512, 2048, 4096};
 const DType kCaches[] = {f32, f16, bf16, DType::q8_0};
-constexpr int64_t kPoolBytes = int64_t(192) << 20;  // the caches' copies: past any last-level cache
 
 // Every copy of a model's caches at one depth and dtype, one kernel per copy and path.
 struct Setup {
@@ -133,7 +132,7 @@ int main(int argc, char** argv) {
               "speedup", "of stream");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> values(size_t(kPoolBytes / 4));
+  std::vector<float> values(size_t(1) << 22);  // 16 MiB of random values, repeated to fill each pool
   for (float& x : values) x = u(rng);
   for (DType t : kCaches) {
     std::vector<std::pair<const Model*, int64_t>> rows;  // the (model, depth) rows `only` wants
@@ -149,9 +148,11 @@ int main(int argc, char** argv) {
         if (wanted) rows.push_back({&m, depth});
       }
     if (rows.empty()) continue;
-    // The pool of copies in this dtype: as many elements as fill kPoolBytes.
-    const int64_t elements = kPoolBytes / storage_bytes(t, 32) * 32;
-    std::vector<char> pool(static_cast<size_t>(kPoolBytes));
+    // The pool of copies in this dtype, past the last-level cache: as many bytes as the streaming
+    // read reads (four times that cache, at least 256 MiB), the elements that fill them.
+    const int64_t pool_bytes = int64_t(cpu_device::read_bandwidth_bytes());
+    const int64_t elements = pool_bytes / storage_bytes(t, 32) * 32;
+    std::vector<char> pool(static_cast<size_t>(pool_bytes));
     for (int64_t at = 0; at < elements; at += int64_t(values.size())) {
       const int64_t n = std::min<int64_t>(int64_t(values.size()), elements - at);
       from_f32(t, values.data(), pool.data() + storage_bytes(t, at), n);
