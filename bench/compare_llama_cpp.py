@@ -214,9 +214,9 @@ def report(args, iron, peer, peer_name):
             peer_peaks.append(peer_peak)
         for k, v in theirs.items():
             results["llama.cpp"][k].append(v)
-        # What a decoded token reads and the streaming read `iron bench` took beside its decode:
-        # both engines read the same weights, so llama.cpp's decode (run right after) is held to
-        # the same bound.
+        # What a decoded token reads and the streaming reads `iron bench` took beside its decode
+        # (the middle of their lowest and highest): both engines read the same weights, so
+        # llama.cpp's decode (run right after) is held to the same bound.
         read = re.search(r"read per decoded token: ([\d.]+) MiB of weights \+ ([\d.]+) MiB of cache", out)
         stream = re.search(r"streaming read(?: of \d+ MiB)?: ([\d.]+) GB/s(?: to ([\d.]+) GB/s)?", out)
         if read and stream:

@@ -206,8 +206,10 @@ void add_bench_command(CLI::App& app, bool execute) {
       std::printf("peak memory: %.1f MiB of this process (the device's memory not counted)\n", mib(peak));
       return;
     }
+    // One size for every pair's read, and the one printed (what memory is available moves).
+    const size_t read_bytes = cpu_device::read_bandwidth_bytes();
     for (int pair = 0; pair < (tg.empty() ? 1 : 3); ++pair) {
-      bandwidths.push_back(cpu_device::measure_read_bandwidth(threads));
+      bandwidths.push_back(cpu_device::measure_read_bandwidth(threads, read_bytes));
       if (!tg.empty()) fractions.push_back(decode() / (bandwidths.back() * 1e9 / bytes));
     }
     const auto [low, high] = std::minmax_element(bandwidths.begin(), bandwidths.end());
@@ -215,7 +217,7 @@ void add_bench_command(CLI::App& app, bool execute) {
                 "streaming read of %.0f MiB: %.1f GB/s", mib(weight_bytes), mib(cache_bytes),
                 std::string(name(options.model.k_cache_type())).c_str(),
                 std::string(name(options.model.v_cache_type())).c_str(),
-                mib(double(cpu_device::read_bandwidth_bytes())), *low);
+                mib(double(read_bytes)), *low);
     if (*high > *low) std::printf(" to %.1f GB/s", *high);
     std::printf(" (bound: %.1f t/s", *low * 1e9 / bytes);
     if (*high > *low) std::printf(" to %.1f", *high * 1e9 / bytes);

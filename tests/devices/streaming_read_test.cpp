@@ -36,7 +36,6 @@ TEST(StreamingRead, MeasuresAFiniteBandwidth) {
   const double gbs = cpu_device::measure_read_bandwidth(1, size_t(16) << 20);
   EXPECT_TRUE(std::isfinite(gbs));
   EXPECT_GT(gbs, 0.1);  // GB/s: any machine that runs the tests reads faster
-  EXPECT_GE(cpu_device::read_bandwidth_bytes(), size_t(64) << 20);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 // it has in flight, and so on how it reads: on two threads of an Emerald Rapids VM (1 GiB,
 // the best of 6 passes, alternating, each a throwaway loop) one sequential stream of 16-byte
 // loads read 17 GB/s, eight streams of 16-byte loads 22-26, of 32-byte loads 24-31, of 64-byte
-// loads 30-31, two streams of 64-byte loads with a software prefetch 4 KiB ahead 32. A bound
+// loads 29.5-31, two streams of 64-byte loads with a software prefetch 4 KiB ahead 32. A bound
 // the kernels beat is no bound (the old one-stream, 16-byte read put a Qwen2.5-Coder-1.5B
 // decode at 125% of it), so this reads as the best of those did: the widest loads, two
 // interleaved streams each prefetched 4 KiB ahead.
