@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+import torch_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 WORDS = ("the of and to in is was for on that with as by at from his her it an were are which this be has had "
@@ -52,12 +54,7 @@ def main():
     ap.add_argument("--no-accuracy", action="store_true",
                     help="leave out the accuracy pass (EmbeddingGemma's takes about 8 minutes on 2 cores)")
     a = ap.parse_args()
-    if os.environ.get("IRON_EMBED_BENCH_CHILD") != "1":
-        # Re-run inside .venv with sentence-transformers and torch (installed on first use).
-        py = subprocess.run([os.path.join(ROOT, "scripts", "python-env.sh"), "numpy", "torch", "sentence-transformers"],
-                            check=True, capture_output=True, text=True).stdout.strip()
-        os.environ["IRON_EMBED_BENCH_CHILD"] = "1"
-        os.execv(py, [py] + sys.argv)
+    torch_env.rerun_in_venv()
 
     import numpy as np
     import torch
