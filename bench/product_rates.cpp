@@ -16,6 +16,10 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#define IRON_VECTOR_REGISTER "+v"
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define IRON_VECTOR_REGISTER "+w"
 #endif
 
 namespace {
@@ -37,7 +41,7 @@ void time_products(benchmark::State& state, bool runs, const char* needs, Body b
   state.counters["Gproducts/s"] = benchmark::Counter(products / 1e9, benchmark::Counter::kIsRate);
 }
 
-#if defined(__x86_64__)
+#if defined(IRON_VECTOR_REGISTER)
 // One body of kChains chains, for a function built for its instructions: V the register type,
 // INIT(c) chain c's start, W and X the operands (an empty asm says they may change each step, so
 // nothing folds), STEP(acc, w, x) one product instruction, ADD to sum the chains (so none is
@@ -49,13 +53,15 @@ void time_products(benchmark::State& state, bool runs, const char* needs, Body b
   for (int c = 0; c < kChains; ++c) acc[c] = INIT(c);                          \
   for (int64_t i = 0; i < steps; ++i) {                                        \
     for (int c = 0; c < kChains; ++c) acc[c] = STEP(acc[c], w, x);             \
-    __asm__ volatile("" : "+v"(w), "+v"(x));                                   \
+    __asm__ volatile("" : IRON_VECTOR_REGISTER(w), IRON_VECTOR_REGISTER(x));                                   \
   }                                                                            \
   V sum = acc[0];                                                              \
   for (int c = 1; c < kChains; ++c) sum = ADD(sum, acc[c]);                    \
   benchmark::DoNotOptimize(sum);                                               \
   return double(steps) * kChains * (LANE_PRODUCTS)
+#endif
 
+#if defined(__x86_64__)
 [[gnu::target("avx2,fma")]] double fma_ymm(int64_t steps) {
   IRON_PRODUCT_CHAINS(__m256, _mm256_set1_ps, _mm256_set1_ps(1.0001f),
                       _mm256_set1_ps(0.999f), _mm256_fmadd_ps, _mm256_add_ps, 8);
@@ -95,7 +101,6 @@ void time_products(benchmark::State& state, bool runs, const char* needs, Body b
                       _mm512_castsi512_ps(_mm512_set1_epi32(0x3f803f80)),
                       _mm512_castsi512_ps(_mm512_set1_epi32(0x3f803f80)), dpbf16, _mm512_add_ps, 32);
 }
-#undef IRON_PRODUCT_CHAINS
 
 const Features& host() { return Features::host(); }
 
@@ -113,6 +118,29 @@ BENCHMARK(BM_Int8AvxVnni);
 BENCHMARK(BM_FmaF32Avx512);
 BENCHMARK(BM_Int8Avx512Vnni);
 BENCHMARK(BM_Bf16Avx512);
+#endif
+
+#if defined(__aarch64__)
+double fma_neon(int64_t steps) {
+  IRON_PRODUCT_CHAINS(float32x4_t, vdupq_n_f32, vdupq_n_f32(1.0001f), vdupq_n_f32(0.999f), vfmaq_f32, vaddq_f32, 4);
+}
+
+// sdot: 4 int8 pairs a lane into int32, as the int8 loop's dotprod copy takes them (the
+// operands held as int32x4_t, the chains' type, and read as bytes).
+[[gnu::target("arch=armv8.2-a+dotprod")]] inline int32x4_t sdot(int32x4_t acc, int32x4_t w, int32x4_t x) {
+  return vdotq_s32(acc, vreinterpretq_s8_s32(w), vreinterpretq_s8_s32(x));
+}
+[[gnu::target("arch=armv8.2-a+dotprod")]] double sdot_neon(int64_t steps) {
+  IRON_PRODUCT_CHAINS(int32x4_t, vdupq_n_s32, vdupq_n_s32(0x03030303), vdupq_n_s32(0x01010101), sdot, vaddq_s32,
+                      16);
+}
+
+const Features& host() { return Features::host(); }
+
+void BM_FmaF32Neon(benchmark::State& s) { time_products(s, host().neon, "NEON", fma_neon); }
+void BM_Int8NeonDotprod(benchmark::State& s) { time_products(s, host().dotprod, "the dot product extension (sdot)", sdot_neon); }
+BENCHMARK(BM_FmaF32Neon);
+BENCHMARK(BM_Int8NeonDotprod);
 #endif
 
 }  // namespace
