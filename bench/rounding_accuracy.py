@@ -44,6 +44,12 @@ def main():
     for k in kinds:
         if k not in ("w8a8", "w8", "a8", "wbf16", "bf16"):
             ap.error("unknown rounding %r (w8a8, w8, a8, wbf16, bf16)" % k)
+    if not os.path.isfile(os.path.join(a.model, "modules.json")):
+        ap.error("%s is not a sentence-transformers directory (no modules.json): scripts/fetch-model.sh minilm "
+                 "or embeddinggemma fetches one" % a.model)
+    base = os.path.basename(os.path.normpath(a.model)).lower()
+    if "minilm" not in base and "embeddinggemma" not in base:
+        ap.error("golden sentences exist for all-MiniLM-L6-v2 and EmbeddingGemma alone; %s names neither" % a.model)
     torch_env.rerun_in_venv()
 
     import torch
