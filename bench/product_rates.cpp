@@ -4,7 +4,8 @@
 // takes on a processor (`Features::bf16_pairs_fast`: whether vdpbf16ps outruns f32 FMAs).
 // Instruction tables give these too; they differ between cores and hypervisors, so measure.
 //   ./build/bench/bench_product_rates
-// Counters: "Gproducts/s", multiply-adds a second (an FMA lane is one; vpdpbusd's 4 byte pairs a
+// Counters: "Gproducts/s", multiply-adds a second of the thread's CPU time, so a thread the
+// machine takes off its core does not lower it (an FMA lane is one; vpdpbusd's 4 byte pairs a
 // lane are four; vdpbf16ps's 2 bf16 pairs a lane two). A path the host lacks is skipped, saying
 // so. One thread: run it on a quiet core, alternating with whatever it is compared to.
 #include <benchmark/benchmark.h>
@@ -45,15 +46,16 @@ void time_products(benchmark::State& state, bool runs, const char* needs, Body b
 // One body of kChains chains, for a function built for its instructions: V the register type,
 // INIT(c) chain c's start, W and X the operands (an empty asm says they may change each step, so
 // nothing folds), STEP(acc, w, x) one product instruction, ADD to sum the chains (so none is
-// dead), LANE_PRODUCTS the multiply-adds of one STEP. A macro rather than a template taking
-// lambdas: GCC does not build a lambda for its enclosing function's target instructions.
+// dead), LANE_PRODUCTS the multiply-adds one STEP does (every lane's). A macro rather than a
+// template taking lambdas: GCC does not build a lambda for its enclosing function's target
+// instructions.
 #define IRON_PRODUCT_CHAINS(V, INIT, W, X, STEP, ADD, LANE_PRODUCTS)           \
   V acc[kChains];                                                              \
   V w = W, x = X;                                                              \
   for (int c = 0; c < kChains; ++c) acc[c] = INIT(c);                          \
   for (int64_t i = 0; i < steps; ++i) {                                        \
     for (int c = 0; c < kChains; ++c) acc[c] = STEP(acc[c], w, x);             \
-    __asm__ volatile("" : IRON_VECTOR_REGISTER(w), IRON_VECTOR_REGISTER(x));                                   \
+    __asm__ volatile("" : IRON_VECTOR_REGISTER(w), IRON_VECTOR_REGISTER(x));   \
   }                                                                            \
   V sum = acc[0];                                                              \
   for (int c = 1; c < kChains; ++c) sum = ADD(sum, acc[c]);                    \
