@@ -76,10 +76,13 @@ if [ "$(uname -m)" = x86_64 ]; then
     skip='Vulkan'
     # The portable loops have no int8 or bf16 products, so medium computes there what highest
     # does: the medium twins of the highest reference checks are left out (MiniLM's two gave the
-    # same worst cosine to the bit, 2026-12-06; Gemma 3's took 68 s). Medium's decode steps and
-    # cache types still run.
+    # same worst cosine to the bit, 2026-12-06; Gemma 3's took 68 s). Medium's cache types still
+    # run (SmolLM2.SmallerCaches...); SmolLM2's decode steps at medium do not (82 s of this
+    # stage's 137 alone, 2026-12-06): their attention over f16 and q8_0 caches is the decode
+    # tile Attention.DecodeSplitsTheKeysAcrossThreads holds to its reference on this path.
     if [ "$cpu" = portable ]; then
       skip+='|Gemma3\.LogitsAtMediumPrecision|MiniLM\.MediumStaysClose|SmolLM2\.LogitsAtMediumPrecision'
+      skip+='|SmolLM2\.DecodingAtMediumStaysClose'
     fi
     stage "test: whole models and kernels with IRON_CPU=$cpu"
     IRON_CPU=$cpu ctest --test-dir build --output-on-failure -j "$(nproc)" -R "$narrow_suites" -E "$skip"
