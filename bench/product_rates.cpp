@@ -61,6 +61,8 @@ void time_products(benchmark::State& state, bool runs, const char* needs, Body b
   for (int c = 1; c < kChains; ++c) sum = ADD(sum, acc[c]);                    \
   benchmark::DoNotOptimize(sum);                                               \
   return double(steps) * kChains * (LANE_PRODUCTS)
+
+const Features& host() { return Features::host(); }
 #endif
 
 #if defined(__x86_64__)
@@ -104,7 +106,6 @@ void time_products(benchmark::State& state, bool runs, const char* needs, Body b
                       _mm512_castsi512_ps(_mm512_set1_epi32(0x3f803f80)), dpbf16, _mm512_add_ps, 32);
 }
 
-const Features& host() { return Features::host(); }
 
 void BM_FmaF32Avx2(benchmark::State& s) { time_products(s, host().avx2 && host().fma, "AVX2 with FMA", fma_ymm); }
 void BM_Int8Avx2Maddubs(benchmark::State& s) { time_products(s, host().avx2, "AVX2", maddubs_ymm); }
@@ -137,7 +138,6 @@ double fma_neon(int64_t steps) {
                       16);
 }
 
-const Features& host() { return Features::host(); }
 
 void BM_FmaF32Neon(benchmark::State& s) { time_products(s, host().neon, "NEON", fma_neon); }
 void BM_Int8NeonDotprod(benchmark::State& s) { time_products(s, host().dotprod, "the dot product extension (sdot)", sdot_neon); }

@@ -48,7 +48,8 @@ def main():
         ap.error("%s is not a sentence-transformers directory (no modules.json): scripts/fetch-model.sh minilm "
                  "or embeddinggemma fetches one" % a.model)
     base = os.path.basename(os.path.normpath(a.model)).lower()
-    if "minilm" not in base and "embeddinggemma" not in base:
+    name = "embeddinggemma" if "embeddinggemma" in base else "minilm" if "minilm" in base else None
+    if name is None:
         ap.error("golden sentences exist for all-MiniLM-L6-v2 and EmbeddingGemma alone; %s names neither" % a.model)
     torch_env.rerun_in_venv()
 
@@ -57,7 +58,6 @@ def main():
     from sentence_transformers import SentenceTransformer
 
     torch.set_num_threads(a.threads)
-    name = "embeddinggemma" if "embeddinggemma" in os.path.basename(os.path.normpath(a.model)).lower() else "minilm"
     golden = json.load(open(os.path.join(ROOT, "tests", "golden", name + "_embeddings.json")))
     texts = [c["text"] for c in golden["cases"] if not c.get("prompt_name")]
 
