@@ -73,7 +73,7 @@ run_on() {
     t=$SECONDS
     "${qemu[@]}" -cpu "$cpu" "$build/iron" info --devices | tee "$build/$name.info"
     grep -qF "features: $features" "$build/$name.info" || { echo "expected features: $features" >&2; return 1; }
-    TMPDIR="$tmp" "${qemu[@]}" -cpu "$cpu" "$build/tests/iron_tests" --gtest_filter="$filter${skip:+:-$skip}" --gtest_brief=1
+    TMPDIR="$tmp" IRON_TEST_EMULATED=1 "${qemu[@]}" -cpu "$cpu" "$build/tests/iron_tests" --gtest_filter="$filter${skip:+:-$skip}" --gtest_brief=1
     echo "--- $name: tests took $((SECONDS - t)) s"
     if [ -f "$stories" ]; then
       t=$SECONDS

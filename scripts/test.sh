@@ -33,7 +33,11 @@
 # clang ASan build 7.7, its tests 4.0, TSan build 3.3 and tests 1.5, ARM64 5.8 (build 3.7), the
 # fuzzers 3.1: 40.1 min. Then the ASan run's longest test (GemmInt8's every shape, 126 s) took
 # 33 columns for 577 under the sanitizers, and the portable run left out medium's twins of the
-# highest checks (below).
+# highest checks (below). On an AVX2-only AMD EPYC (Zen 3, 2 vCPUs; 2026-12-07, a fresh clone of
+# e860ba6, the machine otherwise idle) every stage is slower: models and packages 1.3 min, Release
+# build 11.1, its ctest 9.0 (after the costs below; 11.6 before), portable 2.1, the clang ASan
+# build 16.6, its tests 4.4, TSan build 6.7 and tests 1.6, ARM64 11.9 (build 8.5): 64.6 min before
+# the fuzzers, past CI's 45 (issue 34's note says what would cut it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${IRON_BUILD_JOBS:-$(nproc)}
@@ -45,7 +49,8 @@ stage() { echo "=== $1 ($((SECONDS - start)) s so far)"; }
 # ctest starts the tests it knows to be longest first (from its cost file, which each run
 # updates); a fresh build directory gets tests/ctest_costs.txt, the longest tests' seconds on an
 # AVX2-only Zen 3, so that they do not start last and leave one core idle at the end (the
-# Release ctest there: 698 s with the 332 s Vulkan model test started at test 305 of 515).
+# Release ctest there: 698 s with the 332 s Vulkan model test started at test 305 of 515; 541 s
+# with it first and cut to 210 s, of which ray_cluster, RUN_SERIAL, takes its 168 alone at the end).
 seed_costs() {
   local file=$1/Testing/Temporary/CTestCostData.txt
   [ -f "$file" ] || { mkdir -p "$(dirname "$file")" && cp tests/ctest_costs.txt "$file"; }
