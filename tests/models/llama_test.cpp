@@ -225,7 +225,7 @@ TEST(VulkanSmolLM2, LogitsMatchAnIndependentNumpyReference) {
 #endif
   IRON_NEEDS_VULKAN();
   IRON_NEEDS_SMOLLM2();
-  check_smollm2_against_reference(Precision::highest, 0.01, 1e-3, "vulkan", {}, 1, 2);
+  check_smollm2_against_reference(Precision::highest, 0.01, 1e-3, "vulkan", {}, /*greedy_prompts=*/1, /*prompts=*/2);
 }
 
 TEST(SmolLM2, LogitsAtMediumPrecisionStayCloseToTheReference) {
