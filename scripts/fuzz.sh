@@ -41,7 +41,7 @@ flags="-O1 -g1 -DNDEBUG"
 cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$flags" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="$flags" -DIRON_FUZZ=ON -DIRON_SANITIZE=address,undefined \
-  -DIRON_BUILD_TESTS=ON -DIRON_BUILD_BENCH=OFF >/dev/null
+  -DIRON_BUILD_TESTS=ON -DIRON_BUILD_BENCH=OFF -DIRON_HOST_KERNELS=ON >/dev/null
 if [ $build_all = 1 ]; then
   cmake --build "$build" -j "$jobs"
   exit 0

@@ -126,13 +126,12 @@ stage "build-tsan: thread"
 # The suites with threads in them (the pool, the carried loop, graphs, multi-threaded kernels and
 # models, the serving engine); only the test files defining them are built.
 tsan_suites='CarriedLoop|CarriedLoopDepth|CarriedLoopOn|Graph|Smoke|OpKernels|Attention|Stories260K|Determinism|ThreadPool|SpecRows|Engine|EngineStop'
-tsan_files=$(cd tests && grep -rlE "^(TEST|TEST_F|TEST_P)\(($tsan_suites),|^INSTANTIATE_TEST_SUITE_P\([A-Za-z0-9_]+, *($tsan_suites)," \
-  --include='*_test.cpp' . | sed 's|^\./||' | sort | paste -sd';')
+tsan_files=$(scripts/test-files.sh "$tsan_suites")
 # Warnings stay errors in the Release build; with -fsanitize=thread GCC 12 reports a false
 # -Wstringop-overflow inside std::vector::insert, so here they are only warnings.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIRON_SANITIZE=thread \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$sanitizer_flags" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$sanitizer_flags" \
-  -DIRON_BUILD_BENCH=OFF -DIRON_WERROR=OFF -DIRON_TEST_FILES="$tsan_files"
+  -DIRON_BUILD_BENCH=OFF -DIRON_WERROR=OFF -DIRON_HOST_KERNELS=ON -DIRON_TEST_FILES="$tsan_files"
 cmake --build build-tsan -j "$jobs" --target iron_tests
 stage "test under TSan"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \

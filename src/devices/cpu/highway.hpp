@@ -40,6 +40,9 @@ bool run_picked(Fn* copy, Args... args) {
 #if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX3) && (HWY_TARGETS & HWY_AVX2)
 #define IRON_HWY_PICK(f, ns, fn) \
   (::iron::cpu::hwy_avx3(f) ? &ns::N_AVX3::fn : ::iron::cpu::hwy_avx2(f) ? &ns::N_AVX2::fn : nullptr)
+#elif HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
+// A test build for a processor without AVX-512 (CMakeLists.txt, IRON_HOST_KERNELS): AVX2's copy.
+#define IRON_HWY_PICK(f, ns, fn) (::iron::cpu::hwy_avx2(f) ? &ns::N_AVX2::fn : nullptr)
 #elif HWY_ARCH_ARM_A64 && (HWY_TARGETS & HWY_SVE) && (HWY_TARGETS & HWY_NEON)
 // SVE's copy is built for any vector length (the kernels ask the lanes at run time); every SVE
 // processor has NEON too.

@@ -877,26 +877,43 @@ namespace iron::ops::gemm {
 
 // The instruction sets gemm.cpp chooses among (select_isa), each Highway's copy of the shared
 // loops for its width beside the loops of its own file.
-#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX3) && (HWY_TARGETS & HWY_AVX2)
+#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
+#if HWY_TARGETS & HWY_AVX3
+#define IRON_AVX3_COPY(fn, Result, Args) &N_AVX3::fn
+constexpr int kAvx3NR = N_AVX3::kNR;
+#else
+// A test build for a processor without AVX-512 (CMakeLists.txt, IRON_HOST_KERNELS) leaves
+// Highway's AVX-512 copies out. The kernel table still says what AVX-512's loops would take (its
+// tests ask with a made-up processor's features); the copies Highway would have given throw,
+// never reached on the processor such a build runs on.
+template <class Result, class Args>
+Result no_avx512_copy(const Args&) {
+  throw Error(ErrorKind::value, "this build has no AVX-512 matmul loops: it was made for a processor without "
+              "AVX-512 (IRON_HOST_KERNELS)");
+}
+#define IRON_AVX3_COPY(fn, Result, Args) &no_avx512_copy<Result, Args>
+constexpr int kAvx3NR = 32;  // two vectors of 16 lanes
+#endif
 const Isa& avx512_isa() {
   static const Isa isa{.name = "avx512",
-                       .nr = N_AVX3::kNR,
-                       .gemv = &N_AVX3::gemv,
-                       .pack = &N_AVX3::pack,
-                       .tile = &N_AVX3::tile,
+                       .nr = kAvx3NR,
+                       .gemv = IRON_AVX3_COPY(gemv, void, GemvArgs),
+                       .pack = IRON_AVX3_COPY(pack, void, PackArgs),
+                       .tile = IRON_AVX3_COPY(tile, void, TileArgs),
                        .pack_bf16 = &avx512::pack_bf16,
                        .rows_bf16 = &avx512::rows_bf16,
                        .tile_bf16 = &avx512::tile_bf16,
-                       .tile_w16 = &N_AVX3::tile_w16,
-                       .widen = &N_AVX3::widen,
+                       .tile_w16 = IRON_AVX3_COPY(tile_w16, void, TileW16Args),
+                       .widen = IRON_AVX3_COPY(widen, void, WidenArgs),
                        .quantise_x8 = &avx512::quantise_x8,
                        .gemm_int8 = &avx512::gemm_int8,
-                       .gemv_many = &N_AVX3::gemv_many,
+                       .gemv_many = IRON_AVX3_COPY(gemv_many, bool, GemvManyArgs),
                        .tile_bf16_amx = &tile_bf16_amx,
                        .gemm_int8_amx = &gemm_int8_amx,
                        .int8_instructions = "vpdpbusd"};
   return isa;
 }
+#undef IRON_AVX3_COPY
 const Isa& avx2_isa() {
   static const Isa isa{.name = "avx2",
                        .nr = N_AVX2::kNR,
