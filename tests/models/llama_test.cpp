@@ -218,7 +218,8 @@ TEST(SmolLM2, LogitsMatchAnIndependentNumpyReference) {
 // two prompts scored (56 positions; the CPU's test above scores all four), the first continued
 // greedily (its decode steps). lavapipe runs the same shaders for every prompt, and it is slow:
 // on a Xeon about 0.7 s a step and 0.3 s a prefilled token, on an AVX2-only Zen 3 about 3 s and
-// 1 s, where every prompt and the greedy one took 332 s alone on 2 cores (2026-12-07).
+// 1 s, where every prompt and the greedy one took 332 s alone on 2 cores (2026-12-07); these two
+// 210 s, and 160 s once the matmul shader read W's blocks by eights (a step 1.7 s).
 TEST(VulkanSmolLM2, LogitsMatchAnIndependentNumpyReference) {
 #ifdef IRON_SANITIZED_BUILD
   GTEST_SKIP() << "sanitizer build: the Release build runs whole models on Vulkan";

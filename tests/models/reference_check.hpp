@@ -54,7 +54,7 @@ struct ReferenceCheck {
   // on lavapipe costs more than scoring it.
   size_t greedy_prompts = SIZE_MAX;
   // How many prompts (the first ones) are checked at all: lavapipe on an AVX2-only processor
-  // takes about 1 s a prefilled token and 3 s a decode step (a Zen 3, 2026-12-07).
+  // takes about 1 s a prefilled token and 1.7 s a decode step (a Zen 3, 2026-12-07).
   size_t prompts = SIZE_MAX;
 };
 

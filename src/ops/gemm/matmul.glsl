@@ -87,16 +87,35 @@ void main() {
       scale[r] = inversesqrt(lane_sum(ss) / float(k) + p.epsilon);
     }
   }
+  // W's rows by groups of eight elements a lane (load8: a block's scale read once for eight, their
+  // bits in two or three words) where the rows are, else element by element.
+  const bool grouped = kColumnMajor && grouped_kind(kWeight) && k % 8u == 0u && w0 % 8u == 0u;
   for (uint n = gl_WorkGroupID.x; n < width; n += gl_NumWorkGroups.x) {
     float sum[kTile];
     for (uint r = 0; r < kTile; ++r) sum[r] = 0.0;
-    for (uint i = t; i < k; i += lanes) {
-      const float wi = load(kWeight, kColumnMajor ? w0 + n * k + i : w0 + i * width + n);
-      const float gi = kNorm == 2 ? load_g(kG, g0 + i) : 1.0;
-      for (uint r = 0; r < tile; ++r) {
-        float x = load_a(kA, a0 + r * k + i);
-        if (kNorm != 0) x = x * scale[r] * gi;
-        sum[r] += x * wi;
+    if (grouped) {
+      for (uint i0 = 8u * t; i0 < k; i0 += 8u * lanes) {
+        float wv[8];
+        load8(kWeight, w0 + n * k + i0, wv);
+        for (uint c = 0u; c < 8u; ++c) {
+          const uint i = i0 + c;
+          const float gi = kNorm == 2 ? load_g(kG, g0 + i) : 1.0;
+          for (uint r = 0; r < tile; ++r) {
+            float x = load_a(kA, a0 + r * k + i);
+            if (kNorm != 0) x = x * scale[r] * gi;
+            sum[r] += x * wv[c];
+          }
+        }
+      }
+    } else {
+      for (uint i = t; i < k; i += lanes) {
+        const float wi = load(kWeight, kColumnMajor ? w0 + n * k + i : w0 + i * width + n);
+        const float gi = kNorm == 2 ? load_g(kG, g0 + i) : 1.0;
+        for (uint r = 0; r < tile; ++r) {
+          float x = load_a(kA, a0 + r * k + i);
+          if (kNorm != 0) x = x * scale[r] * gi;
+          sum[r] += x * wi;
+        }
       }
     }
     for (uint r = 0; r < tile; ++r) {

@@ -64,3 +64,54 @@ float load(int kind, uint e) {
   const uint q = (raw_byte(at + 4u + (j & 15u)) >> (j < 16u ? 0u : 4u)) & 15u;
   return raw_f16(at) * float(q) + raw_f16(at + 2u);
 }
+
+// Eight bytes from byte `b` on, as two words (the first byte lowest): three word reads at most,
+// none past the word holding byte b + 7.
+uvec2 raw_8bytes(uint b) {
+  const uint i = b >> 2, s = (b & 3u) * 8u;
+  const uint w0 = RAW[i], w1 = RAW[i + 1u];
+  if (s == 0u) return uvec2(w0, w1);
+  const uint w2 = RAW[i + 2u];
+  return uvec2((w0 >> s) | (w1 << (32u - s)), (w1 >> s) | (w2 << (32u - s)));
+}
+
+// Whether load8 reads `kind` by groups (its block's scale once for eight elements, their bits in
+// two or three words): the kinds most checkpoints' large matrices hold. load8 takes the others
+// element by element.
+bool grouped_kind(int kind) { return kind <= 5 && kind != 2; }
+
+// Elements e .. e + 7 (e a multiple of 8, so never across a block: blocks start at multiples of
+// 32) of any kind; the same values load() gives one at a time.
+void load8(int kind, uint e, out float v[8]) {
+  if (kind == 0) {
+    for (uint i = 0u; i < 8u; ++i) v[i] = uintBitsToFloat(RAW[e + i]);
+    return;
+  }
+  if (kind == 1) {
+    for (uint i = 0u; i < 4u; ++i) {
+      const vec2 pair = unpackHalf2x16(RAW[(e >> 1) + i]);
+      v[2u * i] = pair.x;
+      v[2u * i + 1u] = pair.y;
+    }
+    return;
+  }
+  const uint block = e / 32u, j = e % 32u;
+  if (kind == 3) {  // q8_0: the 8 int8 from byte 2 + j of the block on
+    const uint at = block * 34u;
+    const float scale = raw_f16(at);
+    const uvec2 q = raw_8bytes(at + 2u + j);
+    for (uint i = 0u; i < 8u; ++i) v[i] = scale * float(int((i < 4u ? q.x : q.y) << (24u - 8u * (i % 4u))) >> 24);
+    return;
+  }
+  if (kind == 4 || kind == 5) {  // q4_0, q4_1: the low (j < 16) or high nibbles of 8 bytes
+    const bool minimum = kind == 5;
+    const uint at = block * (minimum ? 20u : 18u);
+    const uvec2 q = raw_8bytes(at + (minimum ? 4u : 2u) + (j & 15u));
+    const uint shift = j < 16u ? 0u : 4u;
+    const float scale = raw_f16(at), offset = minimum ? raw_f16(at + 2u) : -8.0 * scale;
+    for (uint i = 0u; i < 8u; ++i)
+      v[i] = scale * float(((i < 4u ? q.x : q.y) >> (8u * (i % 4u) + shift)) & 15u) + offset;
+    return;
+  }
+  for (uint i = 0u; i < 8u; ++i) v[i] = load(kind, e + i);
+}
