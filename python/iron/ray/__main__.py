@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                              parallel=a.parallel, context=a.ctx_size)
             run = batch.generate
         import ray
-        # What can be checked before Ray starts is (the model's kind, the output).
-        batch.check_job(a.model, a.output, encoder=a.command == "embed")
+        # What can be checked before Ray starts is (the model's kind, the input's, the output).
+        batch.check_job(a.model, a.input, a.output, encoder=a.command == "embed")
         ray.init(address=a.address, logging_level="WARNING")
         report = run(a.model, a.input, a.output, o)
         print(f"{a.command}: {report.rows} rows ({report.errors} failed, written with their error) in "

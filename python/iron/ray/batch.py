@@ -198,9 +198,11 @@ class JobReport:
     actors: int
 
 
-def check_job(model: str | os.PathLike, output: str, *, encoder: bool) -> str:
+def check_job(model: str | os.PathLike, input: str, output: str, *, encoder: bool) -> str:
     """The model's absolute path, once it is the job's kind (an encoder for embed, a decoder for
-    generate) and the output is new; else an error naming what is wrong."""
+    generate), the input is there as JSONL or Parquet and the output is new; else an error naming
+    what is wrong, before Ray is started or joined."""
+    _input_format(input)
     _check_output(output)
     return _model(model, encoder)
 
