@@ -88,33 +88,25 @@ void main() {
     }
   }
   // W's rows by groups of eight elements a lane (load8: a block's scale read once for eight, their
-  // bits in two or three words) where the rows are, else element by element.
+  // bits in two or three words) where the rows are, else element by element (groups of one).
   const bool grouped = kColumnMajor && grouped_kind(kWeight) && k % 8u == 0u && w0 % 8u == 0u;
+  const uint group = grouped ? 8u : 1u;
   for (uint n = gl_WorkGroupID.x; n < width; n += gl_NumWorkGroups.x) {
     float sum[kTile];
     for (uint r = 0; r < kTile; ++r) sum[r] = 0.0;
-    if (grouped) {
-      for (uint i0 = 8u * t; i0 < k; i0 += 8u * lanes) {
-        float wv[8];
+    for (uint i0 = group * t; i0 < k; i0 += group * lanes) {
+      float wv[8];
+      if (grouped)
         load8(kWeight, w0 + n * k + i0, wv);
-        for (uint c = 0u; c < 8u; ++c) {
-          const uint i = i0 + c;
-          const float gi = kNorm == 2 ? load_g(kG, g0 + i) : 1.0;
-          for (uint r = 0; r < tile; ++r) {
-            float x = load_a(kA, a0 + r * k + i);
-            if (kNorm != 0) x = x * scale[r] * gi;
-            sum[r] += x * wv[c];
-          }
-        }
-      }
-    } else {
-      for (uint i = t; i < k; i += lanes) {
-        const float wi = load(kWeight, kColumnMajor ? w0 + n * k + i : w0 + i * width + n);
+      else
+        wv[0] = load(kWeight, kColumnMajor ? w0 + n * k + i0 : w0 + i0 * width + n);
+      for (uint c = 0u; c < group; ++c) {
+        const uint i = i0 + c;
         const float gi = kNorm == 2 ? load_g(kG, g0 + i) : 1.0;
         for (uint r = 0; r < tile; ++r) {
           float x = load_a(kA, a0 + r * k + i);
           if (kNorm != 0) x = x * scale[r] * gi;
-          sum[r] += x * wi;
+          sum[r] += x * wv[c];
         }
       }
     }
