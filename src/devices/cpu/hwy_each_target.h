@@ -3,9 +3,11 @@
 //
 //   #define HWY_TARGET_INCLUDE "ops/gelu/gelu_hwy.cpp"
 //   #include "devices/cpu/hwy_each_target.h"
+//   #if IRON_HWY_PICKED_PASS
 //   IRON_HWY_BEGIN(iron::ops::gelu_hwy)
 //   ... this target's kernels, `hn` naming its operations ...
 //   IRON_HWY_END
+//   #endif
 //   #if HWY_ONCE
 //   ... the copies picked with IRON_HWY_PICK (devices/cpu/highway.hpp) ...
 //   #endif
@@ -31,4 +33,17 @@
   }                  \
   }                  \
   HWY_AFTER_NAMESPACE();
+// Whether this pass's target is one IRON_HWY_PICK (devices/cpu/highway.hpp) can choose: a file's
+// kernels are compiled only in such passes (`#if IRON_HWY_PICKED_PASS` around them). Highway also
+// compiles every file for the build's baseline, EMU128 on x86-64 (128-bit vectors emulated by
+// scalar loops), which nothing picks: the portable loops serve processors without AVX2. That
+// copy was most of a kernel file's compile time (gemm_hwy.cpp under clang's ASan: 69 s with it,
+// 15 s with no baseline copy). On other architectures the baseline copy is the one picked.
+#if HWY_ARCH_X86
+#define IRON_HWY_PICKED_PASS (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2)
+#elif HWY_ARCH_ARM_A64
+#define IRON_HWY_PICKED_PASS (HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_NEON)
+#else
+#define IRON_HWY_PICKED_PASS 1
+#endif
 #endif

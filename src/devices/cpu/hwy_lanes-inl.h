@@ -15,6 +15,7 @@
 #include "devices/cpu/hwy_each_target.h"
 #include "iron/dtype.hpp"
 
+#if IRON_HWY_PICKED_PASS
 IRON_HWY_BEGIN(iron::cpu::lanes)
 
 // e^x to about 2 ulp for x in [-87.3, 88.3] (held there): x = n ln2 + r with |r| <= ln2/2 (ln2
@@ -88,5 +89,6 @@ HWY_INLINE void NormalisedRow(const float* x, const float* weight, float* y, int
 }
 
 IRON_HWY_END
+#endif  // IRON_HWY_PICKED_PASS
 
 #endif  // IRON_DEVICES_CPU_HWY_LANES_INL_H_

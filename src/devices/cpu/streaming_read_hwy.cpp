@@ -15,6 +15,7 @@
 #define HWY_TARGET_INCLUDE "devices/cpu/streaming_read_hwy.cpp"
 #include "devices/cpu/hwy_each_target.h"
 
+#if IRON_HWY_PICKED_PASS
 IRON_HWY_BEGIN(iron::cpu::streaming_read_hwy)
 
 // Sums the 64-byte lines [0, lines) of two streams (`first`, and `lines` lines past it) into
@@ -37,6 +38,7 @@ void read(const char* first, int64_t lines, uint64_t* sum) {
 }
 
 IRON_HWY_END
+#endif  // IRON_HWY_PICKED_PASS
 
 #if HWY_ONCE
 #include <cstring>

@@ -22,6 +22,7 @@
 
 #include "devices/cpu/hwy_lanes-inl.h"
 
+#if IRON_HWY_PICKED_PASS
 IRON_HWY_BEGIN(iron::ops::attention)
 
 // Not built for SVE (see above) nor for Highway's one-lane fallback, which is never picked.
@@ -241,6 +242,7 @@ TileFn tile_for(DType cache, int64_t d) {
 #endif  // !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 
 IRON_HWY_END
+#endif  // IRON_HWY_PICKED_PASS
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"

@@ -13,6 +13,7 @@
 
 #include "iron/dtype.hpp"
 
+#if IRON_HWY_PICKED_PASS
 IRON_HWY_BEGIN(iron::ops::copy)
 
 using D = hn::ScalableTag<float>;
@@ -96,6 +97,7 @@ void f32_to_q8_0_rows(const float* src, void* out, int64_t n) {
 }
 
 IRON_HWY_END
+#endif  // IRON_HWY_PICKED_PASS
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"

@@ -9,6 +9,7 @@
 
 #include "devices/cpu/hwy_lanes-inl.h"
 
+#if IRON_HWY_PICKED_PASS
 IRON_HWY_BEGIN(iron::ops::swiglu_hwy)
 
 using D = hn::ScalableTag<float>;
@@ -33,6 +34,7 @@ void silu_mul_rows(const float* a, const float* b, float* y, int64_t n) {
 }
 
 IRON_HWY_END
+#endif  // IRON_HWY_PICKED_PASS
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"

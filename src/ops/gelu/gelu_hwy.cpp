@@ -14,6 +14,7 @@
 #include "devices/cpu/hwy_lanes-inl.h"
 #include "ops/gelu/gelu.hpp"
 
+#if IRON_HWY_PICKED_PASS
 IRON_HWY_BEGIN(iron::ops::gelu_hwy)
 
 using D = hn::ScalableTag<float>;
@@ -78,6 +79,7 @@ void erf_rows(float* v, int64_t n) { rows(v, n, [](D d, V x) { return gelu_erf(d
 void tanh_rows(float* v, int64_t n) { rows(v, n, [](D d, V x) { return gelu_tanh(d, x); }); }
 
 IRON_HWY_END
+#endif  // IRON_HWY_PICKED_PASS
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"

@@ -24,6 +24,7 @@
 
 #include "devices/cpu/hwy_lanes-inl.h"
 
+#if IRON_HWY_PICKED_PASS
 IRON_HWY_BEGIN(iron::ops::gemm)
 
 // SVE's vectors have no size at compile time, and these loops keep arrays of accumulators (an
@@ -871,6 +872,7 @@ void widen(const WidenArgs& w) {
 #endif  // !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 
 IRON_HWY_END
+#endif  // IRON_HWY_PICKED_PASS
 
 #if HWY_ONCE
 namespace iron::ops::gemm {

@@ -12,6 +12,7 @@
 
 #include "devices/cpu/hwy_lanes-inl.h"
 
+#if IRON_HWY_PICKED_PASS
 IRON_HWY_BEGIN(iron::ops::layer_norm_hwy)
 
 using DD = hn::ScalableTag<double>;
@@ -48,6 +49,7 @@ void row(const float* x, const float* weight, float* y, int64_t n, double epsilo
 }
 
 IRON_HWY_END
+#endif  // IRON_HWY_PICKED_PASS
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"

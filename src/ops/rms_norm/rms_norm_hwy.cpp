@@ -13,6 +13,7 @@
 
 #include "devices/cpu/hwy_lanes-inl.h"
 
+#if IRON_HWY_PICKED_PASS
 IRON_HWY_BEGIN(iron::ops::rms_norm_hwy)
 
 using DD = hn::CappedTag<double, 8>;
@@ -38,6 +39,7 @@ void row(const float* x, const float* weight, float* y, int64_t n, double eps) {
 }
 
 IRON_HWY_END
+#endif  // IRON_HWY_PICKED_PASS
 
 #if HWY_ONCE
 #include "devices/cpu/highway.hpp"
