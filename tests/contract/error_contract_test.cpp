@@ -32,12 +32,12 @@ using namespace iron;
 
 namespace {
 
-struct Net : Graph {
+struct CacheAndSilu : Graph {
   Input x = input("x");
   Scratchpad rows = scratchpad("rows");
   Scratchpad at_row = scratchpad("at_row", 0);
   State cache = state("cache", {4, 3});
-  Net() : Graph("net") {}
+  CacheAndSilu() : Graph("net") {}
   Outputs body() override {
     Handle(cache)[at(at_row)].assign(F::copy(x[0]));
     return {F::silu(x[upto(rows)])};
@@ -66,7 +66,7 @@ std::string temp_file(const std::string& name, const std::vector<uint8_t>& bytes
 
 TEST(ErrorContract, EveryRowRaisesWhatItNames) {
   IRON_NEEDS_STORIES();
-  Net net;
+  CacheAndSilu net;
   CompiledGraph& v = net.compile({{"x", {2, 3}}});
   Tensor x = Tensor::zeros({2, 3}, f32);
   auto stories = iron::io::testing::read_bytes(iron::io::testing::stories_path());

@@ -11,12 +11,14 @@
 
 #include "devices/cpu/kernel.hpp"
 #include "devices/cpu/thread_pool.hpp"
+#include "graph/test_util.hpp"
 #include "graph/recording.hpp"
 #include "iron/iron.hpp"
 #include "sanitized.hpp"
 #include "test_kernels.hpp"
 
 namespace F = iron::functional;
+using iron::testing::pattern_tensor;
 using iron::cpu::ThreadGovernor;
 
 namespace {
@@ -109,17 +111,12 @@ struct Mix : iron::Graph {
   iron::Outputs body() override { return {F::silu(F::linear(F::silu(F::linear(x, w)), w))}; }
 };
 
-iron::Tensor pattern(int64_t rows, int64_t cols, int seed) {
-  std::vector<float> v(size_t(rows * cols));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = float(int((i * 37 + size_t(seed) * 11) % 29) - 14) / 20.0f;
-  return iron::Tensor::from(v, {rows, cols});
-}
 
 TEST(ThreadPool, TwoGraphsCalledFromTwoThreadsAtOnce) {
   Mix a, b;
-  a.load_state_dict({{"w", pattern(64, 64, 1)}});
-  b.load_state_dict({{"w", pattern(64, 64, 2)}});
-  iron::Tensor xa = pattern(16, 64, 3), xb = pattern(16, 64, 4);
+  a.load_state_dict({{"w", pattern_tensor(64, 64, 1, 20.0f)}});
+  b.load_state_dict({{"w", pattern_tensor(64, 64, 2, 20.0f)}});
+  iron::Tensor xa = pattern_tensor(16, 64, 3, 20.0f), xb = pattern_tensor(16, 64, 4, 20.0f);
   auto& va = a.compile({{"x", {16, 64}}}, {.threads = 2});
   auto& vb = b.compile({{"x", {16, 64}}}, {.threads = 2});
   const std::vector<float> want_a = va({xa}).outputs[0].to_floats(), want_b = vb({xb}).outputs[0].to_floats();
@@ -189,9 +186,9 @@ struct Stalled : iron::Graph {
 
 TEST(ThreadPool, AStallInARunLeavesTheRestToThreadZeroWithTheSameResults) {
   Stalled two, one;
-  two.load_state_dict({{"w", pattern(64, 64, 5)}});
-  one.load_state_dict({{"w", pattern(64, 64, 5)}});
-  const iron::Tensor x = pattern(16, 64, 6);
+  two.load_state_dict({{"w", pattern_tensor(64, 64, 5, 20.0f)}});
+  one.load_state_dict({{"w", pattern_tensor(64, 64, 5, 20.0f)}});
+  const iron::Tensor x = pattern_tensor(16, 64, 6, 20.0f);
   const std::vector<float> want = one.compile({{"x", {16, 64}}}, {.threads = 1})({x}).outputs[0].to_floats();
   auto& v = two.compile({{"x", {16, 64}}}, {.threads = 2});
   // A fresh governor: stalls of other tests (or of a busy machine) must not keep this run to one
@@ -312,7 +309,7 @@ TEST(ThreadPool, AThreadSeenDescheduledSitsOutTheHoldAndComesBackWithinTheRun) {
   if (pool.size() < 2) GTEST_SKIP() << "one CPU: nothing to split";
   std::atomic<int> split_calls{0};
   LongStalled two(&split_calls), one(&split_calls);
-  const iron::Tensor x = pattern(4, 16, 8);
+  const iron::Tensor x = pattern_tensor(4, 16, 8, 20.0f);
   const std::vector<float> want = one.compile({{"x", {4, 16}}}, {.threads = 1})({x}).outputs[0].to_floats();
   auto& v = two.compile({{"x", {4, 16}}}, {.threads = 2});
   // The sighting, the hold and the taking back all hang on timing; a busy machine can hold the
@@ -350,7 +347,7 @@ bool runs_natively() {
 TEST(ThreadPool, AKernelTooQuickToGainFromASplitEndsOnOneThreadAndASlowOneStaysSplit) {
   iron::cpu::ThreadPool& pool = iron::cpu::ThreadPool::shared(2);
   if (pool.size() < 2) GTEST_SKIP() << "one CPU: nothing to split";
-  const iron::Tensor x = pattern(4, 16, 7);
+  const iron::Tensor x = pattern_tensor(4, 16, 7, 20.0f);
   std::atomic<int> quick_splits{0}, slow_splits{0};
   TimedCopies quick(0, &quick_splits), slow(200, &slow_splits);
   auto& vq = quick.compile({{"x", {4, 16}}}, {.threads = 2});

@@ -12,14 +12,14 @@ using namespace iron;
 
 namespace {
 
-struct Linear : Graph {
+struct WideLinear : Graph {
   Input x = input("x");
   Param w = param("w", {256, 512});
   Outputs body() override { return {F::linear(x, w)}; }
 };
 
 TEST(CheckMode, Bf16OutputsMayRoundToANeighbour) {
-  Linear g;
+  WideLinear g;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> w(256 * 512), x(32 * 512);

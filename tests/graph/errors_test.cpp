@@ -11,37 +11,37 @@ using iron::testing::random_tensor;
 
 namespace {
 
-struct Net : Graph {
+struct NormedLinear : Graph {
   Input x = input("x");
   Scratchpad n = scratchpad("n");
   Carried position = carried("position");
   Param w = param("w", {3, 4});
   Param g = param("g", {4});
-  Net() : Graph("net") {}
+  NormedLinear() : Graph("net") {}
   Outputs body() override {
     Handle y = F::linear(F::rms_norm(x[upto(n)], 4, g), w);
     return Outputs({y}, carry({{"position", Affine(position) + 1}}));
   }
 };
 
-void load(Net& net) { net.load_state_dict({{"w", random_tensor({3, 4})}, {"g", random_tensor({4})}}); }
+void load(NormedLinear& net) { net.load_state_dict({{"w", random_tensor({3, 4})}, {"g", random_tensor({4})}}); }
 
 // Called like a function outside any body: one plain sentence saying what to do instead.
 TEST(Errors, AGraphCalledOutsideABodySaysToCompileIt) {
-  Net net;
+  NormedLinear net;
   expect_error([&] { net({}); }, ErrorKind::type,
                {"net: a graph is called like this only inside another graph's body; to run it on its own, compile it "
                 "and call what compile() returns"});
 }
 
 TEST(Errors, RecordNamesMissingAndUnknownInputs) {
-  Net net;
+  NormedLinear net;
   load(net);
   expect_error([&] { net.compile({{"y", {2, 4}}}); }, ErrorKind::type, {"net", "shapes for [x] missing", "[y] are not inputs"});
 }
 
 TEST(Errors, LoadStateDictNamesEverythingWrongAtOnce) {
-  Net net;
+  NormedLinear net;
   expect_error([&] { net.load_state_dict({}, "model"); }, ErrorKind::value, {"'model' must end in a dot"});
   expect_error(
       [&] {
@@ -56,12 +56,12 @@ TEST(Errors, LoadStateDictNamesEverythingWrongAtOnce) {
 }
 
 TEST(Errors, AnUnloadedParamCannotCompile) {
-  Net net;
+  NormedLinear net;
   expect_error([&] { net.compile({{"x", {2, 4}}}); }, ErrorKind::type, {"net: w, g were never loaded"});
 }
 
 TEST(Errors, CallNamesMissingUnknownAndOversizedValues) {
-  Net net;
+  NormedLinear net;
   load(net);
   CompiledGraph& v = net.compile({{"x", {2, 4}}});
   Tensor x = random_tensor({2, 4});
@@ -79,7 +79,7 @@ TEST(Errors, CallNamesMissingUnknownAndOversizedValues) {
 }
 
 TEST(Errors, CallRefusesTensorsOfAnotherShapeOrDtype) {
-  Net net;
+  NormedLinear net;
   load(net);
   CompiledGraph& v = net.compile({{"x", {2, 4}}});
   expect_error([&] { v({random_tensor({3, 4})}, {{"n", 1}, {"position", 0}}); }, ErrorKind::value,

@@ -58,14 +58,14 @@ void for_each_case(Fn&& fn) {
 
 // h = rms_norm(x) read by two projections (one with a residual); `keep_norm` also returns h,
 // which stops the fold.
-struct Block : Graph {
+struct NormThenProjections : Graph {
   Input x = input("x");
   Param g = param("g", {kIn});
   Param w1 = param("w1", {kOut, kIn}, keep_dtype);
   Param w2 = param("w2", {kIn, kIn}, keep_dtype);
   Precision precision;
   bool keep_norm;
-  Block(Precision p, bool keep) : Graph("block"), precision(p), keep_norm(keep) {}
+  NormThenProjections(Precision p, bool keep) : Graph("block"), precision(p), keep_norm(keep) {}
   Outputs body() override {
     Handle h = F::rms_norm(x, kIn, g, 1e-5);
     std::vector<Handle> out{F::linear(h, w1, {}, precision),
@@ -80,7 +80,7 @@ TEST(Fold, ANormOnlyMatmulsReadRunsInsideThemWithTheSameBits) {
     std::vector<std::pair<std::string, Tensor>> weights{{"g", random_tensor({kIn}, f32, 1)},
                                                         {"w1", weight(quantised, kOut, 2)},
                                                         {"w2", weight(quantised, kIn, 3)}};
-    Block folded(p, false), kept(p, true);
+    NormThenProjections folded(p, false), kept(p, true);
     folded.load_state_dict(weights);
     kept.load_state_dict(weights);
     Tensor x = random_tensor({rows, kIn}, f32, 4, 3.0f);
@@ -97,14 +97,14 @@ TEST(Fold, ANormOnlyMatmulsReadRunsInsideThemWithTheSameBits) {
         ASSERT_EQ(a[i], b[i]) << "output " << o << " element " << i;
     }
     // Each folded matmul against its own reference (norm included), step by step.
-    Block checked(p, false);
+    NormThenProjections checked(p, false);
     checked.load_state_dict(weights);
     EXPECT_NO_THROW(checked.compile({{"x", {rows, kIn}}}, {.check = true})({x}));
   });
 }
 
 TEST(Fold, MatchesAnIndependentComputation) {
-  Block g(Precision::highest, false);
+  NormThenProjections g(Precision::highest, false);
   Tensor gt = random_tensor({kIn}, f32, 1), w1 = random_tensor({kOut, kIn}, f32, 2, 0.2f),
          w2 = random_tensor({kIn, kIn}, f32, 3, 0.2f);
   g.load_state_dict({{"g", gt}, {"w1", w1}, {"w2", w2}});

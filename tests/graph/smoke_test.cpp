@@ -13,7 +13,7 @@ struct Mlp : Module {
   Handle operator()(const Handle& x) const { return F::linear(F::silu(F::linear(x, up)), down); }
 };
 
-struct Block : Graph {
+struct ResidualMlp : Graph {
   Input x = input("x");
   Scratchpad rows = scratchpad("rows");
   Mlp mlp = child<Mlp>("mlp");
@@ -27,7 +27,7 @@ std::vector<std::pair<std::string, Tensor>> weights() {
 }
 
 TEST(Smoke, MlpMatchesReference) {
-  Block block;
+  ResidualMlp block;
   block.load_state_dict(weights());
   auto& image = block.compile({{"x", {6, 4}}});
   std::vector<float> xs(24);

@@ -26,6 +26,14 @@ inline void expect_close(const Tensor& got, const Tensor& want, double atol = 1e
         << "element " << i << ": " << g[i] << " vs " << w[i];
 }
 
+/// A rows x cols f32 tensor of repeating values k / `divisor` (k in -14 .. 14), the same for the same
+/// seed: data whose sums a test can follow, cheaper than random_tensor's.
+inline Tensor pattern_tensor(int64_t rows, int64_t cols, int seed, float divisor) {
+  std::vector<float> v(size_t(rows * cols));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(int((i * 37 + size_t(seed) * 11) % 29) - 14) / divisor;
+  return Tensor::from(v, {rows, cols});
+}
+
 /// Runs `fn`, expecting an iron::Error of `kind` whose message contains every one of `parts`.
 template <class Fn>
 void expect_error(Fn&& fn, ErrorKind kind, std::initializer_list<std::string> parts) {

@@ -259,11 +259,11 @@ TEST(SpecRows, AtSeesAWalkAsAnotherShapeWhereNoCopyIsNeeded) {
 
 // A graph called inside another's body records its steps there: directly, its per-call values
 // standing for the caller's, or through inline_() of one of its methods.
-struct Block : iron::Graph {
+struct SiluBlock : iron::Graph {
   iron::Input x = input("x");
   iron::Scratchpad rows = scratchpad("rows");
   iron::Param w = param("w", {6, 6});
-  Block() : iron::Graph("block") {}
+  SiluBlock() : iron::Graph("block") {}
   Handle mix(const Handle& h) const { return F::silu(F::linear(h, w)); }
   iron::Outputs body() override { return {x + mix(x[iron::upto(rows)])}; }
 };
@@ -273,8 +273,8 @@ struct TwoBlocks : iron::Graph {
   // Declared first, so that the outer graph's slots differ from the blocks' own.
   iron::Scratchpad offset = scratchpad("offset", 1);
   iron::Scratchpad n = scratchpad("n");
-  Block first = child<Block>("first");
-  Block second = child<Block>("second");
+  SiluBlock first = child<SiluBlock>("first");
+  SiluBlock second = child<SiluBlock>("second");
   bool use_inline = false;
   TwoBlocks() : iron::Graph("two_blocks") {}
   iron::Outputs body() override {
@@ -286,7 +286,7 @@ struct TwoBlocks : iron::Graph {
 
 TEST(SpecRows, AGraphCalledInAnotherRecordsItsStepsThere) {
   Tensor w1 = random_matrix(6, 6, 3), w2 = random_matrix(6, 6, 4), x = random_matrix(5, 6, 5);
-  Block alone1, alone2;
+  SiluBlock alone1, alone2;
   alone1.load_state_dict({{"w", w1}});
   alone2.load_state_dict({{"w", w2}});
   for (bool use_inline : {false, true}) {
@@ -306,12 +306,12 @@ TEST(SpecRows, AGraphCalledInAnotherRecordsItsStepsThere) {
     }
   }
   // Outside a body, or with a value it does not take, a call is refused.
-  Block b;
+  SiluBlock b;
   b.load_state_dict({{"w", w1}});
   EXPECT_THROW(b({}), iron::Error);
   struct Wrong : iron::Graph {
     iron::Input x = input("x");
-    Block inner = child<Block>("inner");
+    SiluBlock inner = child<SiluBlock>("inner");
     iron::Outputs body() override { return inner({x}, {{"colums", 1}}); }
   } wrong;
   wrong.load_state_dict({{"inner.w", w1}});

@@ -28,7 +28,7 @@ namespace {
 using gemm_testing::operand;
 using gemm_testing::random_weight;
 
-struct Case {
+struct Int8Case {
   std::string op = "ProjectionGEMM";  // or GEMV
   DType w = DType::q4_1;
   int64_t rows = 1, valid = 1, k = 64, n = 19;
@@ -39,7 +39,7 @@ struct Case {
   std::vector<float> x;   // x itself (rows x k), where not empty
 };
 
-std::string describe(const Case& c) {
+std::string describe(const Int8Case& c) {
   return c.op + " w=" + std::string(name(c.w)) + " rows=" + std::to_string(c.rows) +
          " valid=" + std::to_string(c.valid) + " k=" + std::to_string(c.k) +
          " n=" + std::to_string(c.n) + " " + c.epilogue + " " + std::string(name(c.precision)) +
@@ -51,7 +51,7 @@ struct Outcome {
   std::vector<float> got1, got2, ref;
   Tolerance tol;
 };
-Outcome run(const Case& c, const cpu::Features& features) {
+Outcome run(const Int8Case& c, const cpu::Features& features) {
   cpu::ThreadPool::shared(2);
   Fields params{{"K", c.k}, {"N", c.n}, {"residual", c.residual}};
   if (c.op != "GEMV") {
@@ -142,7 +142,7 @@ std::vector<Path> int8_paths() {
 
 // Checks every valid output against the reference on the loop `features` take; returns the
 // largest |error| / allowed.
-double check(const Case& c, const cpu::Features& features) {
+double check(const Int8Case& c, const cpu::Features& features) {
   SCOPED_TRACE(describe(c));
   Outcome o = run(c, features);
   double worst = 0;
@@ -168,13 +168,13 @@ double check(const Case& c, const cpu::Features& features) {
 
 // The kinds of blocks of 32, and the K-quants (super-blocks of 256), which the int8 path
 // rearranges (packed_int8.cpp).
-const DType kWeights[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0};
+const DType kInt8Weights[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q8_0};
 const DType kSuperWeights[] = {DType::q4_k, DType::q5_k, DType::q6_k};
 
 // Every kind the int8 path takes.
 std::vector<DType> every_kind() {
   std::vector<DType> kinds;
-  for (DType t : kWeights) kinds.push_back(t);
+  for (DType t : kInt8Weights) kinds.push_back(t);
   for (DType t : kSuperWeights) kinds.push_back(t);
   return kinds;
 }
@@ -202,7 +202,7 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
       for (int64_t k : row_lengths(t))
         for (int64_t n : {int64_t(1), int64_t(19), kManyColumns})
           for (bool residual : {false, true}) {
-            Case c;
+            Int8Case c;
             c.w = t, c.k = k, c.n = n, c.residual = residual;
             // One row (decode), a few (a batched decode step: on AVX-512 each count below 8 is a
             // pass of its own and 8 a full one; the 256-bit and NEON loops' passes of 2 to 6 and
@@ -229,7 +229,7 @@ TEST(GemmInt8, ProjectionMediumEveryShape) {
 void expect_same_bits(DType t, const cpu::Features& a, const cpu::Features& b) {
   for (int64_t k : row_lengths(t))
     for (auto [rows, valid] : {std::pair<int64_t, int64_t>{1, 1}, {3, 3}, {8, 7}, {40, 37}}) {
-      Case c;
+      Int8Case c;
       c.w = t, c.k = k, c.n = 35, c.rows = rows, c.valid = valid, c.gaussian = true;
       SCOPED_TRACE(describe(c));
       const Outcome x = run(c, a), y = run(c, b);
@@ -249,7 +249,7 @@ TEST(GemmInt8, EveryRowTheSameBitsAloneAndInManyPasses) {
   for (const Path& path : int8_paths()) {
     SCOPED_TRACE(path.name);
     for (DType t : every_kind()) {
-      Case many;
+      Int8Case many;
       many.w = t, many.k = info(t).block == 256 ? 768 : 576, many.n = 35, many.rows = 40, many.valid = 40;
       many.gaussian = true;
       SCOPED_TRACE(describe(many));
@@ -261,7 +261,7 @@ TEST(GemmInt8, EveryRowTheSameBitsAloneAndInManyPasses) {
       const Outcome whole = run(many, path.features);
       ASSERT_NE(all.got1, whole.got1);  // the given x was taken
       for (auto [first, rows] : {std::pair<int64_t, int64_t>{0, 1}, {21, 1}, {39, 1}, {4, 3}}) {
-        Case few = many;
+        Int8Case few = many;
         few.rows = few.valid = rows;
         few.x.assign(many.x.begin() + first * many.k, many.x.begin() + (first + rows) * many.k);
         const Outcome part = run(few, path.features);
@@ -326,7 +326,7 @@ TEST(GemmInt8, AmxTilesGiveTheVnniLoopsBits) {
                                  {16, 16},
                                  {44, 41},
                                  {100, 100}}) {
-        Case c;
+        Int8Case c;
         c.w = t, c.k = k, c.n = 35, c.rows = rows, c.valid = valid, c.gaussian = true;
         SCOPED_TRACE(describe(c));
         const Outcome amx = run(c, cpu::Features::host()), alone = run(c, vnni);
@@ -473,7 +473,7 @@ TEST(GemmInt8, SuperBlocksAndEpilogues) {
     for (DType t : kSuperWeights)
       for (const char* e : {"none", "relu", "silu", "gelu", "gelu_tanh"})
         for (bool residual : {false, true}) {
-          Case c;
+          Int8Case c;
           c.w = t, c.epilogue = e, c.residual = residual, c.rows = 2, c.valid = 2, c.n = 33,
           c.k = 256;
           check(c, path.features);
@@ -483,10 +483,10 @@ TEST(GemmInt8, SuperBlocksAndEpilogues) {
 TEST(GemmInt8, OddBlocksAndEpilogues) {
   SKIP_WITHOUT_INT8_PATHS();
   for (const Path& path : int8_paths())
-    for (DType t : kWeights)
+    for (DType t : kInt8Weights)
       for (const char* e : {"none", "relu", "silu", "gelu", "gelu_tanh"})
         for (bool residual : {false, true}) {
-          Case c;
+          Int8Case c;
           c.w = t, c.epilogue = e, c.residual = residual, c.rows = 2, c.valid = 2, c.n = 33;
           c.k = 96;  // three blocks: a pair and a single one
           check(c, path.features);
@@ -503,7 +503,7 @@ TEST(GemmInt8, GaussianActivationsMeetMediumTolerance) {
     double worst = 0;
     for (DType t : every_kind())
       for (int64_t k : {row_lengths(t)[1], row_lengths(t)[2]}) {
-        Case c;
+        Int8Case c;
         c.w = t, c.k = k, c.n = 577, c.rows = 2, c.valid = 2, c.gaussian = true;
         worst = std::max(worst, check(c, path.features));
       }
@@ -524,26 +524,26 @@ TEST(GemmInt8, OtherPrecisionsAndGemvNeverTakeIt) {
     GTEST_SKIP() << "no AVX512_VNNI or sdot on this host";
   for (DType t : every_kind())
     for (bool residual : {false, true}) {
-      std::vector<Case> cases;
+      std::vector<Int8Case> cases;
       for (Precision p : {Precision::highest, Precision::high}) {
-        Case c;
+        Int8Case c;
         c.w = t, c.k = 768, c.n = 577, c.rows = 2, c.valid = 2, c.precision = p,
         c.residual = residual;
         c.epilogue = "silu";
         cases.push_back(c);
       }
-      Case g;
+      Int8Case g;
       g.op = "GEMV", g.w = t, g.k = 768, g.n = 577, g.precision = Precision::medium;
       g.residual = residual;
       cases.push_back(g);
-      for (const Case& c : cases) {
+      for (const Int8Case& c : cases) {
         SCOPED_TRACE(describe(c));
         Outcome a = run(c, cpu::Features::host()), b = run(c, plain);
         EXPECT_EQ(0, std::memcmp(a.got1.data(), b.got1.data(), a.got1.size() * 4));
         EXPECT_EQ(0, std::memcmp(a.got2.data(), b.got2.data(), a.got2.size() * 4));
       }
       // And ProjectionGEMM at medium does take it: its result differs from the f32 path's.
-      Case m;
+      Int8Case m;
       m.w = t, m.k = 768, m.n = 577, m.rows = 2, m.valid = 2, m.residual = residual;
       SCOPED_TRACE(describe(m));
       Outcome a = run(m, cpu::Features::host()), b = run(m, plain);
@@ -559,14 +559,14 @@ TEST(GemmInt8, OnAvxTwoOnlyProjectionAtMediumTakesIt) {
   if (!cpu::missing_features(cpu::Target::avx2, h).empty()) GTEST_SKIP() << "no AVX2 on this host";
   const cpu::Features avx2 = cpu::narrowed_to(h, cpu::Target::avx2);
   for (DType t : every_kind()) {
-    Case g;
+    Int8Case g;
     g.op = "GEMV", g.w = t, g.k = 768, g.n = 577, g.precision = Precision::medium;
     SCOPED_TRACE(describe(g));
     Outcome a = run(g, avx2);
     g.precision = Precision::highest;
     Outcome b = run(g, avx2);
     EXPECT_EQ(0, std::memcmp(a.got1.data(), b.got1.data(), a.got1.size() * 4));
-    Case m;
+    Int8Case m;
     m.w = t, m.k = 768, m.n = 577, m.rows = 2, m.valid = 2;
     a = run(m, avx2);
     m.precision = Precision::highest;

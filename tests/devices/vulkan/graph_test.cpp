@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "devices/vulkan/vulkan_test_util.hpp"
+#include "graph/test_util.hpp"
 #include "iron/iron.hpp"
 #if IRON_HAS_VULKAN
 #include <chrono>
@@ -16,14 +17,10 @@
 #endif
 
 namespace F = iron::functional;
+using iron::testing::pattern_tensor;
 
 namespace {
 
-iron::Tensor pattern(int64_t rows, int64_t cols, int seed) {
-  std::vector<float> v(size_t(rows * cols));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = float(int((i * 37 + size_t(seed) * 11) % 29) - 14) / 8.0f;
-  return iron::Tensor::from(v, {rows, cols});
-}
 
 struct Sums : iron::Graph {
   iron::Input a = input("a"), b = input("b"), row = input("row");
@@ -34,13 +31,13 @@ struct Sums : iron::Graph {
 TEST(VulkanGraph, ElementwiseStepsMatchTheCpuAndTheReference) {
   IRON_NEEDS_VULKAN();
   Sums g, on_cpu;  // a graph's memory is on one device: one graph each
-  const iron::Tensor b = pattern(4, 8, 2), row = pattern(1, 8, 3);
+  const iron::Tensor b = pattern_tensor(4, 8, 2, 8.0f), row = pattern_tensor(1, 8, 3, 8.0f);
   const iron::Shapes shapes{{"a", {4, 8}}, {"b", {4, 8}}, {"row", {1, 8}}};
   auto& gpu = g.compile(shapes, {.device = "vulkan"});
   auto& cpu = on_cpu.compile(shapes, {.device = "cpu"});
   // Three calls of one recording, with different inputs each time.
   for (int call = 0; call < 3; ++call) {
-    const iron::Tensor x = pattern(4, 8, 10 + call);
+    const iron::Tensor x = pattern_tensor(4, 8, 10 + call, 8.0f);
     const iron::RunResult got = gpu({x, b, row});
     const iron::RunResult ref = g.reference({x, b, row});
     const std::vector<iron::Tensor> want = cpu({x, b, row}).outputs;
@@ -72,7 +69,7 @@ TEST(VulkanGraph, ACallThatTimesOutIsAnErrorAndTheGraphWorksOn) {
     std::chrono::nanoseconds limit;
     ~Restore() { device.set_wait_limit(limit); }
   } restore{device, limit};
-  const iron::Tensor x = pattern(64, 512, 1), w = pattern(512, 512, 2);
+  const iron::Tensor x = pattern_tensor(64, 512, 1, 8.0f), w = pattern_tensor(512, 512, 2, 8.0f);
   std::vector<float> want;
   {
     Product g;
@@ -112,7 +109,7 @@ TEST(VulkanGraph, AGraphStaysOnOneDeviceUntilReleased) {
   }
   // A version compiled without naming a device takes the graph's.
   auto& v = g.compile({{"a", {3, 8}}, {"b", {3, 8}}, {"row", {1, 8}}});
-  const iron::Tensor a = pattern(3, 8, 1), b = pattern(3, 8, 2), row = pattern(1, 8, 3);
+  const iron::Tensor a = pattern_tensor(3, 8, 1, 8.0f), b = pattern_tensor(3, 8, 2, 8.0f), row = pattern_tensor(1, 8, 3, 8.0f);
   EXPECT_EQ(v({a, b, row}).outputs[0].to_floats(), g.reference({a, b, row}).outputs[0].to_floats());
 }
 
@@ -124,7 +121,7 @@ TEST(VulkanGraph, EachRunAddsItsDeviceTime) {
   const iron::Shapes shapes{{"a", {4, 8}}, {"b", {4, 8}}, {"row", {1, 8}}};
   auto& gpu = g.compile(shapes, {.device = "vulkan"});
   auto& cpu = on_cpu.compile(shapes, {.device = "cpu"});
-  const iron::Tensor a = pattern(4, 8, 1), b = pattern(4, 8, 2), row = pattern(1, 8, 3);
+  const iron::Tensor a = pattern_tensor(4, 8, 1, 8.0f), b = pattern_tensor(4, 8, 2, 8.0f), row = pattern_tensor(1, 8, 3, 8.0f);
   EXPECT_EQ(gpu.device_time().runs, 0);
   for (int call = 0; call < 3; ++call) {
     gpu({a, b, row});
@@ -139,7 +136,7 @@ TEST(VulkanGraph, EachRunAddsItsDeviceTime) {
   EXPECT_GE(t.dispatches, 4);  // (a + b) * b - a and a / row: at least one dispatch each
   // A relink (the arena's scratch grown by a larger version) keeps the runs counted so far.
   auto& larger = g.compile({{"a", {64, 8}}, {"b", {64, 8}}, {"row", {1, 8}}});
-  larger({pattern(64, 8, 1), pattern(64, 8, 2), row});
+  larger({pattern_tensor(64, 8, 1, 8.0f), pattern_tensor(64, 8, 2, 8.0f), row});
   gpu({a, b, row});
   EXPECT_EQ(gpu.device_time().runs, 4);
   EXPECT_GE(gpu.device_time().seconds, t.seconds);
@@ -172,7 +169,7 @@ TEST(VulkanGraph, OutOfDeviceMemoryIsAClearError) {
     const std::string what = e.what();
     EXPECT_NE(what.find("out of device memory"), std::string::npos) << what;
   }
-  const iron::Tensor a = pattern(2, 8, 1), b = pattern(2, 8, 2), row = pattern(1, 8, 3);
+  const iron::Tensor a = pattern_tensor(2, 8, 1, 8.0f), b = pattern_tensor(2, 8, 2, 8.0f), row = pattern_tensor(1, 8, 3, 8.0f);
   auto& small = g.compile({{"a", {2, 8}}, {"b", {2, 8}}, {"row", {1, 8}}}, {.device = "vulkan"});
   EXPECT_EQ(small({a, b, row}).outputs[0].to_floats(), g.reference({a, b, row}).outputs[0].to_floats());
 }
@@ -201,7 +198,7 @@ TEST(VulkanGraph, SegmentAttentionMatchesTheCpu) {
   const iron::Shapes shapes{{"q", {8, 2, 8}}, {"k", {8, 2, 8}}, {"v", {8, 2, 8}}, {"lengths", {{2}, iron::i32}}};
   auto& gpu = g.compile(shapes, {.device = "vulkan"});
   auto& cpu = on_cpu.compile(shapes, {.device = "cpu"});
-  auto qkv = [](int seed) { return pattern(8, 16, seed).reshape({8, 2, 8}); };
+  auto qkv = [](int seed) { return pattern_tensor(8, 16, seed, 8.0f).reshape({8, 2, 8}); };
   const iron::Tensor q = qkv(1), k = qkv(2), v = qkv(3);
   for (const std::vector<int32_t>& lengths : {std::vector<int32_t>{3, 4}, std::vector<int32_t>{4, 0}}) {
     const iron::Tensor l = iron::Tensor::from_ints(lengths, {2});
@@ -228,7 +225,7 @@ TEST(VulkanGraph, WindowedSegmentAttentionMatchesTheCpu) {
   const iron::Shapes shapes{{"q", {8, 2, 8}}, {"k", {8, 2, 8}}, {"v", {8, 2, 8}}, {"lengths", {{2}, iron::i32}}};
   auto& gpu = g.compile(shapes, {.device = "vulkan"});
   auto& cpu = on_cpu.compile(shapes, {.device = "cpu"});
-  auto qkv = [](int seed) { return pattern(8, 16, seed).reshape({8, 2, 8}); };
+  auto qkv = [](int seed) { return pattern_tensor(8, 16, seed, 8.0f).reshape({8, 2, 8}); };
   const iron::Tensor q = qkv(4), k = qkv(5), v = qkv(6);
   for (const std::vector<int32_t>& lengths : {std::vector<int32_t>{4, 3}, std::vector<int32_t>{1, 0}}) {
     const iron::Tensor l = iron::Tensor::from_ints(lengths, {2});
