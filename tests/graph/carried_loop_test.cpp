@@ -24,13 +24,13 @@ namespace {
 
 constexpr int kNodes = 37;
 
-struct Walk : Graph {
+struct CarriedWalk : Graph {
   Input start = input("start", /*optional=*/true);  // (1,) i32: the first node, on the first call only
   Carried node = carried("node");
   Carried step = carried("step");
   State next = state("next", {kNodes}, i32);
   State visited = state("visited", {64}, i32);
-  Walk() : Graph("walk") {}
+  CarriedWalk() : Graph("walk") {}
   Outputs body() override {
     Handle current = start ? F::copy(Handle(start)[0]) : F::copy(Handle(next)[at(node)]);
     Handle(visited)[at(step)].assign(current);
@@ -44,7 +44,7 @@ std::vector<int32_t> successors() {
   return next;
 }
 
-void fill_list(CompiledGraph& v, Walk& g) {
+void fill_list(CompiledGraph& v, CarriedWalk& g) {
   Tensor next = v.read(g.next);
   auto s = successors();
   std::memcpy(next.mutable_data(), s.data(), s.size() * 4);
@@ -89,9 +89,9 @@ class SteppedOn {
     if (std::string(device) == "vulkan") IRON_NEEDS_VULKAN();              \
   } while (0)
 
-// A Walk compiled on `device`, its list filled: the loop's first version and its body.
+// A CarriedWalk compiled on `device`, its list filled: the loop's first version and its body.
 struct WalkOn {
-  Walk g;
+  CarriedWalk g;
   CompiledGraph& first;
   CompiledGraph& body;
   explicit WalkOn(const char* device)
@@ -107,7 +107,7 @@ TEST_P(CarriedLoopDepth, WalksALinkedListExactly) {
   IRON_NEEDS_DEVICE(stepping.device);
   SteppedOn on(stepping);
   WalkOn walk_on(stepping.device);
-  Walk& g = walk_on.g;
+  CarriedWalk& g = walk_on.g;
   CompiledGraph& body = walk_on.body;
   CarriedLoop loop(walk_on.first, body, depth);
   const int steps = 40;
@@ -156,7 +156,7 @@ class CarriedLoopOn : public ::testing::TestWithParam<Stepping> {
     on_ = std::make_unique<SteppedOn>(GetParam());
     walk_ = std::make_unique<WalkOn>(GetParam().device);
   }
-  Walk& g() { return walk_->g; }
+  CarriedWalk& g() { return walk_->g; }
   CompiledGraph& first() { return walk_->first; }
   CompiledGraph& body() { return walk_->body; }
 
@@ -248,12 +248,12 @@ INSTANTIATE_TEST_SUITE_P(Devices, CarriedLoopOn, ::testing::ValuesIn(kSteppings)
                          [](const auto& param_info) { return stepping_name(param_info.param); });
 
 TEST(CarriedLoop, RefusesWhatTheSpecRefuses) {
-  Walk g;
+  CarriedWalk g;
   CompiledGraph& first = g.compile({{"start", InputSpec({1}, i32)}});
   CompiledGraph& body = g.compile({});
   expect_error([&] { CarriedLoop(first, body, 0); }, ErrorKind::value, {"depth is at least 1, got 0"});
   expect_error([&] { CarriedLoop(first, first, 1); }, ErrorKind::value, {"takes no tensor", "start"});
-  Walk other;
+  CarriedWalk other;
   expect_error([&] { CarriedLoop(first, other.compile({}), 1); }, ErrorKind::value, {"versions of one graph"});
   struct NoCarry : Graph {
     Input x = input("x");

@@ -28,12 +28,12 @@ void expect_error(Fn&& fn, iron::ErrorKind kind, const std::string& phrase, cons
 
 // An embedding lookup of host token ids that also writes a state: a bad id must be refused
 // before the state changes.
-struct Lookup : iron::Graph {
+struct RowLookup : iron::Graph {
   iron::Input ids = input("ids");
   iron::Scratchpad n = scratchpad("n");
   iron::Weight table = weight("table", Tensor::from({0, 1, 10, 11, 20, 21, 30, 31}, {4, 2}));
   iron::State seen = state("seen", {1, 2});
-  Lookup() : iron::Graph("lookup") {}
+  RowLookup() : iron::Graph("lookup") {}
   iron::Outputs body() override {
     Handle rows = F::copy(table[ids[iron::upto(n)]]);
     Handle(seen).assign(F::copy(rows[iron::range(0, 1)]));
@@ -42,7 +42,7 @@ struct Lookup : iron::Graph {
 };
 
 TEST(SpecRows, AHostIdOutsideItsTableIsRefusedBeforeAnythingRuns) {
-  Lookup g;
+  RowLookup g;
   auto& v = g.compile({{"ids", iron::InputSpec({3}, iron::i32)}});
   auto out = v({Tensor::from_ints({3, 1, 0}, {3})}, {{"n", 3}}).outputs[0].clone();
   EXPECT_EQ(out.to_floats(), (std::vector<float>{30, 31, 10, 11, 0, 1}));
@@ -56,14 +56,14 @@ TEST(SpecRows, AHostIdOutsideItsTableIsRefusedBeforeAnythingRuns) {
 }
 
 // Two versions of one graph: each one's outputs live until its own next call.
-struct Scale : iron::Graph {
+struct ScaleRows : iron::Graph {
   iron::Input x = input("x");
-  Scale() : iron::Graph("scale") {}
+  ScaleRows() : iron::Graph("scale") {}
   iron::Outputs body() override { return {x * x, x + x}; }
 };
 
 TEST(SpecRows, AVersionsOutputsSurviveAnotherVersionsCall) {
-  Scale g;
+  ScaleRows g;
   auto& prefill = g.compile({{"x", {4, 8}}});
   auto& decode = g.compile({{"x", {1, 8}}});
   std::vector<float> a(32), b(8);
@@ -365,7 +365,7 @@ TEST(SpecRows, FeedsStartAndWaitWireADeviceLoopByHand) {
   // emit_to's refusals.
   Counter other;
   EXPECT_THROW(first.emit_to(other.compile({})), iron::Error);
-  Scale plain;
+  ScaleRows plain;
   auto& no_emit = plain.compile({{"x", {1, 8}}});
   EXPECT_THROW(no_emit.emit_to(no_emit), iron::Error);
 }

@@ -13,7 +13,7 @@ using testing::as_bytes;
 using testing::expect_error;
 using testing::safetensors_bytes;
 
-SafetensorsFile parse_bytes(const std::vector<uint8_t>& bytes) {
+SafetensorsFile parse_safetensors(const std::vector<uint8_t>& bytes) {
   return SafetensorsFile::parse(MappedFile::from_bytes("m.safetensors", bytes));
 }
 
@@ -41,7 +41,7 @@ std::vector<uint8_t> sample_file(bool pad_header = true) {
 }
 
 TEST(Safetensors, ReadsTensorsInHeaderOrder) {
-  SafetensorsFile file = parse_bytes(sample_file());
+  SafetensorsFile file = parse_safetensors(sample_file());
   std::vector<std::string> names;
   for (const auto& t : file.tensors()) names.push_back(t.name);
   EXPECT_EQ(names, (std::vector<std::string>{"z.weight", "a.half", "m.brain", "b.bytes", "c.ints",
@@ -72,7 +72,7 @@ TEST(Safetensors, ReadsTensorsInHeaderOrder) {
 }
 
 TEST(Safetensors, UnpaddedHeaderStillGivesAlignedTensors) {
-  SafetensorsFile file = parse_bytes(sample_file(/*pad_header=*/false));
+  SafetensorsFile file = parse_safetensors(sample_file(/*pad_header=*/false));
   ASSERT_NE(file.data_offset() % 4, 0u);  // the case under test
   Tensor weight = file.tensor("z.weight");
   EXPECT_EQ(reinterpret_cast<uintptr_t>(weight.data()) % 4, 0u);
@@ -87,32 +87,32 @@ TEST(Safetensors, OpensFromDiskAndTensorsOutliveTheFile) {
     ints = file.tensor("c.ints");
   }
   EXPECT_EQ(ints.to_ints(), (std::vector<int32_t>{-100000, 7}));
-  EXPECT_NO_THROW(parse_bytes(safetensors_bytes("{}", {})));  // no tensors is fine
+  EXPECT_NO_THROW(parse_safetensors(safetensors_bytes("{}", {})));  // no tensors is fine
 }
 
 TEST(SafetensorsMalformed, HeaderProblems) {
   std::vector<uint8_t> short_file = {1, 2, 3};
-  expect_error([&] { parse_bytes(short_file); }, "too short for a safetensors header (3 bytes");
+  expect_error([&] { parse_safetensors(short_file); }, "too short for a safetensors header (3 bytes");
   std::vector<uint8_t> past = safetensors_bytes("{}", {});
   past[0] = 200;
-  expect_error([&] { parse_bytes(past); },
+  expect_error([&] { parse_safetensors(past); },
                "m.safetensors: header length 200 runs past the end of the file (size 16)");
   past[7] = 0xff;  // a length near 2^64 must not wrap
-  expect_error([&] { parse_bytes(past); }, "runs past the end of the file");
-  expect_error([&] { parse_bytes(safetensors_bytes(R"({"a": {"dtype": )", {})); },
+  expect_error([&] { parse_safetensors(past); }, "runs past the end of the file");
+  expect_error([&] { parse_safetensors(safetensors_bytes(R"({"a": {"dtype": )", {})); },
                "header is not valid JSON");
-  expect_error([&] { parse_bytes(safetensors_bytes("[1, 2]", {})); },
+  expect_error([&] { parse_safetensors(safetensors_bytes("[1, 2]", {})); },
                "header is not a JSON object");
-  expect_error([&] { parse_bytes(safetensors_bytes(R"({"__metadata__": {"n": 1}})", {})); },
+  expect_error([&] { parse_safetensors(safetensors_bytes(R"({"__metadata__": {"n": 1}})", {})); },
                "__metadata__ entry 'n' is not a string");
-  expect_error([&] { parse_bytes(safetensors_bytes(R"({"__metadata__": []})", {})); },
+  expect_error([&] { parse_safetensors(safetensors_bytes(R"({"__metadata__": []})", {})); },
                "__metadata__ is not an object");
 }
 
 TEST(SafetensorsMalformed, TensorEntryProblems) {
   std::vector<uint8_t> data(16, 0);
   auto parse_header = [&](const std::string& header) {
-    parse_bytes(safetensors_bytes(header, data));
+    parse_safetensors(safetensors_bytes(header, data));
   };
   expect_error(
       [&] { parse_header(R"({"t": {"dtype": "Q9", "shape": [1], "data_offsets": [0, 1]}})"); },
@@ -166,7 +166,7 @@ TEST(SafetensorsMalformed, TruncationAlwaysThrows) {
   std::vector<uint8_t> whole = sample_file();
   for (size_t cut = 0; cut < whole.size(); ++cut) {
     std::vector<uint8_t> prefix(whole.begin(), whole.begin() + long(cut));
-    EXPECT_THROW(parse_bytes(prefix), Error) << cut;
+    EXPECT_THROW(parse_safetensors(prefix), Error) << cut;
   }
 }
 

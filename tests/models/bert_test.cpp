@@ -176,18 +176,18 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   return ab / std::sqrt(aa * bb);
 }
 
-struct Golden {
+struct MiniLmGolden {
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> ids;
   std::vector<std::vector<float>> vectors;
   std::vector<double> norms;
 };
 
-const Golden& golden() {
-  static const Golden g = [] {
+const MiniLmGolden& minilm_golden() {
+  static const MiniLmGolden g = [] {
     std::ifstream in(std::string(IRON_SOURCE_DIR) + "/tests/golden/minilm_embeddings.json");
     const json j = json::parse(in);
-    Golden out;
+    MiniLmGolden out;
     for (const json& c : j["cases"]) {
       out.texts.push_back(c["text"]);
       out.ids.push_back(c["ids"].get<std::vector<int32_t>>());
@@ -201,7 +201,7 @@ const Golden& golden() {
 
 // The worst cosine over the golden sentences; each must reach `bound`.
 double check_vectors(const std::vector<std::vector<float>>& got, double bound) {
-  const Golden& g = golden();
+  const MiniLmGolden& g = minilm_golden();
   double worst = 1;
   for (size_t i = 0; i < got.size(); ++i) {
     const double c = cosine(got[i], g.vectors[i]);
@@ -213,7 +213,7 @@ double check_vectors(const std::vector<std::vector<float>>& got, double bound) {
 
 TEST(MiniLM, MatchesTheFloat64ReferenceAtHighest) {
   IRON_NEEDS_MINILM();
-  const Golden& g = golden();
+  const MiniLmGolden& g = minilm_golden();
   ASSERT_GE(g.ids.size(), 200u);
   auto encoder = SentenceEncoder::open(kMiniLM);
   EXPECT_TRUE(encoder->normalizes());  // modules.json lists Normalize
@@ -233,7 +233,7 @@ TEST(MiniLM, MatchesTheFloat64ReferenceAtHighest) {
 TEST(MiniLM, OnVulkanMatchesTheFloat64Reference) {
   IRON_NEEDS_MINILM();
   IRON_NEEDS_VULKAN();
-  const Golden& g = golden();
+  const MiniLmGolden& g = minilm_golden();
   std::vector<std::vector<int32_t>> some;
   std::vector<std::vector<float>> want;
   for (size_t i = 0; i < g.ids.size(); i += 10) {
@@ -254,7 +254,7 @@ TEST(MiniLM, OnVulkanMatchesTheFloat64Reference) {
 
 TEST(MiniLM, PooledNormsBeforeNormalising) {
   IRON_NEEDS_MINILM();
-  const Golden& g = golden();
+  const MiniLmGolden& g = minilm_golden();
   auto encoder = SentenceEncoder::open(kMiniLM, {.normalize = false});
   const std::vector<std::vector<int32_t>> some(g.ids.begin(), g.ids.begin() + 40);
   const auto vectors = encoder->embed_ids(some);
@@ -269,13 +269,13 @@ TEST(MiniLM, PooledNormsBeforeNormalising) {
 TEST(MiniLM, MediumStaysClose) {
   IRON_NEEDS_MINILM();
   auto encoder = SentenceEncoder::open(kMiniLM, {.precision = Precision::medium});
-  const double worst = check_vectors(encoder->embed_ids(golden().ids), 0.999);
+  const double worst = check_vectors(encoder->embed_ids(minilm_golden().ids), 0.999);
   std::printf("[ figures ] medium: worst cosine 1 - %.2e\n", 1 - worst);
 }
 
 TEST(MiniLM, ABatchEqualsOneSentenceAtATime) {
   IRON_NEEDS_MINILM();
-  const Golden& g = golden();
+  const MiniLmGolden& g = minilm_golden();
   // Sentences of every bucket, in batches mixing lengths within a bucket, against each alone; at
   // medium too (its attention runs on AMX tiles where the host has them), on half as many.
   for (const Precision precision : {Precision::highest, Precision::medium}) {
@@ -297,7 +297,7 @@ TEST(MiniLM, ABatchEqualsOneSentenceAtATime) {
 
 TEST(MiniLM, TokenizesAsTheGoldenSays) {
   IRON_NEEDS_MINILM();
-  const Golden& g = golden();
+  const MiniLmGolden& g = minilm_golden();
   auto encoder = SentenceEncoder::open(kMiniLM);
   for (size_t i = 0; i < g.texts.size(); ++i) EXPECT_EQ(encoder->ids(g.texts[i]), g.ids[i]) << escaped(g.texts[i], 60);
   EXPECT_EQ(encoder->bucket(3), 16);

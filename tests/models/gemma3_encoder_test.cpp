@@ -317,17 +317,17 @@ const std::string kEmbeddingGemma = io::testing::local_model_path("embeddinggemm
 #define IRON_NEEDS_EMBEDDINGGEMMA() \
   IRON_NEEDS_MODEL(kEmbeddingGemma + "/model.safetensors", "embeddinggemma (or IRON_FETCH_LARGE=1 scripts/test.sh)")
 
-struct Golden {
+struct EmbeddingGemmaGolden {
   std::vector<std::string> texts;
   std::vector<std::optional<std::string>> prompts;
   std::vector<std::vector<int32_t>> ids;
   std::vector<std::vector<double>> vectors;
 };
 
-const Golden& golden() {
-  static const Golden g = [] {
+const EmbeddingGemmaGolden& embeddinggemma_golden() {
+  static const EmbeddingGemmaGolden g = [] {
     std::ifstream in(std::string(IRON_SOURCE_DIR) + "/tests/golden/embeddinggemma_embeddings.json");
-    Golden out;
+    EmbeddingGemmaGolden out;
     const json file = json::parse(in);
     for (const json& c : file["cases"]) {
       out.texts.push_back(c["text"]);
@@ -355,7 +355,7 @@ const Golden& golden() {
 }
 
 double check_golden(SentenceEncoder& e, double bound) {
-  const Golden& g = golden();
+  const EmbeddingGemmaGolden& g = embeddinggemma_golden();
   const auto got = e.embed_ids(g.ids);
   double worst = 1;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -369,7 +369,7 @@ double check_golden(SentenceEncoder& e, double bound) {
 TEST(EmbeddingGemma, TokenizesAsSentenceTransformers) {
   IRON_NEEDS_EMBEDDINGGEMMA();
   auto e = SentenceEncoder::open(kEmbeddingGemma);
-  const Golden& g = golden();
+  const EmbeddingGemmaGolden& g = embeddinggemma_golden();
   ASSERT_GE(g.texts.size(), 200u);
   size_t prompted = 0, longest = 0;
   for (size_t i = 0; i < g.texts.size(); ++i) {

@@ -2,7 +2,9 @@
 // residuals of f32, f16 or bf16, weights of every format the CPU reads, the planner's folded
 // norm, bias, residual and epilogue; a step of several weights is a dispatch per weight, and a SwiGLU
 // merged in one more (the elementwise shader) after a barrier.
+#include <cstdlib>
 #include <map>
+#include <string_view>
 
 #include "devices/vulkan/kernel.hpp"
 #include "ops/elementwise/elementwise.hpp"
@@ -16,6 +18,21 @@ uint32_t weight_kind(const Operator& op, DType t) {
   const int32_t kind = vulkan::load_kind(t);
   if (kind < 0 || t == i32) vulkan::unsupported(op, "a weight of " + std::string(name(t)));
   return uint32_t(kind);
+}
+
+// How the matmul's lanes share the work (matmul.glsl says both forms): over columns on a Vulkan
+// device that is software on a CPU (lavapipe, where a read 8 elements apart per lane is a gather,
+// one per multiply-add: SmolLM2 Q4_1's pp32 1.2 -> 1.9 tokens/s and tg 0.6 -> 0.8 on the Zen 3's
+// two cores, `iron bench --device vulkan -p 32 -n 4 -r 1` with this variable at 0 and at 1), over
+// k on a GPU, whose reads then coalesce (not measured: no GPU lent). The
+// same form for every row count: a row's sums do not depend on how many rows a call holds, so a
+// batch decodes as each of its sequences alone, bit for bit. IRON_VULKAN_LANES_OVER_COLUMNS=1 or
+// 0 takes the other form (the tests hold both to the references on one device).
+bool lanes_over_columns(const vulkan::DeviceInfo& info) {
+  const char* v = std::getenv("IRON_VULKAN_LANES_OVER_COLUMNS");
+  if (v && std::string_view(v) == "1") return true;
+  if (v && std::string_view(v) == "0") return false;
+  return info.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
 }
 
 uint32_t epilogue_kind(const Operator& op) {
@@ -47,6 +64,7 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
   // Rows of a a workgroup takes (each weight read serves them all): one for a single row.
   const int64_t max_rows = x.shape.size() < 2 ? 1 : x.shape[0];
   const uint32_t tile = max_rows == 1 ? 1 : 8;
+  const bool over_columns = lanes_over_columns(a.device->info());
   for (int64_t part = 0; part < parts; ++part) {
     const vulkan::Operand& w = a.in.at(size_t(1 + part));
     const vulkan::Operand& y = a.out.at(size_t(part));
@@ -69,12 +87,14 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
         {shader,
          {kind, epilogue_kind(op), residual ? 1u : 0u, norm_kind, col_maj ? 1u : 0u, lanes, tile, x_kind,
           vulkan::float_kind(op, y), vulkan::float_kind(op, r), vulkan::float_kind(op, gn), bias ? 1u : 0u,
-          vulkan::float_kind(op, b)},
+          vulkan::float_kind(op, b), over_columns ? 1u : 0u},
          7, sizeof push}));
     list.bind_buffers(
         {x.binding(), w.binding(), y.binding(), r.binding(), gn.binding(), b.binding(), vulkan::words_binding(a)});
     list.push_constants(push);
-    list.dispatch(uint32_t(std::clamp<int64_t>(n, 1, 65535)), uint32_t(std::min<int64_t>((max_rows + tile - 1) / tile, 65535)));
+    const int64_t groups = over_columns ? (n + lanes - 1) / lanes : n;  // the loop strides past 65535
+    list.dispatch(uint32_t(std::clamp<int64_t>(groups, 1, 65535)),
+                  uint32_t(std::min<int64_t>((max_rows + tile - 1) / tile, 65535)));
   }
   if (gate != Gate::none) {
     // y = silu(gate) * up (or gelu_tanh(gate) * up) over the two parts' outputs, once both are written.

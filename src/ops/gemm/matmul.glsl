@@ -10,7 +10,7 @@
 //   (0 none, 1 unweighted, 2 weighted), 4 W is (N, K) (else (K, N), float kinds only), 5 the
 //   workgroup size (matmul.comp: the subgroup size), 6 rows of a per workgroup, 7-10 the kinds
 //   of a, y, r and the norm's weight (f32, f16 or bf16: elements.glsl), 11 a bias (folded in by
-//   the planner), 12 its kind
+//   the planner), 12 its kind, 13 lanes over columns (below)
 //   bindings: a, W, y, r, the norm's weight, the bias (words), the words
 layout(constant_id = 0) const int kWeight = 0;
 layout(constant_id = 1) const int kEpilogue = 0;
@@ -23,6 +23,14 @@ layout(constant_id = 9) const int kR = 0;
 layout(constant_id = 10) const int kG = 0;
 layout(constant_id = 11) const bool kBias = false;
 layout(constant_id = 12) const int kB = 0;
+// How a workgroup's lanes share the work. Over k (false): the workgroup takes one output column,
+// neighbouring lanes read neighbouring elements of W's row and of a's, and lane_sum adds their
+// sums: coalesced reads, the GEMV's form on a GPU. Over columns (true): each lane takes its own
+// output column and walks all of k, so every lane reads the same element of a (one read serves
+// the subgroup, and a tile of a's rows serves `lanes` columns) and no sum crosses lanes: the form
+// for a device whose lanes are a CPU's SIMD lanes (lavapipe), where the other form's reads, 8
+// elements apart a lane, are gathers, one per multiply-add. gemm_vulkan.cpp chooses.
+layout(constant_id = 13) const bool kLanesOverColumns = false;
 
 layout(std430, set = 0, binding = 0) readonly buffer A { uint a_words[]; };
 layout(std430, set = 0, binding = 1) readonly buffer W { uint w[]; };
@@ -62,10 +70,22 @@ float finish(float v) {
 // Rows of a each workgroup takes: each weight read serves all of them (1 for one row).
 layout(constant_id = 6) const uint kTile = 8u;
 
+// Adds w times a's element i of each row of the tile (normed where a norm is folded in) to the
+// row's sum. Rows are counted to kTile, a constant, so the sums stay in registers (an array
+// indexed by a loop bound known only at run time is memory on some compilers, lavapipe's among
+// them); rows past a short tile repeat its last row and are never stored.
+void accumulate(inout float sum[kTile], float w, uint i, uint a0, uint k, uint tile, uint g0, float scale[kTile]) {
+  const float gi = kNorm == 2 ? load_g(kG, g0 + i) : 1.0;
+  for (uint r = 0u; r < kTile; ++r) {
+    float x = load_a(kA, a0 + min(r, tile - 1u) * k + i);
+    if (kNorm != 0) x = x * scale[r] * gi;
+    sum[r] += x * w;
+  }
+}
+
 void main() {
-  // A workgroup per output column n and tile of up to kTile rows of a: its lanes take every
-  // lane-th k (neighbouring lanes read neighbouring weights), each weight read serving every row
-  // of the tile, and lane_sum adds the lanes.
+  // A workgroup per tile of up to kTile rows of a and per output column (lanes over k) or per
+  // `lanes` columns (lanes over columns): each weight read serves every row of the tile.
   const uint t = LANE, lanes = LANES;
   const uint k = uint(p.k), width = uint(p.n);
   const uint m0 = gl_WorkGroupID.y * kTile;
@@ -76,43 +96,45 @@ void main() {
   const uint w0 = uint(p.w_base + word(p.w_offset));
   const uint g0 = uint(p.g_base + word(p.g_offset));
   float scale[kTile];
-  for (uint r = 0; r < kTile; ++r) scale[r] = 1.0;
+  for (uint r = 0u; r < kTile; ++r) scale[r] = 1.0;
   if (kNorm != 0) {
-    for (uint r = 0; r < tile; ++r) {
+    for (uint r = 0u; r < kTile; ++r) {
       float ss = 0.0;
       for (uint i = t; i < k; i += lanes) {
-        const float x = load_a(kA, a0 + r * k + i);
+        const float x = load_a(kA, a0 + min(r, tile - 1u) * k + i);
         ss += x * x;
       }
       scale[r] = inversesqrt(lane_sum(ss) / float(k) + p.epsilon);
     }
   }
-  // W's rows by groups of eight elements a lane (load8: a block's scale read once for eight, their
-  // bits in two or three words) where the rows are, else element by element (groups of one).
+  // W's rows by groups of eight elements (load8: a block's scale read once for eight, their bits
+  // in two or three words) where the rows are, else element by element (groups of one).
   const bool grouped = kColumnMajor && grouped_kind(kWeight) && k % 8u == 0u && w0 % 8u == 0u;
   const uint group = grouped ? 8u : 1u;
-  for (uint n = gl_WorkGroupID.x; n < width; n += gl_NumWorkGroups.x) {
+  // Over k: column n is the workgroup's, lane t starts at group t of the row. Over columns: lane t's
+  // column is n + t, and it starts at the row's start.
+  const uint first = kLanesOverColumns ? gl_WorkGroupID.x * lanes : gl_WorkGroupID.x;
+  const uint stride = kLanesOverColumns ? gl_NumWorkGroups.x * lanes : gl_NumWorkGroups.x;
+  const uint own = kLanesOverColumns ? t : 0u;
+  const uint i_first = kLanesOverColumns ? 0u : group * t, i_step = kLanesOverColumns ? group : group * lanes;
+  for (uint n0 = first; n0 < width; n0 += stride) {
+    const uint n = n0 + own;
+    if (kLanesOverColumns && n >= width) break;  // this lane's later columns are past the end too
     float sum[kTile];
-    for (uint r = 0; r < kTile; ++r) sum[r] = 0.0;
-    for (uint i0 = group * t; i0 < k; i0 += group * lanes) {
-      float wv[8];
-      if (grouped)
+    for (uint r = 0u; r < kTile; ++r) sum[r] = 0.0;
+    for (uint i0 = i_first; i0 < k; i0 += i_step) {
+      if (grouped) {
+        float wv[8];
         load8(kWeight, w0 + n * k + i0, wv);
-      else
-        wv[0] = load(kWeight, kColumnMajor ? w0 + n * k + i0 : w0 + i0 * width + n);
-      for (uint c = 0u; c < group; ++c) {
-        const uint i = i0 + c;
-        const float gi = kNorm == 2 ? load_g(kG, g0 + i) : 1.0;
-        for (uint r = 0; r < tile; ++r) {
-          float x = load_a(kA, a0 + r * k + i);
-          if (kNorm != 0) x = x * scale[r] * gi;
-          sum[r] += x * wv[c];
-        }
+        for (uint c = 0u; c < 8u; ++c) accumulate(sum, wv[c], i0 + c, a0, k, tile, g0, scale);
+      } else {
+        accumulate(sum, load(kWeight, kColumnMajor ? w0 + n * k + i0 : w0 + i0 * width + n), i0, a0, k, tile, g0,
+                   scale);
       }
     }
-    for (uint r = 0; r < tile; ++r) {
-      const float total = lane_sum(sum[r]);
-      if (t == 0u) {
+    for (uint r = 0u; r < kTile; ++r) {
+      const float total = kLanesOverColumns ? sum[r] : lane_sum(sum[r]);
+      if (r < tile && (kLanesOverColumns || t == 0u)) {
         const uint m = m0 + r;
         float v = total;
         if (kBias) v += load_b(kB, uint(p.b_base + word(p.b_offset)) + n);

@@ -211,7 +211,7 @@ TEST(VulkanDevices, TheDeviceEnablesTheOptionalFeaturesItOffers) {
 
 // Mapped (unified memory, as lavapipe and integrated GPUs) and through staging buffers and
 // copies on the queue (a discrete GPU's path, forced here).
-class VulkanMemory : public testing::TestWithParam<bool> {};
+class VulkanMemory : public ::testing::TestWithParam<bool> {};
 
 TEST_P(VulkanMemory, EveryKindOfBufferTakesAnUploadAndGivesItBackAndIsCounted) {
   IRON_VULKAN_DEVICE_OR_SKIP(device, vk::DeviceOptions{.force_staging = GetParam()});
@@ -290,7 +290,7 @@ TEST_P(VulkanMemory, ACommandListRecordedOnceRunsEachCallWithItsOwnWords) {
     int32_t first, count;
   };
   for (const Call call : {Call{0, int32_t(n)}, Call{100, 7}, Call{4000, 96}}) {
-    SCOPED_TRACE(testing::Message() << "first " << call.first << ", count " << call.count);
+    SCOPED_TRACE(::testing::Message() << "first " << call.first << ", count " << call.count);
     auto* w = reinterpret_cast<int32_t*>(words.mapped());
     w[0] = -1;  // words of other kernels: the shader must not read them
     w[1] = -1;
@@ -317,8 +317,8 @@ TEST_P(VulkanMemory, ACommandListRecordedOnceRunsEachCallWithItsOwnWords) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(MappedOrStaged, VulkanMemory, testing::Values(false, true),
-                         [](const testing::TestParamInfo<bool>& param) {
+INSTANTIATE_TEST_SUITE_P(MappedOrStaged, VulkanMemory, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& param) {
                            return param.param ? "Staged" : "Mapped";
                          });
 
