@@ -10,40 +10,17 @@
 #   then each libFuzzer target for 30 s from build-asan/ (scripts/fuzz.sh), two at a time
 # The Release build includes the Python package, whose pytest suite is one of its ctest tests.
 # IRON_QUICK=1 stops after that ctest; IRON_FETCH_LARGE=1 also fetches EmbeddingGemma (1.15 GB)
-# for its whole-model tests. Each stage prints the time so far. From a fresh clone on
-# the 2 cores (2026-12-01, a quiet machine), the whole script took 31.8 min: Release build 5.1,
-# its ctest 2.9 (396 tests, the Python suite and the whole-model runs among them), ASan build
-# 7.7 (-O1 -g1; 13.2 at -O2 -g the session before), ASan tests 1.2, TSan build 3.8, TSan tests
-# 0.7, fuzz build and 12 x 30 s fuzzing 10.1. CI allows 45. On 2026-12-03, from a fresh clone
-# with three other builds sharing the 2 cores for much of it: Release build 9.6 min, its ctest
-# 5.0, the IRON_CPU=avx2 and portable runs 1.5 and 2.8, ASan build 17.7, ASan tests 3.3, TSan
-# build and tests 9.3, the ARM64 stage 8.4 (build from nothing 7.4, both processors' tests 1):
-# 57.9 min before the fuzz stage. Then one clang build came to serve the ASan tests and the
-# fuzzers, run two at a time (2026-12-03, a fresh clone of 9d5e85e, the machine otherwise idle
-# but for this session's edits): models and packages 0.5 min, Release build 6.5, its ctest 3.7
-# (478 tests), IRON_CPU=avx2 0.8 and portable 2.6, the clang ASan build 7.8, its tests 2.5, TSan
-# 5.8, then ARM64 (a warning, fixed; 3.5 min from nothing at -O1, measured apart) and the
-# fuzzers (3.1 min for all 12, measured apart): about 37 min. CI's run of 2026-12-06 took 44.1
-# min of its 45; then the test program came to compile at -O1 with a precompiled header (145 ->
-# 90 s in the Release build here), the commands' files with one, the TSan build to compile only
-# the files of the suites it runs (its build 194 s here), and the Vulkan SmolLM2 check to continue
-# one prompt greedily rather than four (133 -> 69 s alone, the longest test of the Release ctest).
-# From a fresh clone of 0e22ab9 on the 2 cores (2026-12-06, the machine otherwise idle): models
-# and packages 1.0 min, Release build 5.7, its ctest 4.6, IRON_CPU=avx2 0.7 and portable 2.9, the
-# clang ASan build 7.7, its tests 4.0, TSan build 3.3 and tests 1.5, ARM64 5.8 (build 3.7), the
-# fuzzers 3.1: 40.1 min. Then the ASan run's longest test (GemmInt8's every shape, 126 s) took
-# 33 columns for 577 under the sanitizers, and the portable run left out medium's twins of the
-# highest checks (below). On an AVX2-only AMD EPYC (Zen 3, 2 vCPUs; 2026-12-07, a fresh clone of
-# e860ba6, the machine otherwise idle) every stage is slower: models and packages 1.3 min, Release
-# build 11.1, its ctest 9.0 (after the costs below; 11.6 before), portable 2.1, the clang ASan
-# build 16.6, its tests 4.4, TSan build 6.7 and tests 1.6, ARM64 11.9 (build 8.5): 64.6 min before
-# the fuzzers, past CI's 45 (issue 34's note says what would cut it). Then the library's standard
-# headers came precompiled, the sanitizer builds to compile the kernels the machine cannot run at
-# -O0 (IRON_HOST_KERNELS), the ARM64 stage to build only the test files it runs, the matmul
-# shader to read W by groups and the Ray test to embed 512 texts: from a fresh clone of 0251139
-# on the same Zen 3 (2026-12-07, otherwise idle), models and packages 1.9 min, Release build 8.7,
-# its ctest 7.4, portable 1.6, ASan build 11.3, its tests 3.1, TSan build 4.6 and tests 1.4,
-# ARM64 7.5 (build 4.6), the fuzzers 3.1: 50.5 min, still past 45 there.
+# for its whole-model tests. Each stage prints the time so far; CI allows 45 min for all of it.
+# From a fresh clone of 704f319 on a 2-vCPU AVX2-only AMD EPYC (Zen 3), otherwise idle
+# (2026-12-07), in minutes: models and packages 1.4, Release build 7.4, its ctest 6.3 (516
+# tests), IRON_CPU=portable 1.8, the clang ASan build 9.2, its tests 3.2, TSan build 3.9 and
+# tests 1.3, ARM64 6.1 (build 3.4), the fuzzers 3.1: 43.7 in all (2622 s; 50.5 the session
+# before, 64.6 + 3.1 two before). What cut them (each commit's message has its figures): the
+# library's standard headers precompiled, kernels this machine cannot run compiled at -O0 in the
+# sanitizer builds (IRON_HOST_KERNELS), Highway's never-picked baseline copy compiled out, the
+# test files compiled six to a unit, the subset builds (TSan, ARM64) compiling only their test
+# files and what those link, the lavapipe matmul's lanes over columns and ray_cluster sharing the
+# machine. On a Xeon with AVX-512 the suite took 40 min before these cuts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${IRON_BUILD_JOBS:-$(nproc)}
@@ -56,7 +33,8 @@ stage() { echo "=== $1 ($((SECONDS - start)) s so far)"; }
 # updates); a fresh build directory gets tests/ctest_costs.txt, the longest tests' seconds on an
 # AVX2-only Zen 3, so that they do not start last and leave one core idle at the end (the
 # Release ctest there: 698 s with the 332 s Vulkan model test started at test 305 of 515; 541 s
-# with it first and cut to 210 s, of which ray_cluster, RUN_SERIAL, takes its 168 alone at the end).
+# with it first; 378 s once ray_cluster, which idles a core a third of its time, started among
+# the first beside the others rather than alone at the end).
 seed_costs() {
   local file=$1/Testing/Temporary/CTestCostData.txt
   [ -f "$file" ] || { mkdir -p "$(dirname "$file")" && cp tests/ctest_costs.txt "$file"; }
