@@ -14,7 +14,7 @@
 # From a fresh clone of 704f319 on a 2-vCPU AVX2-only AMD EPYC (Zen 3), otherwise idle
 # (2026-12-07), in minutes: models and packages 1.4, Release build 7.4, its ctest 6.3 (516
 # tests), IRON_CPU=portable 1.8, the clang ASan build 9.2, its tests 3.2, TSan build 3.9 and
-# tests 1.3, ARM64 6.1 (build 3.4), the fuzzers 3.1: 43.7 in all (2622 s; 50.5 the session
+# tests 1.3, ARM64 6.1 (build 3.4), the fuzzers 3.2: 43.7 in all (2622 s; 50.5 the session
 # before, 64.6 + 3.1 two before). What cut them (each commit's message has its figures): the
 # library's standard headers precompiled, kernels this machine cannot run compiled at -O0 in the
 # sanitizer builds (IRON_HOST_KERNELS), Highway's never-picked baseline copy compiled out, the

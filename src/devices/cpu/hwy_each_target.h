@@ -37,8 +37,8 @@
 // kernels are compiled only in such passes (`#if IRON_HWY_PICKED_PASS` around them). Highway also
 // compiles every file for the build's baseline, EMU128 on x86-64 (128-bit vectors emulated by
 // scalar loops), which nothing picks: the portable loops serve processors without AVX2. That
-// copy was most of a kernel file's compile time (gemm_hwy.cpp under clang's ASan: 69 s with it,
-// 15 s with no baseline copy). On other architectures the baseline copy is the one picked.
+// copy was most of a kernel file's compile time (gemm_hwy.cpp under clang's ASan: 72 s with it,
+// 17 s without). On other architectures the baseline copy is the one picked.
 #if HWY_ARCH_X86
 #define IRON_HWY_PICKED_PASS (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2)
 #elif HWY_ARCH_ARM_A64

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,6 +67,9 @@ inline Binding words_binding(const KernelArgs& a) { return {a.words, 0, a.words-
 /// The kind shaders/elements.glsl reads and writes `o` as (0 f32, 1 f16, 2 bf16), as a
 /// specialization constant; unsupported(op, ...) for any other dtype.
 uint32_t float_kind(const Operator& op, const Operand& o);
+/// Environment variable `name` set to 1 (true) or 0 (false); nothing otherwise: a test's way to
+/// take a path this device would not.
+std::optional<bool> environment_choice(const char* name);
 /// Whether environment variable `name` is set to 0 (a test's way to take the path of a device
 /// without an optional feature).
 bool disabled_by_environment(const char* name);

@@ -47,10 +47,14 @@ uint32_t float_kind(const Operator& op, const Operand& o) {
   return uint32_t(load_kind(o.dtype));
 }
 
-bool disabled_by_environment(const char* name) {
+std::optional<bool> environment_choice(const char* name) {
   const char* v = std::getenv(name);
-  return v && std::string_view(v) == "0";
+  if (v && std::string_view(v) == "1") return true;
+  if (v && std::string_view(v) == "0") return false;
+  return std::nullopt;
 }
+
+bool disabled_by_environment(const char* name) { return environment_choice(name) == false; }
 
 int32_t load_kind(DType t) {
   switch (t) {

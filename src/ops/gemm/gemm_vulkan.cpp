@@ -2,9 +2,7 @@
 // residuals of f32, f16 or bf16, weights of every format the CPU reads, the planner's folded
 // norm, bias, residual and epilogue; a step of several weights is a dispatch per weight, and a SwiGLU
 // merged in one more (the elementwise shader) after a barrier.
-#include <cstdlib>
 #include <map>
-#include <string_view>
 
 #include "devices/vulkan/kernel.hpp"
 #include "ops/elementwise/elementwise.hpp"
@@ -24,15 +22,13 @@ uint32_t weight_kind(const Operator& op, DType t) {
 // device that is software on a CPU (lavapipe, where a read 8 elements apart per lane is a gather,
 // one per multiply-add: SmolLM2 Q4_1's pp32 1.2 -> 1.9 tokens/s and tg 0.6 -> 0.8 on the Zen 3's
 // two cores, `iron bench --device vulkan -p 32 -n 4 -r 1` with this variable at 0 and at 1), over
-// k on a GPU, whose reads then coalesce (not measured: no GPU lent). The
-// same form for every row count: a row's sums do not depend on how many rows a call holds, so a
-// batch decodes as each of its sequences alone, bit for bit. IRON_VULKAN_LANES_OVER_COLUMNS=1 or
-// 0 takes the other form (the tests hold both to the references on one device).
+// k on a GPU, whose reads then coalesce (not measured: no GPU lent). The same form for every row
+// count: a row's sums do not depend on how many rows a call holds, so a batch decodes as each of
+// its sequences alone, bit for bit. IRON_VULKAN_LANES_OVER_COLUMNS=1 or 0 takes the other form
+// (the tests hold both to the references on one device).
 bool lanes_over_columns(const vulkan::DeviceInfo& info) {
-  const char* v = std::getenv("IRON_VULKAN_LANES_OVER_COLUMNS");
-  if (v && std::string_view(v) == "1") return true;
-  if (v && std::string_view(v) == "0") return false;
-  return info.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  const bool software = info.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  return vulkan::environment_choice("IRON_VULKAN_LANES_OVER_COLUMNS").value_or(software);
 }
 
 uint32_t epilogue_kind(const Operator& op) {
