@@ -20,6 +20,7 @@ server="iron_hangup_$$"
 # working directory is under $work are this test's.
 cleanup() {
   tmux -L "$server" kill-server 2>/dev/null
+  rm -f "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$server"  # a killed server leaves its socket file
   for proc in /proc/[0-9]*; do
     case "$(readlink "$proc/cwd" 2>/dev/null)" in "$work"/*) kill "${proc#/proc/}" 2>/dev/null ;; esac
   done

@@ -15,9 +15,14 @@ fast=${3:-}
 command -v tmux >/dev/null || { echo "tmux is not installed (apt-get install tmux)"; exit 77; }
 [ -f "$model" ] || { echo "$model is absent"; exit 77; }
 work=$(mktemp -d)
+# Each start() runs its own tmux server (socket iron_chat_PID_N): reusing one socket, a new
+# session could reach the server the last kill-server was still taking down, and die with it
+# ("server exited unexpectedly", seen with the Release tests loading both cores).
 session="iron_chat_$$"
-trap 'tmux -L "$session" kill-server 2>/dev/null; rm -rf "$work"' EXIT
-tmux_() { tmux -L "$session" "$@"; }
+starts=0
+sockets="${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)"  # where tmux -L keeps them (a killed server leaves its file)
+trap 'for n in $(seq 0 "$starts"); do tmux -L "${session}_$n" kill-server 2>/dev/null; rm -f "$sockets/${session}_$n"; done; rm -rf "$work"' EXIT
+tmux_() { tmux -L "${session}_$starts" "$@"; }
 fail() { echo "FAIL: $*"; echo "--- screen:"; cat "$work/screen"; exit 1; }
 
 # Waits (at most 60 s) until the screen's last non-empty line is the prompt "> ", n times counted
@@ -32,9 +37,9 @@ wait_prompt() {
   done
   fail "no prompt #$prompts within 60 s"
 }
-start() {  # start ARGS...: a fresh session running iron chat
+start() {  # start ARGS...: a fresh session running iron chat, on a server of its own
   tmux_ kill-server 2>/dev/null
-  while tmux_ has-session 2>/dev/null; do sleep 0.1; done
+  starts=$((starts + 1))
   prompts=0
   tmux_ new-session -d -s chat -x 220 -y 200 "$(printf '%q ' "$iron" chat -m "$model" -t 2 "$@"); echo \"(chat exited: \$?)\"; sleep 30"
   wait_prompt
