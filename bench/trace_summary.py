@@ -4,7 +4,8 @@
 For each decode step in the trace (the spans between one Sample and the next) and for the
 prefill (everything before the first Sample): the wall time, each thread's busy time, the time
 per operator and thread, and how much of the wall time each thread spent outside any span
-(waiting at barriers, woken late, or descheduled).
+(waiting at barriers, woken late, or descheduled). A Vulkan trace (`--device vulkan`) has one lane,
+63: each step's time on the device, from its timestamps.
 
     build/iron bench -m MODEL -p 512 -n 16 -r 1 --precision medium --trace /tmp/t.json
     python3 bench/trace_summary.py /tmp/t.json

@@ -99,8 +99,8 @@ void add_bench_command(CLI::App& app, bool execute) {
               "Also measure beside this many busy-loop processes of its own (a busy machine), alternating "
               "with the quiet runs, and print both");
   cmd->add_option("--trace", o->trace,
-                  "Write a timeline of one prefill and a few decode steps (one span per command and thread) "
-                  "to this file, in the Chrome trace format (open it in Perfetto)");
+                  "Write a timeline of one prefill and a few decode steps (one span per command and thread; on "
+                  "Vulkan each step's device time) to this file, in the Chrome trace format (open it in Perfetto)");
   // The callback holds the options: a parse without `execute` (the fuzz target) keeps them too.
   cmd->callback([o, execute] {
     if (!execute) return;
@@ -201,9 +201,19 @@ void add_bench_command(CLI::App& app, bool execute) {
     // streaming read measured 33 GB/s one minute and 50 the next), so the fraction comes from
     // decode runs and streaming reads taken back to back, three pairs, the median of their ratios.
     std::vector<double> bandwidths, fractions;
+    // One prefill and 3 decode steps, each step's commands a span (on Vulkan, each step's device
+    // time: the decode steps are then not chained).
+    auto write_trace = [&] {
+      if (o->trace.empty()) return;
+      trace::start();
+      runner->generate(prompt, 4, nothing, false, depth);
+      size_t spans = trace::stop_and_write(o->trace);
+      std::printf("trace: %zu spans of one prefill and 3 decode steps written to %s\n", spans, o->trace.c_str());
+    };
     if (!on_cpu) {
       device_bound(*runner, options.device, weight_bytes, cache_bytes, device_step_seconds, device_prefill_token_seconds);
       std::printf("peak memory: %.1f MiB of this process (the device's memory not counted)\n", mib(peak));
+      write_trace();
       return;
     }
     // One size for every pair's read, and the one printed (what memory is available moves).
@@ -230,12 +240,7 @@ void add_bench_command(CLI::App& app, bool execute) {
     std::printf("\npeak memory: %.1f MiB (mapped file %.1f MiB + states %.1f MiB + arena %.1f MiB)\n",
                 mib(peak), mib(mapped_bytes(o->common.model)),
                 mib(double(runner->state_bytes())), mib(double(runner->scratch_bytes())));
-    if (!o->trace.empty()) {
-      trace::start();
-      runner->generate(prompt, 4, nothing, false, depth);
-      size_t spans = trace::stop_and_write(o->trace);
-      std::printf("trace: %zu spans of one prefill and 3 decode steps written to %s\n", spans, o->trace.c_str());
-    }
+    write_trace();
   });
 }
 

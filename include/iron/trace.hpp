@@ -1,5 +1,7 @@
-// A timeline of what the CPU device runs: one span per command and thread, written in the
-// Chrome trace format (opens in Perfetto or chrome://tracing). Off unless started.
+// A timeline of what the devices run: on the CPU one span per command and pool thread, on
+// Vulkan one span per step of each run from the device's timestamps (lane 63; a traced run's
+// decode steps are not chained, so each is timed). Written in the Chrome trace format (opens in
+// Perfetto or chrome://tracing). Off unless started.
 #pragma once
 
 #include <cstddef>

@@ -11,6 +11,7 @@
 #include <span>
 
 #include "graph/device.hpp"
+#include "devices/cpu/trace.hpp"
 #include "devices/vulkan/commands.hpp"
 #include "devices/vulkan/device.hpp"
 #include "devices/vulkan/kernel.hpp"
@@ -168,6 +169,9 @@ class VulkanChain final : public detail::StepChain {
   std::vector<std::unique_ptr<CommandList>> lists_;
 };
 
+// A traced run's timestamps: one before the steps and one after each (CommandList's limit).
+constexpr size_t kMaxTracedSteps = 4095;
+
 // Chained steps queued at most: a GPU's step takes far longer than the host's read of its
 // token, so a few hide the host, and each one more records the whole version again.
 constexpr int kChainedLists = 4;
@@ -210,8 +214,40 @@ class VulkanProgram final : public detail::Program {
   }
 
   void run(const int64_t* words) override {
+    if (cpu::trace_enabled.load(std::memory_order_relaxed) && timed_ && args_.size() < kMaxTracedSteps) {
+      run_traced(words);
+      return;
+    }
     submit(all_, words);
     count_time(all_);
+  }
+
+  /// A traced run: the same commands with a timestamp after every step (recorded when first
+  /// asked for), each step's device time a span on the trace's device lane, placed from the
+  /// host's clock at submission (the device's clock has its own origin).
+  void run_traced(const int64_t* words) {
+    if (!traced_) {
+      traced_ = std::make_unique<CommandList>(device_);
+      traced_->begin();
+      traced_->timestamp();
+      const Recording& recording = plan_.recording();
+      for (size_t i = 0; i < args_.size(); ++i) {
+        if (plan_.steps()[i].barrier_before) traced_->barrier();
+        recorders_[i](*recording.steps[i].op, args_[i], *traced_);
+        traced_->timestamp();
+      }
+      traced_->host_barrier();
+      traced_->end();
+    }
+    const int64_t submitted = cpu::now_ns();
+    submit(*traced_, words);
+    const std::vector<double> ns = traced_->timestamps_ns();
+    const Recording& recording = plan_.recording();
+    for (size_t i = 0; i < args_.size(); ++i)
+      cpu::trace_span(recording.steps[i].op->name().c_str(), cpu::kTraceDeviceLane, submitted + int64_t(ns[i] - ns[0]),
+                      submitted + int64_t(ns[i + 1] - ns[0]));
+    nanoseconds_.fetch_add(int64_t(ns.back() - ns.front()), std::memory_order_relaxed);
+    runs_.fetch_add(1, std::memory_order_release);
   }
 
   /// Adds a waited list's run (record_steps' two timestamps) to the device's time.
@@ -289,6 +325,7 @@ class VulkanProgram final : public detail::Program {
   std::vector<KernelRecorder> recorders_;
   CommandList all_;
   std::vector<std::unique_ptr<CommandList>> single_;
+  std::unique_ptr<CommandList> traced_;  // all_ with a timestamp after each step, for a trace
   bool timed_ = false;
   // Read by the host between runs while the run queue's thread adds to them.
   std::atomic<int64_t> runs_{0}, nanoseconds_{0};
@@ -328,8 +365,9 @@ std::vector<int32_t> VulkanProgram::words_program() const {
 std::unique_ptr<detail::StepChain> VulkanProgram::chain(const int64_t* words, int depth) {
   // The words are evaluated in int64, as the host does: a device without 64-bit integers in
   // shaders steps through the run queue instead, the host writing each step's words.
+  // A trace times each step of each run: chained steps would run without the host.
   if (!emitted_ || emitted_->offset.per_call() || !device_.enabled().shader_int64 ||
-      disabled_by_environment("IRON_VULKAN_CHAIN") || depth < 1 ||
+      disabled_by_environment("IRON_VULKAN_CHAIN") || cpu::trace_enabled.load(std::memory_order_relaxed) || depth < 1 ||
       plan_.carry_slots().size() > detail::kMaxCarried)
     return nullptr;
   depth = std::min(depth, kChainedLists);

@@ -3,10 +3,18 @@
 // token by token. The Release build runs them; a sanitizer build skips them (Mesa is not
 // instrumented, and the op harness covers the shaders there).
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "devices/vulkan/vulkan_test_util.hpp"
 #include "io/io_test_util.hpp"
 #include "iron/models/runner.hpp"
+#include "iron/trace.hpp"
 #include "models/published.hpp"
 #include "sanitized.hpp"
 
@@ -83,6 +91,47 @@ TEST(VulkanStories260K, ChunkedPrefillThenDecodeEqualsDecodingTokenByToken) {
   IRON_NEEDS_STORIES();
   IRON_WHOLE_MODEL_ON_VULKAN();
   iron::test::expect_chunked_prefill_equals_token_by_token(stories_path(), "vulkan");
+}
+
+// `iron bench --trace` on each device: one span per step of each run, named by its operator, on
+// the pool's threads (CPU) or the device's lane, 63 (Vulkan: the device's own time of each step,
+// the decode steps unchained so that each run is timed); the tokens are those of an untraced run.
+TEST(VulkanStories260K, ATraceTimesEveryStepOfEveryRun) {
+  IRON_NEEDS_STORIES();
+  IRON_WHOLE_MODEL_ON_VULKAN();
+  for (const char* device : {"cpu", "vulkan"}) {
+    RunnerOptions o;
+    o.device = device;
+    o.model.context = 64;
+    auto runner = LlamaRunner::open(stories_path(), o);
+    const std::vector<int32_t> untraced = generate(*runner, {1}, 4);
+    trace::start();
+    const std::vector<int32_t> traced = generate(*runner, {1}, 4);
+    const std::string path = ::testing::TempDir() + "iron_trace_" + std::to_string(::getpid()) + ".json";
+    const size_t spans = trace::stop_and_write(path);
+    EXPECT_FALSE(trace::on());
+    EXPECT_EQ(traced, untraced) << device;
+    std::ifstream file(path);
+    const nlohmann::json events = nlohmann::json::parse(file)["traceEvents"];
+    std::filesystem::remove(path);
+    ASSERT_EQ(events.size(), spans) << device;
+    std::map<std::string, int> calls;
+    for (const auto& e : events) {
+      const int lane = e["tid"].get<int>();
+      if (std::string(device) == "vulkan")
+        EXPECT_EQ(lane, 63) << e.dump();
+      else
+        EXPECT_LT(lane, 63) << e.dump();
+      EXPECT_GE(e["dur"].get<double>(), 0.0) << e.dump();
+      EXPECT_GE(e["ts"].get<double>(), 0.0) << e.dump();
+      if (lane == 0 || lane == 63) ++calls[e["name"].get<std::string>()];  // thread 0 runs every CPU kernel
+    }
+    // A prefill and three decode steps each sample once, and each of stories260K's 5 blocks
+    // attends once a run.
+    EXPECT_EQ(calls["Sample"], 4) << device;
+    EXPECT_EQ(calls["Attention"], 4 * 5) << device;
+    EXPECT_GT(calls.size(), size_t(4)) << device;
+  }
 }
 
 }  // namespace
