@@ -228,15 +228,17 @@ TEST(MiniLM, MatchesTheFloat64ReferenceAtHighest) {
   std::printf("[ figures ] highest: %zu sentences, worst cosine 1 - %.2e\n", vectors.size(), 1 - worst);
 }
 
-// On the Vulkan device (lavapipe in CI): every tenth golden sentence (every bucket, batched by
-// length as on the CPU), held to the float64 reference as the CPU is at highest.
+// On the Vulkan device (lavapipe in CI): every twentieth golden sentence (11, of 6 to 56 ids,
+// batched by length as on the CPU), held to the float64 reference as the CPU is at highest. Every
+// tenth (21 sentences, 688 ids) took 45-75 s of lavapipe on a 2-core Zen 3, most of it in the
+// matmul shader; the CPU's tests take every sentence.
 TEST(MiniLM, OnVulkanMatchesTheFloat64Reference) {
   IRON_NEEDS_MINILM();
   IRON_NEEDS_VULKAN();
   const MiniLmGolden& g = minilm_golden();
   std::vector<std::vector<int32_t>> some;
   std::vector<std::vector<float>> want;
-  for (size_t i = 0; i < g.ids.size(); i += 10) {
+  for (size_t i = 0; i < g.ids.size(); i += 20) {
     some.push_back(g.ids[i]);
     want.push_back(g.vectors[i]);
   }
