@@ -231,7 +231,8 @@ TEST(MiniLM, MatchesTheFloat64ReferenceAtHighest) {
 // On the Vulkan device (lavapipe in CI): every twentieth golden sentence (11, of 6 to 56 ids,
 // batched by length as on the CPU), held to the float64 reference as the CPU is at highest. Every
 // tenth (21 sentences, 688 ids) took 45-75 s of lavapipe on a 2-core Zen 3, most of it in the
-// matmul shader; the CPU's tests take every sentence.
+// matmul shader (these 20 s, 9 s once its lanes shared a's elements); the CPU's tests take every
+// sentence.
 TEST(MiniLM, OnVulkanMatchesTheFloat64Reference) {
   IRON_NEEDS_MINILM();
   IRON_NEEDS_VULKAN();

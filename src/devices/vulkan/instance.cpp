@@ -144,6 +144,8 @@ DeviceInfo describe(const InstanceFunctions& f, VkPhysicalDevice device, uint32_
     info.subgroup_arithmetic =
         (p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
         (p11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+    info.subgroup_ballot = (p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                           (p11.subgroupSupportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT);
     info.max_allocation_bytes = p11.maxMemoryAllocationSize;
     info.max_buffer_bytes = p11.maxMemoryAllocationSize;
     info.features.storage_buffer_16bit = f11.storageBuffer16BitAccess;
@@ -257,7 +259,8 @@ std::string DeviceInfo::str(const std::string& indent) const {
   o << indent << "subgroups: " << subgroup_size;
   if (min_subgroup_size != max_subgroup_size)
     o << " (" << min_subgroup_size << " to " << max_subgroup_size << ")";
-  o << " lanes, " << (subgroup_arithmetic ? "" : "no ") << "arithmetic; timestamps: ";
+  o << " lanes, " << (subgroup_arithmetic ? "" : "no ") << "arithmetic, " << (subgroup_ballot ? "" : "no ")
+    << "ballot; timestamps: ";
   if (timestamps)
     o << "yes, " << timestamp_period_ns << " ns per tick";
   else

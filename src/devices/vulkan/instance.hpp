@@ -46,6 +46,7 @@ struct DeviceInfo {
   DeviceFeatures features;
   uint32_t subgroup_size = 0, min_subgroup_size = 0, max_subgroup_size = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd and friends in compute shaders
+  bool subgroup_ballot = false;      // subgroupBroadcast and friends in compute shaders
   bool timestamps = false;           // the compute queue can write timestamps
   float timestamp_period_ns = 0;     // nanoseconds per timestamp tick
 

@@ -21,7 +21,10 @@ uint32_t weight_kind(const Operator& op, DType t) {
 // How the matmul's lanes share the work (matmul.glsl says both forms): over columns on a Vulkan
 // device that is software on a CPU (lavapipe, where a read 8 elements apart per lane is a gather,
 // one per multiply-add: SmolLM2 Q4_1's pp32 1.2 -> 1.9 tokens/s and tg 0.6 -> 0.8 on the Zen 3's
-// two cores, `iron bench --device vulkan -p 32 -n 4 -r 1` with this variable at 0 and at 1), over
+// two cores, `iron bench --device vulkan -p 32 -n 4 -r 1` with this variable at 0 and at 1; then
+// 3.9 and 1.5 once the lanes shared a's elements by subgroupBroadcast rather than each reading
+// the same element, itself a gather there: `iron bench --trace` put the decode's matmuls at
+// 1599 -> 691 ms a step), over
 // k on a GPU, whose reads then coalesce (not measured: no GPU lent). The same form for every row
 // count: a row's sums do not depend on how many rows a call holds, so a batch decodes as each of
 // its sequences alone, bit for bit. IRON_VULKAN_LANES_OVER_COLUMNS=1 or 0 takes the other form
@@ -50,11 +53,12 @@ void record_matmul(const Operator& op, const vulkan::KernelArgs& a, vulkan::Comm
   const uint32_t x_kind = vulkan::float_kind(op, x);
   const vulkan::Operand* g = norm && weighted ? &a.in.back() : nullptr;
 
-  // A workgroup is one subgroup, which sums its lanes' products with subgroupAdd; a device
-  // without subgroup arithmetic (or IRON_VULKAN_SUBGROUPS=0, which tests that path) takes 64
-  // lanes summed through shared memory instead.
-  const bool subgroups = a.device->info().subgroup_arithmetic && a.device->info().subgroup_size > 0 &&
-                         !vulkan::disabled_by_environment("IRON_VULKAN_SUBGROUPS");
+  // A workgroup is one subgroup, which sums its lanes' products with subgroupAdd (and, its lanes
+  // over columns, shares a's elements with subgroupBroadcast); a device without subgroup
+  // arithmetic and ballot (or IRON_VULKAN_SUBGROUPS=0, which tests that path) takes 64 lanes
+  // summed through shared memory instead.
+  const bool subgroups = a.device->info().subgroup_arithmetic && a.device->info().subgroup_ballot &&
+                         a.device->info().subgroup_size > 0 && !vulkan::disabled_by_environment("IRON_VULKAN_SUBGROUPS");
   const char* shader = subgroups ? "matmul" : "matmul_shared";
   const uint32_t lanes = subgroups ? a.device->info().subgroup_size : 64;
   // Rows of a a workgroup takes (each weight read serves them all): one for a single row.

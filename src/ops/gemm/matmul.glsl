@@ -1,6 +1,8 @@
 // The matmul shader's body, shared by matmul.comp (a subgroup per workgroup, summed with
 // subgroupAdd) and matmul_shared.comp (64 lanes summed through shared memory, for a device
-// without subgroup arithmetic). The includer defines LANE, LANES and lane_sum(v) first.
+// without subgroup arithmetic). The includer defines LANE, LANES and lane_sum(v) first, and
+// LANE_BROADCAST(v, lane) where its lanes can share values (lanes over columns then read each of
+// a's elements once a subgroup).
 //
 // GEMM, ProjectionGEMM and GEMV: y[m, n] = epilogue(sum_k a[m, k] * W[n, k] (+ b[n])) (+ r[m, n]), with
 // a's rows through an RMSNorm first where the planner folded one in; f32 sums; W in its
@@ -83,6 +85,31 @@ void accumulate(inout float sum[kTile], float w, uint i, uint a0, uint k, uint t
   }
 }
 
+#ifdef LANE_BROADCAST
+// Over columns, a's elements i0 .. i0 + 7 of each row of the tile times W's eight values of this
+// lane's column: each of the subgroup's lanes reads one element (lane t element t % 8) and
+// LANE_BROADCAST shares them, where every lane reading all eight itself is, on a CPU's SIMD
+// lanes (lavapipe), a gather per element. Each row's sum adds the same products in the same
+// order as accumulate() over the eight, so the same bits.
+void accumulate_shared8(inout float sum[kTile], const float wv[8], uint i0, uint a0, uint k, uint tile, uint g0,
+                        float scale[kTile]) {
+  const uint c = LANE % 8u;
+  const float gi = kNorm == 2 ? load_g(kG, g0 + i0 + c) : 1.0;
+  for (uint r = 0u; r < kTile; ++r) {
+    float x = load_a(kA, a0 + min(r, tile - 1u) * k + i0 + c);
+    if (kNorm != 0) x = x * scale[r] * gi;
+    sum[r] += LANE_BROADCAST(x, 0u) * wv[0];
+    sum[r] += LANE_BROADCAST(x, 1u) * wv[1];
+    sum[r] += LANE_BROADCAST(x, 2u) * wv[2];
+    sum[r] += LANE_BROADCAST(x, 3u) * wv[3];
+    sum[r] += LANE_BROADCAST(x, 4u) * wv[4];
+    sum[r] += LANE_BROADCAST(x, 5u) * wv[5];
+    sum[r] += LANE_BROADCAST(x, 6u) * wv[6];
+    sum[r] += LANE_BROADCAST(x, 7u) * wv[7];
+  }
+}
+#endif
+
 void main() {
   // A workgroup per tile of up to kTile rows of a and per output column (lanes over k) or per
   // `lanes` columns (lanes over columns): each weight read serves every row of the tile.
@@ -119,22 +146,36 @@ void main() {
   const uint i_first = kLanesOverColumns ? 0u : group * t, i_step = kLanesOverColumns ? group : group * lanes;
   for (uint n0 = first; n0 < width; n0 += stride) {
     const uint n = n0 + own;
-    if (kLanesOverColumns && n >= width) break;  // this lane's later columns are past the end too
+#ifdef LANE_BROADCAST
+    // A lane past the last column still reads (the last column's W) and shares a's elements,
+    // which the others take from it; it stores nothing.
+    const bool shares = kLanesOverColumns && LANES >= 8u;
+#else
+    const bool shares = false;
+#endif
+    if (kLanesOverColumns && n >= width && !shares) break;  // this lane's later columns are past the end too
+    const uint n_read = min(n, width - 1u);
     float sum[kTile];
     for (uint r = 0u; r < kTile; ++r) sum[r] = 0.0;
     for (uint i0 = i_first; i0 < k; i0 += i_step) {
       if (grouped) {
         float wv[8];
-        load8(kWeight, w0 + n * k + i0, wv);
+        load8(kWeight, w0 + n_read * k + i0, wv);
+#ifdef LANE_BROADCAST
+        if (shares) {
+          accumulate_shared8(sum, wv, i0, a0, k, tile, g0, scale);
+          continue;
+        }
+#endif
         for (uint c = 0u; c < 8u; ++c) accumulate(sum, wv[c], i0 + c, a0, k, tile, g0, scale);
       } else {
-        accumulate(sum, load(kWeight, kColumnMajor ? w0 + n * k + i0 : w0 + i0 * width + n), i0, a0, k, tile, g0,
-                   scale);
+        accumulate(sum, load(kWeight, kColumnMajor ? w0 + n_read * k + i0 : w0 + i0 * width + n_read), i0, a0, k, tile,
+                   g0, scale);
       }
     }
     for (uint r = 0u; r < kTile; ++r) {
       const float total = kLanesOverColumns ? sum[r] : lane_sum(sum[r]);
-      if (r < tile && (kLanesOverColumns || t == 0u)) {
+      if (r < tile && (kLanesOverColumns || t == 0u) && n < width) {
         const uint m = m0 + r;
         float v = total;
         if (kBias) v += load_b(kB, uint(p.b_base + word(p.b_offset)) + n);
