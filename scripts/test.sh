@@ -15,12 +15,13 @@
 # (2026-12-07), in minutes: models and packages 1.4, Release build 7.5, its ctest 5.1 (517
 # tests), IRON_CPU=portable 1.9, the clang ASan build 8.5, its tests 2.9, TSan build 2.9 and
 # tests 1.3, ARM64 6.1 (build 3.3), the fuzzers 3.1: 40.6 in all (2435 s; 43.7 the session
-# before, 50.5 two before, 64.6 + 3.1 three before). What cut them (each commit's message has its figures): the
-# library's standard headers precompiled, kernels this machine cannot run compiled at -O0 in the
+# before, 50.5 two before, 64.6 + 3.1 three before). What cut them (each commit's message has its
+# figures): the library's standard headers precompiled, kernels this machine cannot run compiled at -O0 in the
 # sanitizer builds (IRON_HOST_KERNELS), Highway's never-picked baseline copy compiled out, the
 # test files compiled six to a unit, the subset builds (TSan, ARM64) compiling only their test
 # files and what those link, the lavapipe matmul's lanes over columns, ray_cluster sharing the
-# machine, and lavapipe's whole-model checks on less text (its matmul shader is 96% of its time). On a Xeon with AVX-512 the suite took 40 min before these cuts.
+# machine, and lavapipe's whole-model checks on less text (its matmul shader is 96% of its time).
+# On a Xeon with AVX-512 the suite took 40 min before these cuts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${IRON_BUILD_JOBS:-$(nproc)}

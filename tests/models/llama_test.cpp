@@ -223,7 +223,7 @@ TEST(SmolLM2, LogitsMatchAnIndependentNumpyReference) {
 // it in the matmul shader (`iron bench --device vulkan --trace`), where every prompt and the
 // greedy one took 332 s alone on 2 cores, and the first two prompts with the first's greedy
 // tokens (93 prefilled tokens) 117-143 s (2026-12-07); this 52 s, and 23 s once the matmul's
-// lanes shared a's elements (0.25 s a prefilled token, 0.65 s a step).
+// lanes shared a's elements (0.3 s a prefilled token, 0.7 s a step).
 TEST(VulkanSmolLM2, LogitsMatchAnIndependentNumpyReference) {
 #ifdef IRON_SANITIZED_BUILD
   GTEST_SKIP() << "sanitizer build: the Release build runs whole models on Vulkan";

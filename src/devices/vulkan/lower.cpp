@@ -169,8 +169,9 @@ class VulkanChain final : public detail::StepChain {
   std::vector<std::unique_ptr<CommandList>> lists_;
 };
 
-// A traced run's timestamps: one before the steps and one after each (CommandList's limit).
-constexpr size_t kMaxTracedSteps = 4095;
+// A traced run's timestamps: one before the steps, one after each and the last (CommandList's
+// limit).
+constexpr size_t kMaxTracedSteps = 4094;
 
 // Chained steps queued at most: a GPU's step takes far longer than the host's read of its
 // token, so a few hide the host, and each one more records the whole version again.
@@ -229,13 +230,7 @@ class VulkanProgram final : public detail::Program {
     if (!traced_) {
       traced_ = std::make_unique<CommandList>(device_);
       traced_->begin();
-      traced_->timestamp();
-      const Recording& recording = plan_.recording();
-      for (size_t i = 0; i < args_.size(); ++i) {
-        if (plan_.steps()[i].barrier_before) traced_->barrier();
-        recorders_[i](*recording.steps[i].op, args_[i], *traced_);
-        traced_->timestamp();
-      }
+      record_steps(*traced_, /*each_step=*/true);
       traced_->host_barrier();
       traced_->end();
     }
@@ -246,15 +241,14 @@ class VulkanProgram final : public detail::Program {
     for (size_t i = 0; i < args_.size(); ++i)
       cpu::trace_span(recording.steps[i].op->name().c_str(), cpu::kTraceDeviceLane, submitted + int64_t(ns[i] - ns[0]),
                       submitted + int64_t(ns[i + 1] - ns[0]));
-    nanoseconds_.fetch_add(int64_t(ns.back() - ns.front()), std::memory_order_relaxed);
-    runs_.fetch_add(1, std::memory_order_release);
+    count_time(*traced_);
   }
 
-  /// Adds a waited list's run (record_steps' two timestamps) to the device's time.
+  /// Adds a waited list's run (record_steps' first to last timestamp) to the device's time.
   void count_time(const CommandList& list) {
     if (!timed_) return;
     const std::vector<double> ns = list.timestamps_ns();
-    nanoseconds_.fetch_add(int64_t(ns[1] - ns[0]), std::memory_order_relaxed);
+    nanoseconds_.fetch_add(int64_t(ns.back() - ns.front()), std::memory_order_relaxed);
     runs_.fetch_add(1, std::memory_order_release);
   }
 
@@ -283,13 +277,15 @@ class VulkanProgram final : public detail::Program {
   size_t commands() const override { return args_.size(); }
 
  private:
-  /// Every step's dispatches, each after the barrier its plan asks for, between two timestamps.
-  void record_steps(CommandList& list) {
+  /// Every step's dispatches, each after the barrier its plan asks for, between two timestamps
+  /// (`each_step`: a timestamp after every step too, for a trace).
+  void record_steps(CommandList& list, bool each_step = false) {
     const Recording& recording = plan_.recording();
     if (timed_) list.timestamp();
     for (size_t i = 0; i < args_.size(); ++i) {
       if (plan_.steps()[i].barrier_before) list.barrier();
       recorders_[i](*recording.steps[i].op, args_[i], list);
+      if (timed_ && each_step) list.timestamp();
     }
     if (timed_) list.timestamp();
   }

@@ -21,14 +21,13 @@ uint32_t weight_kind(const Operator& op, DType t) {
 // How the matmul's lanes share the work (matmul.glsl says both forms): over columns on a Vulkan
 // device that is software on a CPU (lavapipe, where a read 8 elements apart per lane is a gather,
 // one per multiply-add: SmolLM2 Q4_1's pp32 1.2 -> 1.9 tokens/s and tg 0.6 -> 0.8 on the Zen 3's
-// two cores, `iron bench --device vulkan -p 32 -n 4 -r 1` with this variable at 0 and at 1; then
-// 3.9 and 1.5 once the lanes shared a's elements by subgroupBroadcast rather than each reading
-// the same element, itself a gather there: `iron bench --trace` put the decode's matmuls at
-// 1599 -> 691 ms a step), over
-// k on a GPU, whose reads then coalesce (not measured: no GPU lent). The same form for every row
-// count: a row's sums do not depend on how many rows a call holds, so a batch decodes as each of
-// its sequences alone, bit for bit. IRON_VULKAN_LANES_OVER_COLUMNS=1 or 0 takes the other form
-// (the tests hold both to the references on one device).
+// two cores, `iron bench --device vulkan -p 32 -n 4 -r 1` with this variable at 0 and at 1; 3.2-3.3
+// and 1.3-1.5 once the lanes shared a's elements by subgroupBroadcast rather than each reading the
+// same element, itself a gather there: a decode step's matmuls 1169-1233 -> 663-672 ms by
+// `iron bench --trace`), over k on a GPU, whose reads then coalesce (not measured: no GPU lent).
+// The same form for every row count: a row's sums do not depend on how many rows a call holds,
+// so a batch decodes as each of its sequences alone, bit for bit. IRON_VULKAN_LANES_OVER_COLUMNS=1
+// or 0 takes the other form (the tests hold both to the references on one device).
 bool lanes_over_columns(const vulkan::DeviceInfo& info) {
   const bool software = info.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
   return vulkan::environment_choice("IRON_VULKAN_LANES_OVER_COLUMNS").value_or(software);

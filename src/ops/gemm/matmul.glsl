@@ -72,17 +72,20 @@ float finish(float v) {
 // Rows of a each workgroup takes: each weight read serves all of them (1 for one row).
 layout(constant_id = 6) const uint kTile = 8u;
 
+// a's element i of row r of the tile, normed where a norm is folded in (gi: the norm's weight
+// of element i).
+float a_at(uint r, uint i, uint a0, uint k, uint tile, float scale_r, float gi) {
+  const float x = load_a(kA, a0 + min(r, tile - 1u) * k + i);
+  return kNorm != 0 ? x * scale_r * gi : x;
+}
+
 // Adds w times a's element i of each row of the tile (normed where a norm is folded in) to the
 // row's sum. Rows are counted to kTile, a constant, so the sums stay in registers (an array
 // indexed by a loop bound known only at run time is memory on some compilers, lavapipe's among
 // them); rows past a short tile repeat its last row and are never stored.
 void accumulate(inout float sum[kTile], float w, uint i, uint a0, uint k, uint tile, uint g0, float scale[kTile]) {
   const float gi = kNorm == 2 ? load_g(kG, g0 + i) : 1.0;
-  for (uint r = 0u; r < kTile; ++r) {
-    float x = load_a(kA, a0 + min(r, tile - 1u) * k + i);
-    if (kNorm != 0) x = x * scale[r] * gi;
-    sum[r] += x * w;
-  }
+  for (uint r = 0u; r < kTile; ++r) sum[r] += a_at(r, i, a0, k, tile, scale[r], gi) * w;
 }
 
 #ifdef LANE_BROADCAST
@@ -96,8 +99,7 @@ void accumulate_shared8(inout float sum[kTile], const float wv[8], uint i0, uint
   const uint c = LANE % 8u;
   const float gi = kNorm == 2 ? load_g(kG, g0 + i0 + c) : 1.0;
   for (uint r = 0u; r < kTile; ++r) {
-    float x = load_a(kA, a0 + min(r, tile - 1u) * k + i0 + c);
-    if (kNorm != 0) x = x * scale[r] * gi;
+    const float x = a_at(r, i0 + c, a0, k, tile, scale[r], gi);
     sum[r] += LANE_BROADCAST(x, 0u) * wv[0];
     sum[r] += LANE_BROADCAST(x, 1u) * wv[1];
     sum[r] += LANE_BROADCAST(x, 2u) * wv[2];
