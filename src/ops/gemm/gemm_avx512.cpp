@@ -253,6 +253,8 @@ struct Lanes {
   // the copy's 640 bytes a block are more than the packed group's (q4_k 288, q8_0 544).
   template <DType T>
   static constexpr bool kUnpackOnce = T == DType::q6_k;
+  template <DType T>
+  static constexpr bool kScalesAfterProducts = false;  // measured only where AVX2 runs (int8_avx2_loops.hpp)
 };
 
 void gemm_int8(const GemmInt8Args& g) {

@@ -220,6 +220,14 @@ struct Avx2Lanes {
   // the two-register KeptScales measured the same or faster).
   template <DType T>
   static constexpr bool kUnpackOnce = T != DType::q8_0;
+  // q4_k's scales after its products: decoding its 6-bit scales and minimums for both halves
+  // takes registers the products then need, and GCC kept them on the stack through the products
+  // (the one-row loop: 33 stack references a block, 25 after; llvm-mca -mcpu=znver3 37.8 -> 35.4
+  // cycles a block). On a Zen 3, cold one-thread q4_k GEMVs ran 11.4-13.9 -> 13.9-18.4 GB/s
+  // (bench_gemv, Qwen2.5-Coder-1.5B's three q4_k shapes x 3 rounds, alternating). q5_k's loop
+  // gained cycles the same way (45.7 -> 50.4) and q6_k's none, so they load them first.
+  template <DType T>
+  static constexpr bool kScalesAfterProducts = T == DType::q4_k;
 };
 
 }  // namespace

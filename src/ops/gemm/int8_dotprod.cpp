@@ -179,6 +179,8 @@ struct Lanes {
   // every kind but q8_0, these passes taking fewer rows still. Not timed on an ARM core.
   template <DType T>
   static constexpr bool kUnpackOnce = T != DType::q8_0;
+  template <DType T>
+  static constexpr bool kScalesAfterProducts = false;  // measured only where AVX2 runs (int8_avx2_loops.hpp)
 };
 
 }  // namespace

@@ -16,7 +16,8 @@
 //     reading the scales' d and m (q6_k: d16) of a Scales<T> or a KeptScales;
 //   prefetch(at): a cache line; ahead(R): how far ahead a pass of R rows prefetches;
 //   kPassRows<T>, kPassParts: rows of x and parts a pass of several rows takes;
-//   kUnpackOnce<T>: whether a call of several passes unpacks each group once for all of them.
+//   kUnpackOnce<T>: whether a call of several passes unpacks each group once for all of them;
+//   kScalesAfterProducts<T>: whether a block's scales are loaded after its products (not before).
 // Everything here has internal linkage: each file builds its copy for its own instructions.
 #pragma once
 
@@ -191,7 +192,9 @@ inline void int8_pass(const GemmInt8Args& g, int64_t i0, const Source& src, int 
         for (int c = 0; c < int8_prefetch_lines(T); ++c) L::prefetch(src.quants(b) + L::ahead(R) + 64 * c);
     using BlockScales = std::remove_reference_t<decltype(src.scales(b, p0, sc[0]))>;  // Scales<T> or KeptScales
     const BlockScales* block_scales[P];
-    for (int p = 0; p < P; ++p) block_scales[p] = &src.scales(b, p0 + p, sc[p]);
+    constexpr bool kScalesLate = L::template kScalesAfterProducts<T>;
+    if constexpr (!kScalesLate)
+      for (int p = 0; p < P; ++p) block_scales[p] = &src.scales(b, p0 + p, sc[p]);
     typename L::template Dot<T> dot[P][R];
     // c a constant in each step, where a Dot picks the half of q6_k's sums or widens its partial
     // sums: indexed at run time those sums live on the stack, which made AVX2's q4_1 loop 3.5
@@ -210,6 +213,8 @@ inline void int8_pass(const GemmInt8Args& g, int64_t i0, const Source& src, int 
     step(std::integral_constant<int, 1>{});
     step(std::integral_constant<int, 2>{});
     step(std::integral_constant<int, 3>{});
+    if constexpr (kScalesLate)
+      for (int p = 0; p < P; ++p) block_scales[p] = &src.scales(b, p0 + p, sc[p]);
     for (int p = 0; p < P; ++p)
       for (int r = 0; r < R; ++r)
         acc[p][r] = L::template finish<T>(*block_scales[p], dot[p][r].sums, scale[r][b], xsum[r][b], xsum16[r] + 2 * b, acc[p][r]);
