@@ -35,7 +35,8 @@ TEST(StreamingRead, SumsEveryWordOnEveryPathThisHostRuns) {
 TEST(StreamingRead, MeasuresAFiniteBandwidth) {
   const double gbs = cpu_device::measure_read_bandwidth(1, size_t(16) << 20);
   EXPECT_TRUE(std::isfinite(gbs));
-  EXPECT_GT(gbs, 0.1);  // GB/s: any machine that runs the tests reads faster
+  // Positive, with no floor: SVE emulated by QEMU beside a busy core read 0.09 GB/s (the ARM64 stage).
+  EXPECT_GT(gbs, 0.0);
 }
 
 }  // namespace
