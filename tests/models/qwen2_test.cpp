@@ -386,5 +386,48 @@ TEST(Qwen2, DecodingAtMediumStaysCloseToTheReference) {
   expect_medium_close(true, std::nullopt);  // decode steps over medium's own cache type (f16)
 }
 
+// Qwen2.5-Coder-1.5B-Instruct (Q4_K_M; 28 blocks, width 1536, 935 MiB of weights a token) against
+// the same float64 reference on the same prompts (qwen2_1_5b_logits.json). Out of CI: 1.1 GB
+// (scripts/fetch-model.sh qwen1.5b); without the file it skips, naming it. IRON_QWEN2_1_5B_MODEL
+// names another file of the same weights.
+std::string qwen2_1_5b_model() {
+  return testing::model_file("IRON_QWEN2_1_5B_MODEL", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
+}
+
+test::ReferenceCheck qwen2_1_5b_check(Precision precision) {
+  test::ReferenceCheck check = qwen2_check(precision);
+  check.model = qwen2_1_5b_model();
+  check.golden = "qwen2_1_5b_logits.json";
+  return check;
+}
+
+TEST(Qwen2OneAndAHalfB, LogitsMatchAnIndependentNumpyReference) {
+  IRON_NEEDS_MODEL(qwen2_1_5b_model(), "qwen1.5b");
+  test::ReferenceCheck check = qwen2_1_5b_check(Precision::highest);
+  check.margin_needed = 0;
+  check.kl_bound = 1e-4;
+  const test::ReferenceFigures f = test::check_against_reference(check);
+  EXPECT_GE(f.positions, 300);
+  EXPECT_EQ(f.top1_agree, f.positions);
+  EXPECT_LE(f.kl_mean, 1e-6);
+}
+
+// At medium, no looser than llama.cpp on the same file and positions: llama-cpp-python 0.3.36
+// built natively on the Zen 3 (AVX2), its default f16 cache (bench/accuracy_llama_cpp.py -m
+// models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf -g tests/golden/qwen2_1_5b_logits.json) agrees
+// on top-1 at 341 of 356 positions, KL mean 0.0346, max 3.7 nats, every prompt's worst position
+// its first (0.78-3.7 nats there; why, not looked into). Measured here (the Zen 3's AVX2 path):
+// 347 / 0.00295 / 0.191.
+TEST(Qwen2OneAndAHalfB, DecodingAtMediumStaysCloseToTheReference) {
+  IRON_NEEDS_MODEL(qwen2_1_5b_model(), "qwen1.5b");
+  test::ReferenceCheck check = qwen2_1_5b_check(Precision::medium);
+  check.decoding = true;  // decode steps over medium's own cache type (f16), as a chat makes them
+  check.margin_needed = 0.5;
+  check.kl_bound = 3.7;  // llama.cpp's largest
+  const test::ReferenceFigures f = test::check_against_reference(check);
+  EXPECT_LE(f.kl_mean, 0.0346);  // llama.cpp's
+  EXPECT_GE(f.top1_agree, 341);  // llama.cpp's
+}
+
 }  // namespace
 }  // namespace iron
