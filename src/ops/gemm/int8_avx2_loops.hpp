@@ -202,8 +202,10 @@ struct Avx2Lanes {
         // q4_1 and q4_k GEMMs 95-137 -> 138-157 GOP/s (bench_gemv, 12 pairs, each faster), pp512
         // Qwen2.5-Coder-1.5B 79.9-88.1 -> 86.1-102.9 t/s, Gemma 3 691-904 -> 761-1021; decode
         // unchanged within the runs' spread. Where a block's sums leave int16 after every quad
-        // or two (q8_0, q6_k) nothing waits, and their loops are left as they were.
-        if constexpr (kSpan > 1) asm("" : "+x"(sum));
+        // or two (q8_0, q6_k) nothing waits, and their loops are left as they were; q5_k's
+        // one-row loop (a decode) it made slower by llvm-mca (45.7 -> 50.2 cycles a block, its
+        // 4-row pass 35.0 -> 33.8), so q5_k goes without.
+        if constexpr (kSpan > 1 && T != DType::q5_k) asm("" : "+x"(sum));
         part = sum;
         if ((c + 1) % kSpan == 0) {
           sums[half] = _mm256_add_epi32(sums[half], _mm256_madd_epi16(part, ones));
