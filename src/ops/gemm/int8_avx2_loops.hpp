@@ -239,9 +239,10 @@ struct Avx2Lanes {
   // (the one-row loop: 33 stack references a block, 25 after; llvm-mca -mcpu=znver3 37.8 -> 35.4
   // cycles a block). On a Zen 3, cold one-thread q4_k GEMVs ran 11.4-13.9 -> 13.9-18.4 GB/s
   // (bench_gemv, Qwen2.5-Coder-1.5B's three q4_k shapes x 3 rounds, alternating). q5_k's loop
-  // gained cycles the same way (45.7 -> 50.4) and q6_k's none, so they load them first.
+  // gained cycles the same way (45.7 -> 50.4) and q6_k's none, so they load them first. The
+  // AVX-VNNI copy (fewer registers taken: no int16 partial sums) keeps its order: not measured.
   template <DType T>
-  static constexpr bool kScalesAfterProducts = T == DType::q4_k;
+  static constexpr bool kScalesAfterProducts = !kVnni && T == DType::q4_k;
 };
 
 }  // namespace
