@@ -241,13 +241,16 @@ class VulkanProgram final : public detail::Program {
     for (size_t i = 0; i < args_.size(); ++i)
       cpu::trace_span(recording.steps[i].op->name().c_str(), cpu::kTraceDeviceLane, submitted + int64_t(ns[i] - ns[0]),
                       submitted + int64_t(ns[i + 1] - ns[0]));
-    count_time(*traced_);
+    add_time(ns);
   }
 
   /// Adds a waited list's run (record_steps' first to last timestamp) to the device's time.
   void count_time(const CommandList& list) {
-    if (!timed_) return;
-    const std::vector<double> ns = list.timestamps_ns();
+    if (timed_) add_time(list.timestamps_ns());
+  }
+
+  /// Adds one run, its timestamps' first to last, to the device's time.
+  void add_time(const std::vector<double>& ns) {
     nanoseconds_.fetch_add(int64_t(ns.back() - ns.front()), std::memory_order_relaxed);
     runs_.fetch_add(1, std::memory_order_release);
   }

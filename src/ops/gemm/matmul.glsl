@@ -98,6 +98,8 @@ void accumulate_shared8(inout float sum[kTile], const float wv[8], uint i0, uint
                         float scale[kTile]) {
   const uint c = LANE % 8u;
   const float gi = kNorm == 2 ? load_g(kG, g0 + i0 + c) : 1.0;
+  // Written out eight times: subgroupBroadcast's lane must be a constant expression, which a
+  // loop's index is not.
   for (uint r = 0u; r < kTile; ++r) {
     const float x = a_at(r, i0 + c, a0, k, tile, scale[r], gi);
     sum[r] += LANE_BROADCAST(x, 0u) * wv[0];
@@ -146,15 +148,16 @@ void main() {
   const uint stride = kLanesOverColumns ? gl_NumWorkGroups.x * lanes : gl_NumWorkGroups.x;
   const uint own = kLanesOverColumns ? t : 0u;
   const uint i_first = kLanesOverColumns ? 0u : group * t, i_step = kLanesOverColumns ? group : group * lanes;
+#ifdef LANE_BROADCAST
+  // Whether the lanes share a's elements (over columns): then a lane past the last column still
+  // reads (the last column's W) and shares a's elements, which the others take from it; it
+  // stores nothing.
+  const bool shares = kLanesOverColumns && LANES >= 8u;
+#else
+  const bool shares = false;
+#endif
   for (uint n0 = first; n0 < width; n0 += stride) {
     const uint n = n0 + own;
-#ifdef LANE_BROADCAST
-    // A lane past the last column still reads (the last column's W) and shares a's elements,
-    // which the others take from it; it stores nothing.
-    const bool shares = kLanesOverColumns && LANES >= 8u;
-#else
-    const bool shares = false;
-#endif
     if (kLanesOverColumns && n >= width && !shares) break;  // this lane's later columns are past the end too
     const uint n_read = min(n, width - 1u);
     float sum[kTile];
