@@ -66,9 +66,11 @@ inline const std::filesystem::path& temp_dir() {
         std::filesystem::temp_directory_path() / ("iron_fuzz_" + std::to_string(::getpid()));
     std::filesystem::create_directories(base);
     std::atexit([] {
+      // Without throwing where the temporary folder itself is gone by now (a test program's own
+      // folder, tests/temp_dir.cpp, is removed before the program exits).
       std::error_code ec;
-      std::filesystem::remove_all(
-          std::filesystem::temp_directory_path() / ("iron_fuzz_" + std::to_string(::getpid())), ec);
+      const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+      if (!ec) std::filesystem::remove_all(tmp / ("iron_fuzz_" + std::to_string(::getpid())), ec);
     });
     return base;
   }();
