@@ -233,15 +233,20 @@ def report(args, iron, peer, peer_name):
     print(f"\nmodel {name}, {args.threads} threads, {args.repetitions} alternating runs each, iron at "
           f"--precision {args.precision}, {caches}, llama.cpp flash attention {'on' if args.flash_attn else 'off'}, "
           f"depth {args.n_depth}, tokens/s:")
-    print(f"| {'test':14} | {'iron':18} | {'llama.cpp':18} | {'ratio':6} |")
-    print(f"| {'-'*14} | {'-'*18} | {'-'*18} | {'-'*6} |")
+    # "each run": the ratio of each run of IRON to the peer's run right after it, as the lowest,
+    # the median and the highest: on a shared machine whose speed drifts between runs, a pair
+    # measured a few seconds apart shares more of the drift than the means of all runs do.
+    print(f"| {'test':14} | {'iron':18} | {'llama.cpp':18} | {'ratio':6} | {'each run: min, median, max':26} |")
+    print(f"| {'-'*14} | {'-'*18} | {'-'*18} | {'-'*6} | {'-'*26} |")
     at = f" @ d{args.n_depth}" if args.n_depth else ""
     for test, label in (("pp", f"pp{args.n_prompt}{at}"), ("tg", f"tg{args.n_gen}{at}")):
         a, b = results["iron"][test], results["llama.cpp"][test]
         if not a and not b:
             continue
         ratio = statistics.mean(a) / statistics.mean(b) if a and b else float("nan")
-        print(f"| {label:14} | {fmt(a):18} | {fmt(b):18} | {ratio:6.2f} |")
+        pairs = [x / y for x, y in zip(a, b) if y > 0]
+        each = f"{min(pairs):.2f}, {statistics.median(pairs):.2f}, {max(pairs):.2f}" if pairs else "-"
+        print(f"| {label:14} | {fmt(a):18} | {fmt(b):18} | {ratio:6.2f} | {each:26} |")
     line = (f"peak resident memory of each run's process (ru_maxrss; iron's before its streaming-read test): "
             f"iron {max(p for p in peaks if p):.1f} MiB")
     if peer_peaks:
