@@ -72,13 +72,30 @@ const Features& host() { return Features::host(); }
 }
 
 // AVX2's int8 products as the int8 loop takes them: vpmaddubsw (32 byte pairs into 16 int16
-// pair sums), summed in int16 by vpaddw (the loop widens with vpmaddwd once per several).
-[[gnu::target("avx2")]] inline __m256i maddubs_add(__m256i acc, __m256i w, __m256i x) {
-  return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x));
-}
+// pair sums) of 3 registers of W's bytes by 2 of x's, each summed in int16 by vpaddw into its
+// own register (the loop widens with vpmaddwd once per several), as a pass of rows meets a
+// group. Not IRON_PRODUCT_CHAINS: its chains all take the same w and x, and the compiler made
+// that product once a step for all 12, so the counter measured vpaddw and stack traffic (83 G a
+// second on a Zen 3 core, which docs/design.md once took for vpmaddubsw's rate).
 [[gnu::target("avx2")]] double maddubs_ymm(int64_t steps) {
-  IRON_PRODUCT_CHAINS(__m256i, _mm256_set1_epi16, _mm256_set1_epi8(3), _mm256_set1_epi8(1), maddubs_add,
-                      _mm256_add_epi16, 32);
+  __m256i w0 = _mm256_set1_epi8(3), w1 = _mm256_set1_epi8(5), w2 = _mm256_set1_epi8(7);
+  __m256i x0 = _mm256_set1_epi8(1), x1 = _mm256_set1_epi8(2);
+  __m256i acc[6];
+  for (int c = 0; c < 6; ++c) acc[c] = _mm256_set1_epi16(int16_t(c));
+  for (int64_t i = 0; i < steps; ++i) {
+    acc[0] = _mm256_add_epi16(acc[0], _mm256_maddubs_epi16(w0, x0));
+    acc[1] = _mm256_add_epi16(acc[1], _mm256_maddubs_epi16(w0, x1));
+    acc[2] = _mm256_add_epi16(acc[2], _mm256_maddubs_epi16(w1, x0));
+    acc[3] = _mm256_add_epi16(acc[3], _mm256_maddubs_epi16(w1, x1));
+    acc[4] = _mm256_add_epi16(acc[4], _mm256_maddubs_epi16(w2, x0));
+    acc[5] = _mm256_add_epi16(acc[5], _mm256_maddubs_epi16(w2, x1));
+    // New operands each step, as far as the compiler knows: nothing is hoisted out of the loop.
+    __asm__ volatile("" : "+x"(w0), "+x"(w1), "+x"(w2), "+x"(x0), "+x"(x1));
+  }
+  __m256i sum = acc[0];
+  for (int c = 1; c < 6; ++c) sum = _mm256_add_epi16(sum, acc[c]);
+  benchmark::DoNotOptimize(sum);
+  return double(steps) * 6 * 32;
 }
 
 [[gnu::target("avx2,avxvnni")]] double dpbusd_ymm(int64_t steps) {
