@@ -3,7 +3,7 @@
 // The tests write checkpoints, tokenizers and profiles to the temporary folder (through
 // std::filesystem::temp_directory_path(), which reads TMPDIR, and ::testing::TempDir(), which reads
 // TEST_TMPDIR). ctest runs each test as its own process, so files named by the process id were
-// left behind by the thousand in /tmp. Pointing both variables at a fresh folder before the first
+// left behind by the hundred in /tmp. Pointing both variables at a fresh folder before the first
 // test, and removing that folder after the last, leaves nothing behind (a crashed test leaves its
 // folder, which says which process it was) without each test cleaning up after itself.
 #include <gtest/gtest.h>
@@ -24,12 +24,14 @@ class TemporaryFolder : public ::testing::Environment {
     folder_ = std::filesystem::temp_directory_path() / ("iron_tests_" + std::to_string(::getpid()));
     std::filesystem::create_directories(folder_);
     // Before the first test, while the program runs no other thread: setenv is then safe.
+    // (With --gtest_repeat each repetition sets up again, after the last one's TearDown.)
+    before_.clear();
     for (const char* name : kVariables) {
       const char* was = std::getenv(name);
       before_.emplace_back(was ? std::optional<std::string>(was) : std::nullopt);
     }
-    ::setenv("TMPDIR", folder_.c_str(), 1);
-    ::setenv("TEST_TMPDIR", (folder_.string() + "/").c_str(), 1);
+    ::setenv(kVariables[0], folder_.c_str(), 1);                // TMPDIR
+    ::setenv(kVariables[1], (folder_.string() + "/").c_str(), 1);  // TEST_TMPDIR: ends with '/'
   }
   // The variables as they were, so that what runs at exit (static destructors, atexit) finds a
   // temporary folder that exists; then the folder goes.
