@@ -1,5 +1,6 @@
 // How many multiply-adds a second one core issues with each product instruction the matmul
-// kernels are built on, alone on registers (12 independent chains, no loads): the ceilings the
+// kernels are built on, alone on registers (12 independent chains, or for vpmaddubsw 6
+// independent products a step, no loads): the ceilings the
 // kernels' figures are shares of (docs/design.md), and what decides which products `medium`
 // takes on a processor (`Features::bf16_pairs_fast`: whether vdpbf16ps outruns f32 FMAs).
 // Instruction tables give these too; they differ between cores and hypervisors, so measure.

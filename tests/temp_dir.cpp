@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <iterator>
 #include <system_error>
-#include <vector>
 
 namespace {
 
@@ -25,10 +25,9 @@ class TemporaryFolder : public ::testing::Environment {
     std::filesystem::create_directories(folder_);
     // Before the first test, while the program runs no other thread: setenv is then safe.
     // (With --gtest_repeat each repetition sets up again, after the last one's TearDown.)
-    before_.clear();
-    for (const char* name : kVariables) {
-      const char* was = std::getenv(name);
-      before_.emplace_back(was ? std::optional<std::string>(was) : std::nullopt);
+    for (size_t i = 0; i < std::size(kVariables); ++i) {
+      const char* was = std::getenv(kVariables[i]);
+      before_[i] = was ? std::optional<std::string>(was) : std::nullopt;
     }
     ::setenv(kVariables[0], folder_.c_str(), 1);                // TMPDIR
     ::setenv(kVariables[1], (folder_.string() + "/").c_str(), 1);  // TEST_TMPDIR: ends with '/'
@@ -36,7 +35,7 @@ class TemporaryFolder : public ::testing::Environment {
   // The variables as they were, so that what runs at exit (static destructors, atexit) finds a
   // temporary folder that exists; then the folder goes.
   void TearDown() override {
-    for (size_t i = 0; i < before_.size(); ++i) {
+    for (size_t i = 0; i < std::size(kVariables); ++i) {
       if (before_[i])
         ::setenv(kVariables[i], before_[i]->c_str(), 1);
       else
@@ -49,7 +48,7 @@ class TemporaryFolder : public ::testing::Environment {
  private:
   static constexpr const char* kVariables[] = {"TMPDIR", "TEST_TMPDIR"};
   std::filesystem::path folder_;
-  std::vector<std::optional<std::string>> before_;
+  std::optional<std::string> before_[std::size(kVariables)];  // each variable's value before
 };
 
 // GoogleTest takes ownership; registered before main, as its documentation allows.
