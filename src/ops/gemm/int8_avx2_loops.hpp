@@ -190,7 +190,11 @@ struct Avx2Lanes {
       const __m256i p_lo = products<T>(lo, x_lo), p_hi = products<T>(hi, x_hi);
       constexpr int kSpan = kQuadsInInt16<T>;
       if constexpr (kSpan == 0) {
-        sums[0] = _mm256_add_epi32(sums[0], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)));
+        __m256i sum = _mm256_add_epi32(sums[0], _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)));
+        // Made here, as below: without it GCC kept every product of a block live until its
+        // end (q8_0's 4-row pass 63 stack references a block, llvm-mca 56.1 cycles; 12, 50.2).
+        asm("" : "+x"(sum));
+        sums[0] = sum;
       } else {
         __m256i sum = _mm256_add_epi16(part, _mm256_add_epi16(p_lo, p_hi));
         // An empty asm that takes the sum in a register and gives it back: the sum is made here.
@@ -224,6 +228,22 @@ struct Avx2Lanes {
   template <DType T>
   static constexpr int kPassRows = kVnni ? (T == DType::q6_k ? 4 : 6) : (T == DType::q6_k ? 3 : 4);
   static constexpr int kPassParts = 1;
+  // A call of more than two passes (a prefill, an encoder's batch) takes both halves in each
+  // pass: each broadcast of x then serves two vpmaddubsw rather than one. On a Zen 3 the
+  // broadcasts take the same four vector pipes as the products and the sums, and the pipes were
+  // full (llvm-mca -mcpu=znver3: a 4-row pass over an unpacked q4_k group 33.2 cycles for 1024
+  // products, 4 rows x 2 halves 59.1 for 2048, its accumulators partly on the stack). Measured
+  // on the Zen 3, one thread, against 4 rows x 1 half, 5 pairs alternating one benchmark at a
+  // time (bench_gemv BM_GEMM/.../threads:1/fast:2): Qwen2.5-Coder-1.5B's 512-row q4_k GEMMs
+  // 1.03-1.19x, its q6_k 1.09-1.18x, Gemma 3's 64-row q5_0, q5_1, q5_k 1.13-1.24x, the
+  // encoders' q8_0 at 20 and 256 rows 1.07-1.19x, SmolLM2's classifier at 12 rows 1.22-1.31x.
+  // 3 rows x 2 halves (llvm-mca a little faster) measured slower than 4 for every kind; q6_k
+  // takes 3 (2 was slower), with its two sums a row. A few rows keep 4 x 1: a batched decode's
+  // 8 rows ran slower with both halves a pass (benchmarks.md). AVX-VNNI keeps its passes (not
+  // measured: no such processor lent).
+  template <DType T>
+  static constexpr int kWidePassRows = kVnni ? kPassRows<T> : T == DType::q6_k ? 3 : 4;
+  static constexpr int kWidePassParts = kVnni ? 1 : 2;
   // Whether a call of several passes unpacks each group once for all of them (int8_pass.hpp's
   // UnpackedGroup): every kind but q8_0 (its unpacking is a load). Measured with `bench_gemv
   // --benchmark_filter='BM_GEMM/shape:([2-9]|1[0-3])/rows:(64|512)/threads:1/fast:2'` on an
