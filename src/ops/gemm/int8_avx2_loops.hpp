@@ -220,30 +220,27 @@ struct Avx2Lanes {
   };
   template <DType T>
   using Dot = std::conditional_t<kVnni, DotInstruction<Avx2Lanes, T>, Avx2Dot<T>>;
-  // Rows of x a pass of one half takes (one row takes both halves): 16 registers hold R
-  // accumulators, R dot products and (AVX2 alone) R int16 partial sums beside the unpacked
-  // quants; q6_k's two dot products a row take one more each. Without the partial sums AVX-VNNI
-  // fits more rows: 4 rather than 3 took q6_k's 2048->640 at 64 rows from 1.58-1.60 to 1.39-1.40
-  // ms, 6 rather than 5 the others' 1-2% (bench_gemv, one thread).
+  // Rows of x and halves of the group a pass of several rows takes (one row takes both halves):
+  // 16 registers hold R accumulators, R dot products and (AVX2 alone) R int16 partial sums a
+  // half beside the unpacked quants; q6_k's two dot products a row take one more each. Without
+  // the partial sums AVX-VNNI fits more rows in one half: 4 rather than 3 took q6_k's 2048->640
+  // at 64 rows from 1.58-1.60 to 1.39-1.40 ms, 6 rather than 5 the others' 1-2% (bench_gemv,
+  // one thread).
+  // AVX2 takes both halves, its accumulators partly on the stack: each broadcast of x then
+  // serves two vpmaddubsw rather than one, and on a Zen 3 the broadcasts share the four vector
+  // pipes with the products and the sums, which were full (llvm-mca -mcpu=znver3: a 4-row pass
+  // over one half of an unpacked q4_k group 33.2 cycles for 1024 products, over both 59.1 for
+  // 2048). Measured on the Zen 3, one thread, 5 pairs alternating one benchmark at a time
+  // (bench_gemv BM_GEMM/.../threads:1/fast:2), against one half a pass: Qwen2.5-Coder-1.5B's
+  // 512-row q4_k GEMMs 1.03-1.19x, its q6_k 1.09-1.18x, Gemma 3's 64-row q5_0, q5_1, q5_k
+  // 1.13-1.24x, the encoders' q8_0 at 20 and 256 rows 1.07-1.19x, SmolLM2's shapes at 8 rows
+  // 1.14-1.35x, at 2, 4 and 5 rows 1.06-1.30x; a batched decode's 8 rows faster in 4 of 4
+  // rounds (bench_batch_decode). 3 rows x 2 halves (llvm-mca a little faster) measured slower
+  // than 4 for every kind, and 2 x 2 slower at 8 rows (benchmarks.md); q6_k takes 3 (2 was
+  // slower). AVX-VNNI keeps one half a pass (not measured: no such processor lent).
   template <DType T>
   static constexpr int kPassRows = kVnni ? (T == DType::q6_k ? 4 : 6) : (T == DType::q6_k ? 3 : 4);
-  static constexpr int kPassParts = 1;
-  // A call of more than two passes (a prefill, an encoder's batch) takes both halves in each
-  // pass: each broadcast of x then serves two vpmaddubsw rather than one. On a Zen 3 the
-  // broadcasts take the same four vector pipes as the products and the sums, and the pipes were
-  // full (llvm-mca -mcpu=znver3: a 4-row pass over an unpacked q4_k group 33.2 cycles for 1024
-  // products, 4 rows x 2 halves 59.1 for 2048, its accumulators partly on the stack). Measured
-  // on the Zen 3, one thread, against 4 rows x 1 half, 5 pairs alternating one benchmark at a
-  // time (bench_gemv BM_GEMM/.../threads:1/fast:2): Qwen2.5-Coder-1.5B's 512-row q4_k GEMMs
-  // 1.03-1.19x, its q6_k 1.09-1.18x, Gemma 3's 64-row q5_0, q5_1, q5_k 1.13-1.24x, the
-  // encoders' q8_0 at 20 and 256 rows 1.07-1.19x, SmolLM2's classifier at 12 rows 1.22-1.31x.
-  // 3 rows x 2 halves (llvm-mca a little faster) measured slower than 4 for every kind; q6_k
-  // takes 3 (2 was slower), with its two sums a row. A few rows keep 4 x 1: a batched decode's
-  // 8 rows ran slower with both halves a pass (benchmarks.md). AVX-VNNI keeps its passes (not
-  // measured: no such processor lent).
-  template <DType T>
-  static constexpr int kWidePassRows = kVnni ? kPassRows<T> : T == DType::q6_k ? 3 : 4;
-  static constexpr int kWidePassParts = kVnni ? 1 : 2;
+  static constexpr int kPassParts = kVnni ? 1 : 2;
   // Whether a call of several passes unpacks each group once for all of them (int8_pass.hpp's
   // UnpackedGroup): every kind but q8_0 (its unpacking is a load). Measured with `bench_gemv
   // --benchmark_filter='BM_GEMM/shape:([2-9]|1[0-3])/rows:(64|512)/threads:1/fast:2'` on an

@@ -16,7 +16,6 @@
 //     reading the scales' d and m (q6_k: d16) of a Scales<T> or a KeptScales;
 //   prefetch(at): a cache line; ahead(R): how far ahead a pass of R rows prefetches;
 //   kPassRows<T>, kPassParts: rows of x and parts a pass of several rows takes;
-//   optionally kWidePassRows<T>, kWidePassParts: those of a call of more than two passes;
 //   kUnpackOnce<T>: whether a call of several passes unpacks each group once for all of them;
 //   kScalesAfterProducts<T>: whether a block's scales are loaded after its products (not before).
 // Everything here has internal linkage: each file builds its copy for its own instructions.
@@ -64,11 +63,10 @@ struct DotInstruction {
 // Where a pass reads a group of W: the packed group itself, its quants unpacked and its scales
 // converted as the pass goes (a decode's one row, a batched step's few), or a copy of the group
 // unpacked once (UnpackedGroup, below) for the many passes of a prefill's rows.
-template <class L, DType T, bool kMany = false>
+template <class L, DType T>
 struct PackedGroup {
   const char* group;
   static constexpr bool kPrefetch = true;
-  static constexpr bool kManyRows = kMany;  // a call of more than two narrow passes (PassShape)
   const char* quants(int64_t b) const { return group + int8_quants_at(T, b); }
   // Block b's scales for a part, loaded into `s`: k-quants' keep their super-block's from one
   // block to the next, so `s` lives across blocks.
@@ -111,7 +109,6 @@ struct UnpackedGroup {
   const Kept* kept;               // [block][part]
   const StoredBytes<L>* unpacked;  // [block][c][part][lo, hi]
   static constexpr bool kPrefetch = false;  // the copy is in cache
-  static constexpr bool kManyRows = true;   // made only for more than two narrow passes
   // Block b's scales for a part: where they are kept (finish reads them from there; the pass's
   // own Scales, which a PackedGroup loads, is not needed).
   [[gnu::always_inline]] const Kept& scales(int64_t b, int part, typename L::template Scales<T>&) const {
@@ -226,30 +223,11 @@ inline void int8_pass(const GemmInt8Args& g, int64_t i0, const Source& src, int 
     for (int r = 0; r < R; ++r) L::store(y + r * g.ldy + L::kRows * (p0 + p), acc[p][r]);
 }
 
-// The rows of x and parts of a pass over a Source: the Lanes' kPassRows<T> and kPassParts, or
-// where the call has many rows (Source::kManyRows) their kWidePassRows<T> and kWidePassParts
-// where they name them.
-template <class L, DType T, class Source>
-struct PassShape {
-  static constexpr int kRows = [] {
-    if constexpr (Source::kManyRows && requires { L::template kWidePassRows<T>; })
-      return L::template kWidePassRows<T>;
-    else
-      return L::template kPassRows<T>;
-  }();
-  static constexpr int kParts = [] {
-    if constexpr (Source::kManyRows && requires { L::kWidePassParts; })
-      return L::kWidePassParts;
-    else
-      return L::kPassParts;
-  }();
-};
-
 // Rows [i, m) of x, fewer than a full pass, in one pass of as many rows.
-template <class L, DType T, class Source, int R = PassShape<L, T, Source>::kRows - 1>
+template <class L, DType T, class Source, int R = L::template kPassRows<T> - 1>
 void int8_pass_tail(const GemmInt8Args& g, int64_t i, const Source& src, int p, float* y) {
   if constexpr (R >= 1) {
-    if (g.m - i == R) return int8_pass<L, T, R, PassShape<L, T, Source>::kParts>(g, i, src, p, y + i * g.ldy);
+    if (g.m - i == R) return int8_pass<L, T, R, L::kPassParts>(g, i, src, p, y + i * g.ldy);
     int8_pass_tail<L, T, Source, R - 1>(g, i, src, p, y);
   }
 }
@@ -267,11 +245,9 @@ void int8_groups(const GemmInt8Args& g) {
       continue;
     }
     auto passes = [&](const auto& src) {
-      using Shape = PassShape<L, T, std::decay_t<decltype(src)>>;
-      for (int p = 0; p < kParts; p += Shape::kParts) {
+      for (int p = 0; p < kParts; p += L::kPassParts) {
         int64_t i = 0;
-        for (; i + Shape::kRows <= g.m; i += Shape::kRows)
-          int8_pass<L, T, Shape::kRows, Shape::kParts>(g, i, src, p, y + i * g.ldy);
+        for (; i + kPass <= g.m; i += kPass) int8_pass<L, T, kPass, L::kPassParts>(g, i, src, p, y + i * g.ldy);
         if (i < g.m) int8_pass_tail<L, T>(g, i, src, p, y);
       }
     };
@@ -279,16 +255,11 @@ void int8_groups(const GemmInt8Args& g) {
     // faster. Two passes share too little of it: a batched decode step's 5 to 8 rows on AVX2
     // (two 4-row passes) ran as fast or up to 14% slower unpacking once, 12 rows 4-20% faster
     // (bench_gemv, SmolLM2's and Gemma 3's shapes, one thread, this Emerald Rapids core).
-    // Those calls also take the Lanes' wide pass where they name one (PassShape).
-    if (g.m > 2 * kPass) {
-      if constexpr (L::template kUnpackOnce<T>) {
+    if constexpr (L::template kUnpackOnce<T>)
+      if (g.m > 2 * kPass) {
         passes(unpack_group<L, T>(group, g.k / 32));
         continue;
-      } else if constexpr (requires { L::kWidePassParts; }) {
-        passes(PackedGroup<L, T, true>{group});
-        continue;
       }
-    }
     passes(PackedGroup<L, T>{group});
   }
 }
