@@ -14,6 +14,11 @@ rounding (--round, comma-separated, each run in turn):
   wbf16  the weight rounded to bf16, the input f32 (medium for a float weight on CPUs whose
          bf16 products are slow: the weight read as bf16, multiplied in f32)
   bf16   both operands rounded to bf16 (medium where bf16 products run: vdpbf16ps, AMX)
+  w12a12 both operands to 12-bit integers in blocks of 32 (largest |value| to 2047): what int16
+         products (vpmaddwd: 16 an instruction, int32 sums that cannot overflow at 12 bits)
+         would round
+  w8a12  the weight to int8 blocks as w8, the input to 12-bit blocks (a q8_0 weight read as
+         int16)
 
 --skip NAME leaves the Linear layers whose module path contains NAME unrounded (repeatable),
 to find which layers the error comes from. The bar medium holds an encoder to is a worst cosine
@@ -22,7 +27,7 @@ model is torch's and sentence-transformers', nothing of IRON's runs.
 
 The first use installs sentence-transformers and torch into .venv (scripts/python-env.sh).
 
-    bench/rounding_accuracy.py [-m models/all-MiniLM-L6-v2] [--round w8a8,w8,a8,wbf16,bf16] [-t 2]
+    bench/rounding_accuracy.py [-m models/all-MiniLM-L6-v2] [--round w8a8,w8,a8,wbf16,bf16,w12a12,w8a12] [-t 2]
 """
 import argparse
 import json
@@ -42,8 +47,8 @@ def main():
     a = ap.parse_args()
     kinds = a.round.split(",")
     for k in kinds:
-        if k not in ("w8a8", "w8", "a8", "wbf16", "bf16"):
-            ap.error("unknown rounding %r (w8a8, w8, a8, wbf16, bf16)" % k)
+        if k not in ("w8a8", "w8", "a8", "wbf16", "bf16", "w12a12", "w8a12"):
+            ap.error("unknown rounding %r (w8a8, w8, a8, wbf16, bf16, w12a12, w8a12)" % k)
     if not os.path.isfile(os.path.join(a.model, "modules.json")):
         ap.error("%s is not a sentence-transformers directory (no modules.json): scripts/fetch-model.sh minilm "
                  "or embeddinggemma fetches one" % a.model)
@@ -61,22 +66,30 @@ def main():
     golden = json.load(open(os.path.join(ROOT, "tests", "golden", name + "_embeddings.json")))
     texts = [c["text"] for c in golden["cases"] if not c.get("prompt_name")]
 
-    def int8_blocks(t):
-        """t rounded to int8 in blocks of 32 along its last axis (zero-padded), each block scaled
-        by its largest |value| / 127, as q8_0 and the int8 path's activation blocks are."""
+    def int_blocks(t, top):
+        """t rounded to integers in [-top, top] in blocks of 32 along its last axis (zero-padded),
+        each block scaled by its largest |value| / top."""
         k = t.shape[-1]
         pad = (-k) % 32
         b = F.pad(t, (0, pad)).reshape(*t.shape[:-1], -1, 32)
-        scale = b.abs().amax(-1, keepdim=True) / 127
+        scale = b.abs().amax(-1, keepdim=True) / top
         scale = torch.where(scale == 0, torch.ones_like(scale), scale)
-        r = ((b / scale).round().clamp(-127, 127) * scale).reshape(*t.shape[:-1], k + pad)
+        r = ((b / scale).round().clamp(-top, top) * scale).reshape(*t.shape[:-1], k + pad)
         return r[..., :k]
+
+    def int8_blocks(t):
+        """As q8_0 and the int8 path's activation blocks are: 127 the largest."""
+        return int_blocks(t, 127)
+
+    def int12_blocks(t):
+        return int_blocks(t, 2047)
 
     def bf16(t):
         return t.bfloat16().float()
 
     rounders = {"w8a8": (int8_blocks, int8_blocks), "w8": (int8_blocks, None), "a8": (None, int8_blocks),
-                "wbf16": (bf16, None), "bf16": (bf16, bf16)}
+                "wbf16": (bf16, None), "bf16": (bf16, bf16), "w12a12": (int12_blocks, int12_blocks),
+                "w8a12": (int8_blocks, int12_blocks)}
 
     model = SentenceTransformer(a.model, device="cpu")
     linears = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
