@@ -1,6 +1,6 @@
 // How many multiply-adds a second one core issues with each product instruction the matmul
-// kernels are built on, alone on registers (12 independent chains, or for vpmaddubsw 6
-// independent products a step, no loads): the ceilings the
+// kernels are built on, alone on registers (12 independent chains, or for vpmaddubsw and
+// vpmaddwd 6 independent products a step, no loads): the ceilings the
 // kernels' figures are shares of (docs/design.md), and what decides which products `medium`
 // takes on a processor (`Features::bf16_pairs_fast`: whether vdpbf16ps outruns f32 FMAs).
 // Instruction tables give these too; they differ between cores and hypervisors, so measure.
@@ -99,6 +99,29 @@ const Features& host() { return Features::host(); }
   return double(steps) * 6 * 32;
 }
 
+// AVX2's int16 products, as a loop over 12-bit blocks of W and x would take them (not built:
+// docs/benchmarks.md "What one core multiplies"): vpmaddwd (16 int16 pairs into 8 int32 pair
+// sums) of 3 registers of W by 2 of x, each added by vpaddd into its own register.
+[[gnu::target("avx2")]] double maddwd_ymm(int64_t steps) {
+  __m256i w0 = _mm256_set1_epi16(3), w1 = _mm256_set1_epi16(5), w2 = _mm256_set1_epi16(7);
+  __m256i x0 = _mm256_set1_epi16(1), x1 = _mm256_set1_epi16(2);
+  __m256i acc[6];
+  for (int c = 0; c < 6; ++c) acc[c] = _mm256_set1_epi32(c);
+  for (int64_t i = 0; i < steps; ++i) {
+    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(w0, x0));
+    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(w0, x1));
+    acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(w1, x0));
+    acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(w1, x1));
+    acc[4] = _mm256_add_epi32(acc[4], _mm256_madd_epi16(w2, x0));
+    acc[5] = _mm256_add_epi32(acc[5], _mm256_madd_epi16(w2, x1));
+    __asm__ volatile("" : "+x"(w0), "+x"(w1), "+x"(w2), "+x"(x0), "+x"(x1));
+  }
+  __m256i sum = acc[0];
+  for (int c = 1; c < 6; ++c) sum = _mm256_add_epi32(sum, acc[c]);
+  benchmark::DoNotOptimize(sum);
+  return double(steps) * 6 * 16;
+}
+
 [[gnu::target("avx2,avxvnni")]] double dpbusd_ymm(int64_t steps) {
   IRON_PRODUCT_CHAINS(__m256i, _mm256_set1_epi32, _mm256_set1_epi8(3), _mm256_set1_epi8(1),
                       _mm256_dpbusd_avx_epi32, _mm256_add_epi32, 32);
@@ -127,6 +150,7 @@ const Features& host() { return Features::host(); }
 
 void BM_FmaF32Avx2(benchmark::State& s) { time_products(s, host().avx2 && host().fma, "AVX2 with FMA", fma_ymm); }
 void BM_Int8Avx2Maddubs(benchmark::State& s) { time_products(s, host().avx2, "AVX2", maddubs_ymm); }
+void BM_Int16Avx2Maddwd(benchmark::State& s) { time_products(s, host().avx2, "AVX2", maddwd_ymm); }
 void BM_Int8AvxVnni(benchmark::State& s) { time_products(s, host().avxvnni, "AVX-VNNI", dpbusd_ymm); }
 void BM_FmaF32Avx512(benchmark::State& s) { time_products(s, host().avx512f, "AVX-512", fma_zmm); }
 void BM_Int8Avx512Vnni(benchmark::State& s) {
@@ -135,6 +159,7 @@ void BM_Int8Avx512Vnni(benchmark::State& s) {
 void BM_Bf16Avx512(benchmark::State& s) { time_products(s, host().avx512bf16, "AVX512_BF16", dpbf16_zmm); }
 BENCHMARK(BM_FmaF32Avx2);
 BENCHMARK(BM_Int8Avx2Maddubs);
+BENCHMARK(BM_Int16Avx2Maddwd);
 BENCHMARK(BM_Int8AvxVnni);
 BENCHMARK(BM_FmaF32Avx512);
 BENCHMARK(BM_Int8Avx512Vnni);
