@@ -72,54 +72,46 @@ const Features& host() { return Features::host(); }
                       _mm256_set1_ps(0.999f), _mm256_fmadd_ps, _mm256_add_ps, 8);
 }
 
-// AVX2's int8 products as the int8 loop takes them: vpmaddubsw (32 byte pairs into 16 int16
-// pair sums) of 3 registers of W's bytes by 2 of x's, each summed in int16 by vpaddw into its
-// own register (the loop widens with vpmaddwd once per several), as a pass of rows meets a
-// group. Not IRON_PRODUCT_CHAINS: its chains all take the same w and x, and the compiler made
-// that product once a step for all 12, so the counter measured vpaddw and stack traffic (83 G a
-// second on a Zen 3 core, which docs/design.md once took for vpmaddubsw's rate).
+// Six independent products a step, 3 registers of W by 2 of x, each summed by ADD into its own
+// register, as a pass of rows meets a group: V the register type, W(i) and X(i) the operands,
+// ACC(c) register c's start, MUL one product instruction, LANE_PRODUCTS the multiply-adds it does.
+// Not IRON_PRODUCT_CHAINS: its chains all take the same w and x, and where the product does not
+// take its accumulator (vpmaddubsw, vpmaddwd) the compiler made it once a step for all 12, so the
+// counter measured the adds and stack traffic (83 G a second on a Zen 3 core for vpmaddubsw,
+// which docs/design.md once took for its rate).
+#define IRON_PAIRED_PRODUCTS(V, W, X, ACC, MUL, ADD, LANE_PRODUCTS)                            \
+  V w0 = W(3), w1 = W(5), w2 = W(7), x0 = X(1), x1 = X(2);                                    \
+  V acc[6];                                                                                     \
+  for (int c = 0; c < 6; ++c) acc[c] = ACC(c);                                                 \
+  for (int64_t i = 0; i < steps; ++i) {                                                         \
+    acc[0] = ADD(acc[0], MUL(w0, x0));                                                          \
+    acc[1] = ADD(acc[1], MUL(w0, x1));                                                          \
+    acc[2] = ADD(acc[2], MUL(w1, x0));                                                          \
+    acc[3] = ADD(acc[3], MUL(w1, x1));                                                          \
+    acc[4] = ADD(acc[4], MUL(w2, x0));                                                          \
+    acc[5] = ADD(acc[5], MUL(w2, x1));                                                          \
+    /* New operands each step, as far as the compiler knows: nothing is hoisted out of the loop. */ \
+    __asm__ volatile("" : "+x"(w0), "+x"(w1), "+x"(w2), "+x"(x0), "+x"(x1));                   \
+  }                                                                                             \
+  V sum = acc[0];                                                                               \
+  for (int c = 1; c < 6; ++c) sum = ADD(sum, acc[c]);                                          \
+  benchmark::DoNotOptimize(sum);                                                                \
+  return double(steps) * 6 * (LANE_PRODUCTS)
+
+// AVX2's int8 products as the int8 loop takes them: vpmaddubsw (32 byte pairs into 16 int16 pair
+// sums), summed in int16 by vpaddw (the loop widens with vpmaddwd once per several).
+[[gnu::target("avx2")]] inline __m256i bytes(int v) { return _mm256_set1_epi8(char(v)); }
+[[gnu::target("avx2")]] inline __m256i words(int v) { return _mm256_set1_epi16(int16_t(v)); }
+[[gnu::target("avx2")]] inline __m256i dwords(int v) { return _mm256_set1_epi32(v); }
 [[gnu::target("avx2")]] double maddubs_ymm(int64_t steps) {
-  __m256i w0 = _mm256_set1_epi8(3), w1 = _mm256_set1_epi8(5), w2 = _mm256_set1_epi8(7);
-  __m256i x0 = _mm256_set1_epi8(1), x1 = _mm256_set1_epi8(2);
-  __m256i acc[6];
-  for (int c = 0; c < 6; ++c) acc[c] = _mm256_set1_epi16(int16_t(c));
-  for (int64_t i = 0; i < steps; ++i) {
-    acc[0] = _mm256_add_epi16(acc[0], _mm256_maddubs_epi16(w0, x0));
-    acc[1] = _mm256_add_epi16(acc[1], _mm256_maddubs_epi16(w0, x1));
-    acc[2] = _mm256_add_epi16(acc[2], _mm256_maddubs_epi16(w1, x0));
-    acc[3] = _mm256_add_epi16(acc[3], _mm256_maddubs_epi16(w1, x1));
-    acc[4] = _mm256_add_epi16(acc[4], _mm256_maddubs_epi16(w2, x0));
-    acc[5] = _mm256_add_epi16(acc[5], _mm256_maddubs_epi16(w2, x1));
-    // New operands each step, as far as the compiler knows: nothing is hoisted out of the loop.
-    __asm__ volatile("" : "+x"(w0), "+x"(w1), "+x"(w2), "+x"(x0), "+x"(x1));
-  }
-  __m256i sum = acc[0];
-  for (int c = 1; c < 6; ++c) sum = _mm256_add_epi16(sum, acc[c]);
-  benchmark::DoNotOptimize(sum);
-  return double(steps) * 6 * 32;
+  IRON_PAIRED_PRODUCTS(__m256i, bytes, bytes, words, _mm256_maddubs_epi16, _mm256_add_epi16, 32);
 }
 
 // AVX2's int16 products, as a loop over 12-bit blocks of W and x would take them (not built:
 // docs/benchmarks.md "What one core multiplies"): vpmaddwd (16 int16 pairs into 8 int32 pair
-// sums) of 3 registers of W by 2 of x, each added by vpaddd into its own register.
+// sums), summed by vpaddd.
 [[gnu::target("avx2")]] double maddwd_ymm(int64_t steps) {
-  __m256i w0 = _mm256_set1_epi16(3), w1 = _mm256_set1_epi16(5), w2 = _mm256_set1_epi16(7);
-  __m256i x0 = _mm256_set1_epi16(1), x1 = _mm256_set1_epi16(2);
-  __m256i acc[6];
-  for (int c = 0; c < 6; ++c) acc[c] = _mm256_set1_epi32(c);
-  for (int64_t i = 0; i < steps; ++i) {
-    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(w0, x0));
-    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(w0, x1));
-    acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(w1, x0));
-    acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(w1, x1));
-    acc[4] = _mm256_add_epi32(acc[4], _mm256_madd_epi16(w2, x0));
-    acc[5] = _mm256_add_epi32(acc[5], _mm256_madd_epi16(w2, x1));
-    __asm__ volatile("" : "+x"(w0), "+x"(w1), "+x"(w2), "+x"(x0), "+x"(x1));
-  }
-  __m256i sum = acc[0];
-  for (int c = 1; c < 6; ++c) sum = _mm256_add_epi32(sum, acc[c]);
-  benchmark::DoNotOptimize(sum);
-  return double(steps) * 6 * 16;
+  IRON_PAIRED_PRODUCTS(__m256i, words, words, dwords, _mm256_madd_epi16, _mm256_add_epi32, 16);
 }
 
 [[gnu::target("avx2,avxvnni")]] double dpbusd_ymm(int64_t steps) {

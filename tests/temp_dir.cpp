@@ -11,9 +11,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 #include <string>
-#include <iterator>
 #include <system_error>
 
 namespace {

@@ -243,8 +243,8 @@ void expect_same_bits(DType t, const cpu::Features& a, const cpu::Features& b) {
 TEST(GemmInt8, EveryRowTheSameBitsAloneAndInManyPasses) {
   // A call of more rows than a pass takes reads each group as it was unpacked once for all the
   // passes (int8_pass.hpp's UnpackedGroup, where the loop's Lanes take it), a decode's one row
-  // and a batched step's few read the packed group, in passes of other sizes (AVX2's wide passes
-  // take both halves of a group; 41 rows leave a rest after 4-row and 3-row passes alike): each
+  // and a batched step's few read the packed group, in passes of other sizes (AVX2's passes of
+  // several rows take both halves of a group; 41 rows leave a rest after 4-row and 3-row passes alike): each
   // row's outputs must be the same bits either way (a prompt's rows and a decode's are one model).
   SKIP_WITHOUT_INT8_PATHS();
   for (const Path& path : int8_paths()) {

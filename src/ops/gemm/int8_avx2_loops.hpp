@@ -234,7 +234,7 @@ struct Avx2Lanes {
   // (bench_gemv BM_GEMM/.../threads:1/fast:2), against one half a pass: Qwen2.5-Coder-1.5B's
   // 512-row q4_k GEMMs 1.03-1.19x, its q6_k 1.09-1.18x, Gemma 3's 64-row q5_0, q5_1, q5_k
   // 1.13-1.24x, the encoders' q8_0 at 20 and 256 rows 1.07-1.19x, SmolLM2's shapes at 8 rows
-  // 1.14-1.35x, at 2, 4 and 5 rows 1.06-1.30x; a batched decode's 8 rows faster in 4 of 4
+  // 1.14-1.35x, at 2, 4 and 5 rows 1.06-1.30x; a batched decode's 8 rows faster in 7 of 7
   // rounds (bench_batch_decode). 3 rows x 2 halves (llvm-mca a little faster) measured slower
   // than 4 for every kind, and 2 x 2 slower at 8 rows (benchmarks.md); q6_k takes 3 (2 was
   // slower). AVX-VNNI keeps one half a pass (not measured: no such processor lent).

@@ -325,14 +325,17 @@ constexpr int64_t int8_d_at(DType t, int64_t b) {
   return b / 2 * int8_pair_bytes(t) + 2 * int8_quant_bytes(t) + 32 * (b % 2);
 }
 constexpr int64_t int8_m_at(DType t, int64_t b) { return int8_d_at(t, b) + 64; }
-/// Cache lines of a block the int8 loops prefetch, as many as a block takes on average with its
-/// scales: five (q4_0 / q4_1's 288 to 320 bytes, q4_k's 288), six with fifth bits (352 to 384
-/// bytes), seven for q6_k (420), nine for q8_0 (544). q8_0 took five until 2026-12-07, which left
-/// 3.5 lines a block to demand misses: nine took its cold one-row GEMVs on a Zen 3 from 10.6-12.4
-/// to 13.4-16.3 GB/s on one thread and 20.2-22.8 to 23.2-28.8 on two (bench_gemv
-/// BM_GEMVInt8/shape:(4|12)/cold:1, 6 alternating pairs each, each faster), and Gemma 3's q8_0
-/// classifier (170 MiB a token) from 7.5-8.2 to 6.6-6.9 ms a decode step.
-constexpr int int8_prefetch_lines(DType t) { return t == DType::q8_0 ? 9 : t == DType::q6_k ? 7 : int8_fifth(t) ? 6 : 5; }
+/// Cache lines of a block the int8 loops prefetch: as many as a block takes on average with its
+/// scales in the layout (q4_0, q4_1 and q4_k 5, the 5-bit kinds 6, q6_k 7, q8_0 9). Counted by
+/// hand until 2026-12-07, when q8_0's five left 3.5 lines of its 544 bytes to demand misses:
+/// nine took its cold one-row GEMVs on a Zen 3 from 10.6-12.4 to 13.4-16.3 GB/s on one thread
+/// and 20.2-22.8 to 23.2-28.8 on two (bench_gemv BM_GEMVInt8/shape:(4|12)/cold:1, 6 alternating
+/// pairs each, each faster), and Gemma 3's q8_0 classifier (170 MiB a token) from 7.5-8.2 to
+/// 6.6-6.9 ms a decode step.
+constexpr int int8_prefetch_lines(DType t) {
+  const int64_t block_bytes = int8_k(t) ? int8_super_bytes(t) / 8 : int8_pair_bytes(t) / 2;
+  return int((block_bytes + 63) / 64);
+}
 /// What x's int8 quantisers multiply a block by: 127 over its largest |x|, or 0 for a block of
 /// zeros or of values so small (largest |x| below 127 / FLT_MAX) that the reciprocal would
 /// overflow, which rounds them to zeros (an infinite one saturated every quant). The AVX-512
