@@ -461,8 +461,8 @@ TEST(GemmInt8, QuantisedRowsEqualTheArithmeticWrittenOut) {
         }
         ASSERT_EQ(scale[size_t(b)], d) << "block " << b;
         ASSERT_EQ(xsum[size_t(b)], d * float(half[0] + half[1])) << "block " << b;
-        ASSERT_EQ(xsum16[size_t(2 * b)], d * float(half[0])) << "block " << b;
-        ASSERT_EQ(xsum16[size_t(2 * b + 1)], d * float(half[1])) << "block " << b;
+        ASSERT_EQ(xsum16[size_t(2 * b)], 32.0f * (d * float(half[0]))) << "block " << b;
+        ASSERT_EQ(xsum16[size_t(2 * b + 1)], 32.0f * (d * float(half[1]))) << "block " << b;
       }
     }
   }

@@ -181,12 +181,14 @@ void quantise_x8(const QuantiseX8Args& a) {
     // The sums of the blocks as rounded, not as given: the weights' offset term (q4_1's m, q4_0's
     // -8 d) then meets the same x as the quants do, so the error stays sum(w e), as llama.cpp's
     // q8_1 has it; the exact sum would add m * sum(e), doubling the error. Per half (xsum16,
-    // block b's two side by side) for q6_k's half scales.
+    // block b's two side by side, 32 times each: kernels.hpp) for q6_k's half scales.
     const __m512i sum0 = _mm512_castps_si512(reduce_16(s0, add_op)), sum1 = _mm512_castps_si512(reduce_16(s1, add_op));
     const auto valid = __mmask16((1u << n) - 1);
     _mm512_mask_storeu_ps(a.scale + b0, valid, scale);
     _mm512_mask_storeu_ps(a.xsum + b0, valid, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_add_epi32(sum0, sum1))));
-    const __m512 h0 = _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum0)), h1 = _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum1));
+    const __m512 times32 = _mm512_set1_ps(32.0f);  // kernels.hpp: xsum16 holds 32 times the sums
+    const __m512 h0 = _mm512_mul_ps(times32, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum0)));
+    const __m512 h1 = _mm512_mul_ps(times32, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum1)));
     const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i second = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     const auto pairs = uint32_t((uint64_t(1) << (2 * n)) - 1);

@@ -76,8 +76,8 @@ void quantise_x8_avx2(const QuantiseX8Args& a) {
                   s1 = isum8(_mm256_add_epi32(q[2], q[3]));
     a.scale[b] = scale;
     a.xsum[b] = scale * float(s0 + s1);
-    a.xsum16[2 * b] = scale * float(s0);
-    a.xsum16[2 * b + 1] = scale * float(s1);
+    a.xsum16[2 * b] = 32.0f * (scale * float(s0));
+    a.xsum16[2 * b + 1] = 32.0f * (scale * float(s1));
   }
 }
 

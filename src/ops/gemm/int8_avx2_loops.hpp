@@ -137,7 +137,7 @@ inline __m256 finish_half(const S& s, const __m256i* dot, float scale, float xsu
   if constexpr (T == DType::q6_k) {
     for (int h = 0; h < 2; ++h) {
       const __m256 sum =
-          _mm256_fmsub_ps(_mm256_cvtepi32_ps(dot[h]), sc, _mm256_set1_ps(32.0f * xsum16[h]));
+          _mm256_fmsub_ps(_mm256_cvtepi32_ps(dot[h]), sc, _mm256_set1_ps(xsum16[h]));
       acc = _mm256_fmadd_ps(s.d16[h], sum, acc);
     }
     return acc;

@@ -82,7 +82,7 @@ inline void int8_unpack(const char* quants, int c, __m512i* lo, __m512i* hi) {
 /// One row of x's block b finished into its 16 accumulators (the group's 16 rows): `dot` the
 /// int32 sums of the block (q6_k: dot[0] of columns 0-15, dot[1] of 16-31, each half having
 /// its own scale; the others all in dot[0]), `scale` x's block scale, `xsum` its block sum,
-/// `xsum16` its two sums of 16.
+/// `xsum16` 32 times its two sums of 16 (QuantiseX8Args).
 template <DType T, class Scales>
 inline __m512 int8_finish(const Scales& s, const __m512i* dot, float scale, float xsum, const float* xsum16,
                           __m512 acc) {
@@ -93,9 +93,11 @@ inline __m512 int8_finish(const Scales& s, const __m512i* dot, float scale, floa
                             : T == DType::q5_0 ? -16.0f
                                                : 0.0f;
   if constexpr (T == DType::q6_k) {
-    // w = d s (q - 32): each half's sum less 32 times x's sum of those 16 columns.
+    // w = d s (q - 32): each half's sum less 32 times x's sum of those 16 columns (xsum16 holds
+    // it so: a broadcast from memory, where a product of two scalars took a multiply and a
+    // broadcast from a register for every row of x and group of W).
     for (int h = 0; h < 2; ++h) {
-      const __m512 sum = _mm512_fmsub_ps(_mm512_cvtepi32_ps(dot[h]), _mm512_set1_ps(scale), _mm512_set1_ps(32.0f * xsum16[h]));
+      const __m512 sum = _mm512_fmsub_ps(_mm512_cvtepi32_ps(dot[h]), _mm512_set1_ps(scale), _mm512_set1_ps(xsum16[h]));
       acc = _mm512_fmadd_ps(s.d16[h], sum, acc);
     }
     return acc;

@@ -46,8 +46,8 @@ void quantise_x8(const QuantiseX8Args& a) {
     const int32_t s1 = vaddvq_s32(vaddq_s32(vaddq_s32(q[4], q[5]), vaddq_s32(q[6], q[7])));
     a.scale[b] = scale;
     a.xsum[b] = scale * float(s0 + s1);
-    a.xsum16[2 * b] = scale * float(s0);
-    a.xsum16[2 * b + 1] = scale * float(s1);
+    a.xsum16[2 * b] = 32.0f * (scale * float(s0));
+    a.xsum16[2 * b + 1] = 32.0f * (scale * float(s1));
   }
 }
 
@@ -129,7 +129,7 @@ inline float32x4_t finish_quarter(const S& s, const int32x4_t* dot, float scale,
   constexpr float kOffset = T == DType::q4_0 ? -8.0f : T == DType::q5_0 ? -16.0f : 0.0f;
   if constexpr (T == DType::q6_k) {
     for (int h = 0; h < 2; ++h) {
-      const float32x4_t sum = vfmaq_n_f32(vdupq_n_f32(-32.0f * xsum16[h]), vcvtq_f32_s32(dot[h]), scale);
+      const float32x4_t sum = vfmaq_n_f32(vdupq_n_f32(-xsum16[h]), vcvtq_f32_s32(dot[h]), scale);
       acc = vfmaq_f32(acc, s.d16[h], sum);
     }
     return acc;

@@ -257,15 +257,17 @@ void tile_bf16_amx(const TileAmxArgs&);  // gemm_amx.cpp, for the AVX-512 loops'
 
 /// Precision::medium with AVX512_VNNI: a row x of k f32 values (k a multiple of 32) as blocks of
 /// 32 int8 q with one f32 scale each (scale = max|x| / 127, q = round(x / scale)), plus each
-/// block's sum of x as rounded (scale * sum q: what meets q4_1's m and q4_0's -8), and the same
-/// of each 16 (what meets q6_k's -32, whose scales cover 16 columns).
+/// block's sum of x as rounded (scale * sum q: what meets q4_1's m and q4_0's -8), and 32 times
+/// the same of each 16 (what meets q6_k's -32, whose scales cover 16 columns: stored with the
+/// factor, so the loops' finish reads the term as it is rather than multiplying and
+/// broadcasting it for every row of x and every group of W; times 32 is exact in f32).
 struct QuantiseX8Args {
   const float* x;
   int64_t k;
   int8_t* q;      // k values
   float* scale;   // k / 32 values
   float* xsum;    // k / 32 values
-  float* xsum16;  // k / 16 values
+  float* xsum16;  // k / 16 values: 32 scale * sum q of each 16
 };
 
 // ---- W rearranged for int8 dot products (Precision::medium: vpdpbusd, vpmaddubsw, sdot, AMX) ---
@@ -353,7 +355,7 @@ struct GemmInt8Args {
   const int8_t* q;     // m rows of k values
   const float* scale;  // m rows of k / 32
   const float* xsum;   // m rows of k / 32
-  const float* xsum16;  // m rows of k / 16
+  const float* xsum16;  // m rows of k / 16 (32 times the sums of 16: QuantiseX8Args)
   int64_t m;
   int64_t k;
   const char* w;  // the first group
