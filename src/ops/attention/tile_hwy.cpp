@@ -13,6 +13,8 @@
 // express). A row's vectors are a loop counted at run time, not a template argument: one copy
 // per cache type and pass size (12 per target) where one per head size too took minutes to
 // compile under the sanitizers.
+#include <hwy/cache_control.h>
+
 #include <cstdint>
 
 #include "ops/attention/tile.hpp"
@@ -165,11 +167,28 @@ HWY_INLINE void values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t 
 
 // One block of up to kN keys for B query vectors from m of kv head h: scores, the online
 // softmax's update (one e^x for the B queries' rescaling), the weighted values.
+// Cache lines of the next block's keys and values to prefetch: lines [begin, end) of its rows'
+// bytes from k and from v (none where k is null), half before a block's scores and half before
+// its values, as the AVX-512 decode tile spreads them (tile_avx512.cpp's Ahead).
+struct Ahead {
+  const char *k = nullptr, *v = nullptr;
+  int64_t begin = 0, end = 0;
+  void fetch(int64_t from, int64_t to) const {
+    if (!k) return;
+    for (int64_t line = from; line < to; ++line) {
+      hwy::Prefetch(k + line * 64);
+      hwy::Prefetch(v + line * 64);
+    }
+  }
+};
+
 template <DType T, int B>
-void block(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, int64_t rows) {
+void block(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, int64_t rows, const Ahead& ahead) {
   const D d;
   const hn::RebindToSigned<D> di;
   V s[B];
+  const int64_t half = (ahead.begin + ahead.end) / 2;
+  ahead.fetch(ahead.begin, half);
   scores<T, B>(a, h, m, j0, n, rows, s);
   // kN >= 4 > B: lanes past B are zeros, never used.
   HWY_ALIGN float before[kN] = {}, top[kN] = {}, shrink[kN];
@@ -210,7 +229,14 @@ void block(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, int64_t r
     a.sum[m + i] += sum_lanes(e);
     hn::Store(e, d, weights + i * kN);
   }
+  ahead.fetch(half, ahead.end);
   values<T, B>(a, h, m, j0, n, rows, weights);
+}
+
+// The bytes of a cache from its element 0 to element e's (q8_0: to e's block).
+template <DType T>
+constexpr int64_t bytes_to(int64_t e) {
+  return T == DType::q8_0 ? e / 32 * 34 : e * (T == DType::f32 ? 4 : 2);
 }
 
 template <DType T>
@@ -220,13 +246,31 @@ void tile(const Tile& a) {
   const int64_t passes = (per + kMaxPass - 1) / kMaxPass;
   for (int64_t j0 = a.begin; j0 < a.end; j0 += kN) {
     const int64_t n = a.end - j0 < kN ? a.end - j0 : kN;
+    // The next block's rows, whole (every kv head's part) and in order, fetched a share before
+    // each kv head's scores and values of this block, as the AVX-512 decode tile does: reading
+    // one kv head's part of each row at a time, the hardware prefetcher alone fell behind.
+    // SmolLM2's shape (3 kv heads of 64) cold on two threads of a Zen 4 held to AVX2
+    // (`IRON_CPU=avx2 build/bench/bench_attention 2 3 cold`, two rounds): f16 7.8-12.2 ->
+    // 18.2-23.4 GB/s, bf16 10.0-11.4 -> 14.1-18.5, f32 10.5-12.4 -> 15.2-19.6; one thread f16
+    // 5.1-6.5 -> 9.0-13.4. One kv head's rows are read whole and in order, which the hardware
+    // follows (Gemma 3's shape: no gain), so there it fetches nothing.
+    Ahead next;
+    int64_t lines = 0;
+    if (a.heads > 1 && j0 + kN < a.end) {
+      const int64_t at = j0 + kN, count = a.end - at < kN ? a.end - at : kN;
+      next = {a.k + bytes_to<T>(a.k0 + at * a.stride), a.v + bytes_to<T>(a.v0 + at * a.stride), 0, 0};
+      lines = (bytes_to<T>(count * a.stride) + 63) / 64;
+    }
     for (int64_t h = 0; h < a.heads; ++h)
       for (int64_t pass = 0, m = h * per; pass < passes; ++pass) {
         const int64_t b = (per * (pass + 1)) / passes - (per * pass) / passes;
+        const int64_t share = pass == 0 ? lines : 0;  // this kv head's share, on its first pass
+        next.begin = share * h / a.heads;
+        next.end = share * (h + 1) / a.heads;
         switch (b) {
-          case 3: block<T, 3>(a, h, m, j0, n, rows); break;
-          case 2: block<T, 2>(a, h, m, j0, n, rows); break;
-          default: block<T, 1>(a, h, m, j0, n, rows); break;
+          case 3: block<T, 3>(a, h, m, j0, n, rows, next); break;
+          case 2: block<T, 2>(a, h, m, j0, n, rows, next); break;
+          default: block<T, 1>(a, h, m, j0, n, rows, next); break;
         }
         m += b;
       }
