@@ -43,6 +43,31 @@ struct Tile {
   float* work;             // scratch of work_floats(width, heads, queries) floats, 64-byte aligned
 };
 
+/// The byte of a cache of dtype T that holds element e (q8_0: its block's first byte).
+template <DType T>
+constexpr int64_t byte_of(int64_t e) {
+  if constexpr (T == DType::f32) return e * 4;
+  if constexpr (T == DType::q8_0) return e / 32 * 34;
+  return e * 2;
+}
+
+/// Cache lines of a decode tile's next block of keys and values to prefetch: lines [begin, end)
+/// of its rows' bytes from k and from v (none where k is null). Each kv head's pass fetches its
+/// share, half before its scores and half before its values: reading one kv head's part of each
+/// row at a time, the hardware prefetcher falls behind, and all of a block's lines fetched at
+/// its start read no faster (tile_avx512.cpp's and tile_hwy.cpp's decode loops say how much).
+struct Ahead {
+  const char *k = nullptr, *v = nullptr;
+  int64_t begin = 0, end = 0;
+  void fetch(int64_t from, int64_t to) const {
+    if (!k) return;
+    for (int64_t line = from; line < to; ++line) {
+      __builtin_prefetch(k + line * 64);
+      __builtin_prefetch(v + line * 64);
+    }
+  }
+};
+
 /// The floats of scratch a tile needs.
 inline int64_t work_floats(int64_t width, int64_t heads, int64_t queries) {
   return kKeyBlock * heads * (2 * width + queries) + width;

@@ -405,21 +405,6 @@ inline void scaled_weight_values(const Tile& a, int64_t h, int64_t m, int64_t j0
   }
 }
 
-// Cache lines of the next block's keys and values to prefetch, [begin, end) of its rows' bytes
-// from k and from v (none where k is null): each kv head's pass fetches its share, half before
-// its scores and half before its values.
-struct Ahead {
-  const char *k = nullptr, *v = nullptr;
-  int64_t begin = 0, end = 0;
-  void fetch(int64_t from, int64_t to) const {
-    if (!k) return;
-    for (int64_t line = from; line < to; ++line) {
-      _mm_prefetch(k + line * 64, _MM_HINT_T0);
-      _mm_prefetch(v + line * 64, _MM_HINT_T0);
-    }
-  }
-};
-
 // One block for B query vectors from m of kv head h: scores, the online softmax's update, the
 // weighted values. The update is the tile above's but for the factor that rescales a query's
 // sums when its maximum rises: one vector e^x for the B queries (the tile above calls std::exp
@@ -472,14 +457,6 @@ void decode_block(const Tile& a, const RoundedQueries& rq, int64_t h, int64_t m,
     scaled_weight_values<C, B>(a, h, m, j0, n, weights);
   else
     decode_values<T, C, B, P>(a, h, m, j0, n, last, weights);
-}
-
-// The byte of a cache that holds element e (q8_0: its block's first byte).
-template <DType T>
-constexpr int64_t byte_of(int64_t e) {
-  if constexpr (T == DType::f32) return e * 4;
-  if constexpr (T == DType::q8_0) return e / 32 * 34;
-  return e * 2;
 }
 
 template <DType T, int C, bool P, bool I = false>

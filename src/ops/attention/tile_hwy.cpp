@@ -13,8 +13,6 @@
 // express). A row's vectors are a loop counted at run time, not a template argument: one copy
 // per cache type and pass size (12 per target) where one per head size too took minutes to
 // compile under the sanitizers.
-#include <hwy/cache_control.h>
-
 #include <cstdint>
 
 #include "ops/attention/tile.hpp"
@@ -167,21 +165,6 @@ HWY_INLINE void values(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t 
 
 // One block of up to kN keys for B query vectors from m of kv head h: scores, the online
 // softmax's update (one e^x for the B queries' rescaling), the weighted values.
-// Cache lines of the next block's keys and values to prefetch: lines [begin, end) of its rows'
-// bytes from k and from v (none where k is null), half before a block's scores and half before
-// its values, as the AVX-512 decode tile spreads them (tile_avx512.cpp's Ahead).
-struct Ahead {
-  const char *k = nullptr, *v = nullptr;
-  int64_t begin = 0, end = 0;
-  void fetch(int64_t from, int64_t to) const {
-    if (!k) return;
-    for (int64_t line = from; line < to; ++line) {
-      hwy::Prefetch(k + line * 64);
-      hwy::Prefetch(v + line * 64);
-    }
-  }
-};
-
 template <DType T, int B>
 void block(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, int64_t rows, const Ahead& ahead) {
   const D d;
@@ -233,12 +216,6 @@ void block(const Tile& a, int64_t h, int64_t m, int64_t j0, int64_t n, int64_t r
   values<T, B>(a, h, m, j0, n, rows, weights);
 }
 
-// The bytes of a cache from its element 0 to element e's (q8_0: to e's block).
-template <DType T>
-constexpr int64_t bytes_to(int64_t e) {
-  return T == DType::q8_0 ? e / 32 * 34 : e * (T == DType::f32 ? 4 : 2);
-}
-
 template <DType T>
 void tile(const Tile& a) {
   const int64_t rows = a.d / kN, per = a.queries;
@@ -258,8 +235,8 @@ void tile(const Tile& a) {
     int64_t lines = 0;
     if (a.heads > 1 && j0 + kN < a.end) {
       const int64_t at = j0 + kN, count = a.end - at < kN ? a.end - at : kN;
-      next = {a.k + bytes_to<T>(a.k0 + at * a.stride), a.v + bytes_to<T>(a.v0 + at * a.stride), 0, 0};
-      lines = (bytes_to<T>(count * a.stride) + 63) / 64;
+      next = {a.k + byte_of<T>(a.k0 + at * a.stride), a.v + byte_of<T>(a.v0 + at * a.stride), 0, 0};
+      lines = (byte_of<T>(count * a.stride) + 63) / 64;
     }
     for (int64_t h = 0; h < a.heads; ++h)
       for (int64_t pass = 0, m = h * per; pass < passes; ++pass) {
