@@ -66,7 +66,21 @@ struct Ahead {
       __builtin_prefetch(v + line * 64);
     }
   }
+  /// Kv head h's share (of `heads`) of these lines.
+  Ahead share(int64_t h, int64_t heads) const {
+    return {k, v, begin + (end - begin) * h / heads, begin + (end - begin) * (h + 1) / heads};
+  }
 };
+
+/// The whole cache rows [at, at + keys) of a tile's keys and values, cut at its end (none where
+/// `at` is past it): what a decode loop prefetches for its next block.
+template <DType T>
+Ahead rows_ahead(const Tile& t, int64_t at, int64_t keys) {
+  if (at >= t.end) return {};
+  const int64_t count = t.end - at < keys ? t.end - at : keys;
+  return {t.k + byte_of<T>(t.k0 + at * t.stride), t.v + byte_of<T>(t.v0 + at * t.stride), 0,
+          (byte_of<T>(count * t.stride) + 63) / 64};
+}
 
 /// The floats of scratch a tile needs.
 inline int64_t work_floats(int64_t width, int64_t heads, int64_t queries) {

@@ -468,7 +468,6 @@ void decode_tile(const Tile& a) {
   // even as they go: a pass converts every key, so fewer passes convert less (passes of 2 + 2
   // ran Gemma's q8_0 at 6.0 GB/s where the tile above ran 6.9).
   const int64_t width = per % 4 == 0 ? 4 : 3, passes = (per + width - 1) / width;
-  const int64_t block_bytes = byte_of<T>(a.stride * kKeyBlock);
   RoundedQueries rq{};
   if constexpr (I) rq = round_queries(a);
   for (int64_t j0 = a.begin; j0 < a.end; j0 += kKeyBlock) {
@@ -478,25 +477,17 @@ void decode_tile(const Tile& a) {
     // 7.5 with it. Fetched piecewise, a share before each kv head's scores and values: two
     // threads read cold q8_0 caches at 11.3 GB/s with the whole block fetched at once at its
     // start, 13.6 this way (medium; two or four blocks ahead measured no better; bench_attention).
-    Ahead next;
-    int64_t lines = 0;
-    if (j0 + kKeyBlock < a.end) {
-      const int64_t at = j0 + kKeyBlock, bytes = smaller(block_bytes, byte_of<T>((a.end - at) * a.stride));
-      next = {a.k + byte_of<T>(a.k0 + at * a.stride), a.v + byte_of<T>(a.v0 + at * a.stride), 0, 0};
-      lines = (bytes + 63) / 64;
-    }
+    const Ahead next = rows_ahead<T>(a, j0 + kKeyBlock, kKeyBlock);
     for (int64_t h = 0; h < a.heads; ++h)
       for (int64_t pass = 0, m = h * per; pass < passes; ++pass) {
         const int64_t b = (per * (pass + 1)) / passes - (per * pass) / passes;
         // This kv head's share of the lines, on its first pass.
-        const int64_t share = pass == 0 ? lines : 0;
-        next.begin = share * h / a.heads;
-        next.end = share * (h + 1) / a.heads;
+        const Ahead ahead = pass == 0 ? next.share(h, a.heads) : Ahead{};
         switch (b) {
-          case 4: decode_block<T, C, 4, P, I>(a, rq, h, m, j0, n, last, next); break;
-          case 3: decode_block<T, C, 3, P, I>(a, rq, h, m, j0, n, last, next); break;
-          case 2: decode_block<T, C, 2, P, I>(a, rq, h, m, j0, n, last, next); break;
-          default: decode_block<T, C, 1, P, I>(a, rq, h, m, j0, n, last, next); break;
+          case 4: decode_block<T, C, 4, P, I>(a, rq, h, m, j0, n, last, ahead); break;
+          case 3: decode_block<T, C, 3, P, I>(a, rq, h, m, j0, n, last, ahead); break;
+          case 2: decode_block<T, C, 2, P, I>(a, rq, h, m, j0, n, last, ahead); break;
+          default: decode_block<T, C, 1, P, I>(a, rq, h, m, j0, n, last, ahead); break;
         }
         m += b;
       }

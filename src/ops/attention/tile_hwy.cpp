@@ -231,23 +231,16 @@ void tile(const Tile& a) {
     // 18.2-23.4 GB/s, bf16 10.0-11.4 -> 14.1-18.5, f32 10.5-12.4 -> 15.2-19.6; one thread f16
     // 5.1-6.5 -> 9.0-13.4. One kv head's rows are read whole and in order, which the hardware
     // follows (Gemma 3's shape: no gain), so there it fetches nothing.
-    Ahead next;
-    int64_t lines = 0;
-    if (a.heads > 1 && j0 + kN < a.end) {
-      const int64_t at = j0 + kN, count = a.end - at < kN ? a.end - at : kN;
-      next = {a.k + byte_of<T>(a.k0 + at * a.stride), a.v + byte_of<T>(a.v0 + at * a.stride), 0, 0};
-      lines = (byte_of<T>(count * a.stride) + 63) / 64;
-    }
+    const Ahead next = a.heads > 1 ? rows_ahead<T>(a, j0 + kN, kN) : Ahead{};
     for (int64_t h = 0; h < a.heads; ++h)
       for (int64_t pass = 0, m = h * per; pass < passes; ++pass) {
         const int64_t b = (per * (pass + 1)) / passes - (per * pass) / passes;
-        const int64_t share = pass == 0 ? lines : 0;  // this kv head's share, on its first pass
-        next.begin = share * h / a.heads;
-        next.end = share * (h + 1) / a.heads;
+        // This kv head's share of the lines, on its first pass.
+        const Ahead ahead = pass == 0 ? next.share(h, a.heads) : Ahead{};
         switch (b) {
-          case 3: block<T, 3>(a, h, m, j0, n, rows, next); break;
-          case 2: block<T, 2>(a, h, m, j0, n, rows, next); break;
-          default: block<T, 1>(a, h, m, j0, n, rows, next); break;
+          case 3: block<T, 3>(a, h, m, j0, n, rows, ahead); break;
+          case 2: block<T, 2>(a, h, m, j0, n, rows, ahead); break;
+          default: block<T, 1>(a, h, m, j0, n, rows, ahead); break;
         }
         m += b;
       }

@@ -38,6 +38,12 @@ namespace {
 // each group many times from the cache, where 1 KiB ahead did as well or better.
 constexpr int64_t part_prefetch_ahead(int rows) { return rows == 1 ? 4096 : 1024; }
 
+// Block quants' lines (int8_prefetch_lines), `ahead` bytes on, through the Lanes' prefetch.
+template <class L, DType T>
+inline void prefetch_block(const char* quants, int64_t ahead) {
+  for (int c = 0; c < int8_prefetch_lines(T); ++c) L::prefetch(quants + ahead + 64 * c);
+}
+
 // A Lanes's registers, named by what its functions return: the f32 accumulator, the int32 sums,
 // and bytes (4 values of x broadcast, or an unpacked operand of W's quants).
 template <class L>
@@ -148,7 +154,7 @@ UnpackedGroup<L, T> unpack_group(const char* group, int64_t blocks) {
     // fetched, a K-quant super-block's scales (after its 8 blocks' quants) most: as far ahead as
     // a one-row pass, which streams W too. q6_k at 512 rows on a Zen 4 core with AVX-512 (8960->1536,
     // bench_gemv): the unpacking 38% of the kernel's samples without, 24% with (perf record).
-    for (int c = 0; c < int8_prefetch_lines(T); ++c) L::prefetch(packed.quants(b) + L::ahead(1) + 64 * c);
+    prefetch_block<L, T>(packed.quants(b), L::ahead(1));
     for (int p = 0; p < kParts; ++p) {
       const auto& s = packed.scales(b, p, sc[p]);
       auto& kept = copy.kept[size_t(b * kParts + p)];
@@ -195,7 +201,7 @@ inline void int8_pass(const GemmInt8Args& g, int64_t i0, const Source& src, int 
   for (int64_t b = 0; b < blocks; ++b) {
     if constexpr (Source::kPrefetch)
       if (p0 == 0)  // the first part's pass prefetches
-        for (int c = 0; c < int8_prefetch_lines(T); ++c) L::prefetch(src.quants(b) + L::ahead(R) + 64 * c);
+        prefetch_block<L, T>(src.quants(b), L::ahead(R));
     using BlockScales = std::remove_reference_t<decltype(src.scales(b, p0, sc[0]))>;  // Scales<T> or KeptScales
     const BlockScales* block_scales[P];
     constexpr bool kScalesLate = L::template kScalesAfterProducts<T>;
